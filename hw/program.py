@@ -1,0 +1,325 @@
+"""`Program`: the artifact that runs on the accelerator, and `ProgramBuilder` to write one.
+
+A Program holds the encoded instruction stream, the micro-op table and a DRAM layout of named
+regions (offset, shape, dtype, role), plus the fingerprint of the config it was built for.  It is
+immutable and saves to one `.npz` file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hw import isa
+from hw.config import AcceleratorConfig
+
+FORMAT_VERSION = 1
+ROLES = ("input", "output", "constant", "scratch", "insns", "uops")
+
+
+class ProgramError(ValueError):
+    """A Program is malformed, or used with the wrong config or wrong data."""
+
+
+@dataclass(frozen=True)
+class Region:
+    """A named byte range of DRAM holding one array."""
+
+    name: str
+    offset: int
+    shape: tuple[int, ...]
+    dtype: str
+    role: str
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "offset": self.offset, "shape": list(self.shape),
+                "dtype": self.dtype, "role": self.role}  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    fingerprint: str
+    insns: np.ndarray  # (N, 2) uint64
+    regions: tuple[Region, ...]
+    constants: Mapping[str, np.ndarray] = field(default_factory=dict)
+    dram_bytes: int = 0
+    config_name: str = ""
+
+    def __post_init__(self) -> None:
+        self.insns.setflags(write=False)
+        for array in self.constants.values():
+            array.setflags(write=False)
+
+    def region(self, name: str) -> Region:
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise ProgramError(f"program has no region {name!r}; it has {self._names()}")
+
+    def _names(self) -> str:
+        return ", ".join(r.name for r in self.regions)
+
+    def regions_with_role(self, role: str) -> list[Region]:
+        return [r for r in self.regions if r.role == role]
+
+    @property
+    def insn_region(self) -> Region:
+        return self.regions_with_role("insns")[0]
+
+    def decoded(self, cfg: AcceleratorConfig) -> list[isa.Insn]:
+        return isa.decode(self.insns, cfg)
+
+    def check_config(self, cfg: AcceleratorConfig) -> None:
+        if cfg.fingerprint() != self.fingerprint:
+            raise ProgramError(
+                f"program was built for config {self.config_name or '?'} (fingerprint "
+                f"{self.fingerprint}), not for {cfg.name} (fingerprint {cfg.fingerprint()})"
+            )
+
+    # -- DRAM images ---------------------------------------------------------------------------
+    def initial_dram(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The DRAM image before a run: instructions, micro-ops, constants and `inputs`."""
+        self._check_inputs(inputs)
+        dram = np.zeros(self.dram_bytes, dtype=np.uint8)
+        for r in self.regions:
+            data = self.constants.get(r.name)
+            if r.role == "insns":
+                data = self.insns
+            elif r.role == "input":
+                data = np.asarray(inputs[r.name])
+            if data is not None:
+                raw = np.ascontiguousarray(data, dtype=r.dtype).view(np.uint8).reshape(-1)
+                dram[r.offset : r.offset + raw.size] = raw
+        return dram
+
+    def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
+        expected = {r.name: r for r in self.regions_with_role("input")}
+        missing = sorted(set(expected) - set(inputs))
+        unknown = sorted(set(inputs) - set(expected))
+        if missing or unknown:
+            raise ProgramError(
+                f"inputs do not match the program: missing {missing or 'none'}, "
+                f"unknown {unknown or 'none'} (expected {sorted(expected)})"
+            )
+        for name, r in expected.items():
+            array = np.asarray(inputs[name])
+            if array.shape != r.shape:
+                raise ProgramError(f"input {name!r} has shape {array.shape}, expected {r.shape}")
+            if array.dtype != np.dtype(r.dtype):
+                raise ProgramError(f"input {name!r} has dtype {array.dtype}, expected {r.dtype}")
+
+    def read_outputs(self, dram: np.ndarray) -> dict[str, np.ndarray]:
+        return {r.name: self.read_region(dram, r.name) for r in self.regions_with_role("output")}
+
+    def read_region(self, dram: np.ndarray, name: str) -> np.ndarray:
+        r = self.region(name)
+        raw = dram[r.offset : r.offset + r.nbytes]
+        return raw.view(np.dtype(r.dtype)).reshape(r.shape).copy()
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        meta = {
+            "format_version": FORMAT_VERSION, "fingerprint": self.fingerprint,
+            "config_name": self.config_name, "dram_bytes": self.dram_bytes,
+            "regions": [r.to_json() for r in self.regions],
+        }  # fmt: skip
+        arrays = {f"const__{k}": v for k, v in self.constants.items()}
+        with open(path, "wb") as fh:
+            np.savez(fh, meta=np.array(json.dumps(meta)), insns=self.insns, **arrays)  # type: ignore[arg-type]
+
+    @classmethod
+    def load(cls, path: str | Path) -> Program:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                insns = np.array(data["insns"], dtype=np.uint64)
+                constants = {
+                    k.removeprefix("const__"): np.array(data[k])
+                    for k in data.files
+                    if k.startswith("const__")
+                }
+        except (OSError, ValueError, KeyError) as exc:
+            raise ProgramError(f"{path}: not a program file ({exc})") from None
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise ProgramError(
+                f"{path}: program format version {meta.get('format_version')}, "
+                f"this workbench reads version {FORMAT_VERSION}"
+            )
+        regions = tuple(
+            Region(r["name"], r["offset"], tuple(r["shape"]), r["dtype"], r["role"])
+            for r in meta["regions"]
+        )
+        return cls(meta["fingerprint"], insns, regions, constants, meta["dram_bytes"],
+                   meta.get("config_name", ""))  # fmt: skip
+
+
+# -- building -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UopSpan:
+    """A run of micro-ops in the program's micro-op table (DRAM), in uop elements."""
+
+    begin: int
+    count: int
+
+
+@dataclass(frozen=True)
+class _PendingUopLoad:
+    span: UopSpan
+    sram_base: int
+    flags: dict[str, bool]
+
+
+class ProgramBuilder:
+    """Write instruction streams by hand: loads, stores, GEMM/ALU, token push/pop, FINISH.
+
+    Data regions are laid out as they are declared; the micro-op table and the instruction
+    stream follow them, placed at `build()`.  Every region starts on a multiple of the largest
+    element size, so any memory type can address it.
+    """
+
+    def __init__(self, cfg: AcceleratorConfig) -> None:
+        self.cfg = cfg
+        self._regions: list[Region] = []
+        self._constants: dict[str, np.ndarray] = {}
+        self._uops: list[isa.Uop] = []
+        self._items: list[isa.Insn | _PendingUopLoad] = []
+        self._align = max(cfg.max_elem_bytes, 64)
+        self._next = 0
+
+    # -- regions ------------------------------------------------------------------------------
+    def _alloc(self, name: str, shape: tuple[int, ...], dtype: Any, role: str) -> Region:
+        if role not in ROLES:
+            raise ProgramError(f"region {name!r}: role must be one of {ROLES}, not {role!r}")
+        if any(r.name == name for r in self._regions):
+            raise ProgramError(f"region {name!r} is declared twice")
+        offset = -(-self._next // self._align) * self._align
+        region = Region(name, offset, tuple(int(s) for s in shape), np.dtype(dtype).name, role)
+        self._regions.append(region)
+        self._next = offset + region.nbytes
+        return region
+
+    def region(self, name: str, shape: tuple[int, ...], dtype: Any, role: str) -> Region:
+        """Declare an input, output or scratch region."""
+        return self._alloc(name, shape, dtype, role)
+
+    def constant(self, name: str, data: np.ndarray) -> Region:
+        data = np.ascontiguousarray(data)
+        region = self._alloc(name, data.shape, data.dtype, "constant")
+        self._constants[name] = data
+        return region
+
+    def dram_base(self, region: Region, memory_type: isa.MemType, elem_offset: int = 0) -> int:
+        """DRAM address of `region` (plus `elem_offset`) in elements of `memory_type`."""
+        return region.offset // self.cfg.elem_bytes(memory_type) + elem_offset
+
+    # -- micro-ops ----------------------------------------------------------------------------
+    def uops(self, uops: list[isa.Uop]) -> UopSpan:
+        span = UopSpan(len(self._uops), len(uops))
+        self._uops.extend(uops)
+        return span
+
+    def load_uops(self, span: UopSpan, sram_base: int = 0, **flags: bool) -> None:
+        self._items.append(_PendingUopLoad(span, sram_base, flags))
+
+    # -- instructions -------------------------------------------------------------------------
+    def emit(self, insn: isa.Insn) -> None:
+        self._items.append(insn)
+
+    def load(self, memory_type: isa.MemType, region: Region, sram_base: int, *,
+             y_size: int, x_size: int, x_stride: int | None = None, elem_offset: int = 0,
+             pads: tuple[int, int, int, int] = (0, 0, 0, 0), **flags: bool) -> None:  # fmt: skip
+        """2-D strided load of `region` into `memory_type`'s SRAM; pads = (y0, y1, x0, x1)."""
+        y0, y1, x0, x1 = pads
+        self.emit(isa.Load(
+            memory_type=memory_type, sram_base=sram_base,
+            dram_base=self.dram_base(region, memory_type, elem_offset),
+            y_size=y_size, x_size=x_size, x_stride=x_size if x_stride is None else x_stride,
+            y_pad_0=y0, y_pad_1=y1, x_pad_0=x0, x_pad_1=x1, **flags,
+        ))  # fmt: skip
+
+    def store(self, region: Region, sram_base: int, *, y_size: int, x_size: int,
+              x_stride: int | None = None, elem_offset: int = 0, **flags: bool) -> None:  # fmt: skip
+        self.emit(isa.Store(
+            sram_base=sram_base, dram_base=self.dram_base(region, isa.MemType.OUT, elem_offset),
+            y_size=y_size, x_size=x_size, x_stride=x_size if x_stride is None else x_stride,
+            **flags,
+        ))  # fmt: skip
+
+    def gemm(self, **fields: Any) -> None:
+        self.emit(isa.Gemm(**fields))
+
+    def alu(self, **fields: Any) -> None:
+        self.emit(isa.Alu(**fields))
+
+    def nop(self, module: isa.Module, **flags: bool) -> None:
+        """A no-op on `module` that only pops/pushes tokens (VTA's sync instructions)."""
+        kind = {isa.Module.LOAD: (isa.Load, isa.MemType.INP),
+                isa.Module.COMPUTE: (isa.Load, isa.MemType.UOP),
+                isa.Module.STORE: (isa.Store, isa.MemType.OUT)}[module]  # fmt: skip
+        self.emit(kind[0](memory_type=kind[1], x_size=0, y_size=0, x_stride=0, **flags))
+
+    def finish(self, **flags: bool) -> None:
+        self.emit(isa.Finish(**flags))
+
+    # -- result ---------------------------------------------------------------------------------
+    def build(self, *, check_tokens: bool = True) -> Program:
+        uop_region = None
+        if self._uops:
+            uop_words = isa.encode_uops(self._uops, self.cfg)
+            uop_region = self._alloc("__uops", uop_words.shape, uop_words.dtype, "uops")
+            self._constants["__uops"] = uop_words
+        insns = [self._resolve(item, uop_region) for item in self._items]
+        if check_tokens:
+            check_tokens_balanced(insns)
+        words = isa.encode(insns, self.cfg)
+        self._alloc("__insns", words.shape, np.uint64, "insns")
+        dram_bytes = -(-self._next // 4096) * 4096
+        return Program(self.cfg.fingerprint(), words, tuple(self._regions),
+                       dict(self._constants), dram_bytes, self.cfg.name)  # fmt: skip
+
+    def _resolve(self, item: isa.Insn | _PendingUopLoad, uop_region: Region | None) -> isa.Insn:
+        if not isinstance(item, _PendingUopLoad):
+            return item
+        assert uop_region is not None
+        return isa.Load(
+            memory_type=isa.MemType.UOP, sram_base=item.sram_base,
+            dram_base=self.dram_base(uop_region, isa.MemType.UOP, item.span.begin),
+            y_size=1, x_size=item.span.count, x_stride=item.span.count, **item.flags,
+        )  # fmt: skip
+
+
+def check_tokens_balanced(insns: list[isa.Insn]) -> None:
+    """Every token pushed is popped; the stream ends with FINISH.  Raises ProgramError."""
+    if not insns or not isinstance(insns[-1], isa.Finish):
+        raise ProgramError("program does not end with FINISH")
+    pushed = [0] * len(isa.Queue)
+    popped = [0] * len(isa.Queue)
+    for index, insn in enumerate(insns):
+        try:
+            pops, pushes = isa.token_queues(insn)
+        except isa.EncodingError as exc:
+            raise ProgramError(f"instruction {index}: {exc}") from None
+        for q in pops:
+            popped[q] += 1
+        for q in pushes:
+            pushed[q] += 1
+    for q in isa.Queue:
+        if pushed[q] != popped[q]:
+            raise ProgramError(
+                f"token imbalance on queue {_queue_name(q)}: {pushed[q]} pushed, {popped[q]} popped"
+            )
+
+
+def _queue_name(q: isa.Queue) -> str:
+    return q.name.lower().replace("_to_", "->")

@@ -1,0 +1,78 @@
+"""The interface every backend implements: `run(program, inputs) -> RunResult(outputs, stats)`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from hw.config import AcceleratorConfig
+from hw.program import Program
+
+
+class SimulationError(ValueError):
+    """A program fails at run time: deadlock, out-of-range access, malformed instruction."""
+
+
+@dataclass
+class Stats:
+    """Counters of one run, with the same keys on every backend.
+
+    Cycle-level counters are None where a backend has no notion of time (fsim).  Byte counts
+    are element bytes moved by the DMA (padding excluded), as VTA's fsim counts them; micro-op
+    counts are executed uop iterations (reset GEMMs excluded from `gemm_uops`).
+    """
+
+    cycles: int | None = None
+    load_busy_cycles: int | None = None
+    load_stall_cycles: int | None = None
+    compute_busy_cycles: int | None = None
+    compute_stall_cycles: int | None = None
+    store_busy_cycles: int | None = None
+    store_stall_cycles: int | None = None
+    gemm_busy_cycles: int | None = None
+    gemm_uops: int = 0
+    alu_uops: int = 0
+    inp_load_bytes: int = 0
+    wgt_load_bytes: int = 0
+    acc_load_bytes: int = 0
+    uop_load_bytes: int = 0
+    out_store_bytes: int = 0
+    load_insns: int = 0
+    compute_insns: int = 0
+    store_insns: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def functional(self) -> dict[str, int]:
+        """The counters every fidelity must agree on exactly (no timing)."""
+        return {k: v for k, v in self.to_dict().items() if not k.endswith("cycles")}
+
+    def vta_profile(self) -> dict[str, int]:
+        """The counters under VTA fsim's profiler names, for comparison with published runs."""
+        return {
+            "inp_load_nbytes": self.inp_load_bytes, "wgt_load_nbytes": self.wgt_load_bytes,
+            "acc_load_nbytes": self.acc_load_bytes, "uop_load_nbytes": self.uop_load_bytes,
+            "out_store_nbytes": self.out_store_bytes, "gemm_counter": self.gemm_uops,
+            "alu_counter": self.alu_uops,
+        }  # fmt: skip
+
+
+@dataclass
+class RunResult:
+    outputs: dict[str, np.ndarray]
+    stats: Stats
+    dram: np.ndarray  # the final DRAM image
+
+
+class Backend(Protocol):
+    """What a simulator (fsim, timing, rtl) offers."""
+
+    name: str
+    config: AcceleratorConfig
+
+    def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult: ...
