@@ -8,6 +8,7 @@ made with `dataclasses.replace` on a preset from `PRESETS`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -60,133 +61,129 @@ class AcceleratorConfig:
         _validate(self)
 
     # -- GEMM core -------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def out_bits(self) -> int:
         """The out buffer (and STORE) holds the low `inp_bits` of each accumulator."""
         return self.inp_bits
 
-    @property
+    @functools.cached_property
     def macs_per_cycle(self) -> int:
         return self.batch * self.block_in * self.block_out
 
     # -- one element (tile) of each buffer ---------------------------------------------------
-    @property
+    @functools.cached_property
     def inp_elem_bits(self) -> int:
         return self.batch * self.block_in * self.inp_bits
 
-    @property
+    @functools.cached_property
     def wgt_elem_bits(self) -> int:
         return self.block_out * self.block_in * self.wgt_bits
 
-    @property
+    @functools.cached_property
     def acc_elem_bits(self) -> int:
         return self.batch * self.block_out * self.acc_bits
 
-    @property
+    @functools.cached_property
     def out_elem_bits(self) -> int:
         return self.batch * self.block_out * self.out_bits
 
-    @property
+    @functools.cached_property
     def uop_elem_bits(self) -> int:
         """32 bits as in VTA; 64 when the three index fields need more than 32."""
         return 32 if self.uop_fields_bits <= 32 else 64
 
-    @property
+    @functools.cached_property
     def uop_fields_bits(self) -> int:
         return self.acc_index_bits + self.uop_src_bits + self.wgt_index_bits
 
-    @property
+    @functools.cached_property
     def inp_elem_bytes(self) -> int:
         return self.inp_elem_bits // 8
 
-    @property
+    @functools.cached_property
     def wgt_elem_bytes(self) -> int:
         return self.wgt_elem_bits // 8
 
-    @property
+    @functools.cached_property
     def acc_elem_bytes(self) -> int:
         return self.acc_elem_bits // 8
 
-    @property
+    @functools.cached_property
     def out_elem_bytes(self) -> int:
         return self.out_elem_bits // 8
 
-    @property
+    @functools.cached_property
     def uop_elem_bytes(self) -> int:
         return self.uop_elem_bits // 8
 
     # -- depths and index widths ------------------------------------------------------------
-    @property
+    @functools.cached_property
     def inp_depth(self) -> int:
         return self.inp_bytes // self.inp_elem_bytes
 
-    @property
+    @functools.cached_property
     def wgt_depth(self) -> int:
         return self.wgt_bytes // self.wgt_elem_bytes
 
-    @property
+    @functools.cached_property
     def acc_depth(self) -> int:
         return self.acc_bytes // self.acc_elem_bytes
 
-    @property
+    @functools.cached_property
     def out_depth(self) -> int:
         return self.acc_depth
 
-    @property
+    @functools.cached_property
     def out_bytes(self) -> int:
         return self.out_depth * self.out_elem_bytes
 
-    @property
+    @functools.cached_property
     def uop_depth(self) -> int:
         return self.uop_bytes // self.uop_elem_bytes
 
-    @property
+    @functools.cached_property
     def inp_index_bits(self) -> int:
         return _log2(self.inp_depth)
 
-    @property
+    @functools.cached_property
     def wgt_index_bits(self) -> int:
         return _log2(self.wgt_depth)
 
-    @property
+    @functools.cached_property
     def acc_index_bits(self) -> int:
         return _log2(self.acc_depth)
 
-    @property
+    @functools.cached_property
     def uop_index_bits(self) -> int:
         return _log2(self.uop_depth)
 
-    @property
+    @functools.cached_property
     def uop_src_bits(self) -> int:
         """A micro-op's src indexes inp (GEMM) or acc (ALU)."""
         return max(self.acc_index_bits, self.inp_index_bits)
 
     # -- memory system ------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def bus_bytes(self) -> int:
         return self.bus_bits // 8
 
     def elem_bytes(self, memory_type: isa.MemType) -> int:
         """Bytes of one element of `memory_type`; DRAM addresses are in these units."""
-        return {
-            isa.MemType.UOP: self.uop_elem_bytes,
-            isa.MemType.WGT: self.wgt_elem_bytes,
-            isa.MemType.INP: self.inp_elem_bytes,
-            isa.MemType.ACC: self.acc_elem_bytes,
-            isa.MemType.OUT: self.out_elem_bytes,
-        }[memory_type]
+        return self._elem_bytes_by_type[memory_type]
 
     def depth(self, memory_type: isa.MemType) -> int:
         """Number of elements the SRAM of `memory_type` holds."""
-        return {
-            isa.MemType.UOP: self.uop_depth,
-            isa.MemType.WGT: self.wgt_depth,
-            isa.MemType.INP: self.inp_depth,
-            isa.MemType.ACC: self.acc_depth,
-            isa.MemType.OUT: self.out_depth,
-        }[memory_type]
+        return self._depth_by_type[memory_type]
 
-    @property
+    @functools.cached_property
+    def _elem_bytes_by_type(self) -> dict[isa.MemType, int]:
+        return {m: getattr(self, f"{m.name.lower()}_elem_bytes") for m in isa.MemType}
+
+    @functools.cached_property
+    def _depth_by_type(self) -> dict[isa.MemType, int]:
+        return {m: getattr(self, f"{m.name.lower()}_depth") for m in isa.MemType}
+
+    @functools.cached_property
     def max_elem_bytes(self) -> int:
         return max(self.elem_bytes(m) for m in isa.MemType)
 

@@ -304,6 +304,7 @@ class Finish(_Insn):
 Insn = Union[Load, Store, Gemm, Alu, Finish]
 _BY_OPCODE: dict[int, type] = {c.opcode: c for c in (Load, Store, Gemm, Alu, Finish)}
 _ENUM_FIELDS = {"memory_type": MemType, "alu_opcode": AluOp}
+_BOOL_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next", "reset", "use_imm"}
 
 
 def module_of(insn: Insn) -> Module:
@@ -381,17 +382,25 @@ def decode_insn(word: int, cfg: AcceleratorConfig) -> Insn:
     if opcode not in _BY_OPCODE:
         raise EncodingError(f"unknown opcode {opcode} in instruction word {word:#034x}")
     cls = _BY_OPCODE[opcode]
-    layout = layouts(cfg)[cls.layout_key]
-    names = {f.name for f in dataclasses.fields(cls)}
     kwargs: dict[str, object] = {}
-    for f in layout.fields:
-        if f.name not in names:
-            continue
-        raw = (word >> f.offset) & ((1 << f.width) - 1)
-        if f.signed and raw >> (f.width - 1):
-            raw -= 1 << f.width
-        kwargs[f.name] = _typed(cls, f.name, raw, word)
+    for name, offset, mask, sign_bit, convert in _decoder(cfg, cls):
+        raw = (word >> offset) & mask
+        if sign_bit and raw & sign_bit:
+            raw -= sign_bit << 1
+        kwargs[name] = _typed(cls, name, raw, word) if convert else raw
     return cls(**kwargs)  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=256)
+def _decoder(cfg: AcceleratorConfig, cls: type) -> list[tuple[str, int, int, int, bool]]:
+    """(name, offset, mask, sign bit or 0, needs conversion) of each field `cls` holds."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return [
+        (f.name, f.offset, (1 << f.width) - 1, (1 << (f.width - 1)) if f.signed else 0,
+         f.name in _ENUM_FIELDS or f.name in _BOOL_FIELDS)
+        for f in layouts(cfg)[cls.layout_key].fields
+        if f.name in names
+    ]  # fmt: skip
 
 
 def _typed(cls: type, name: str, raw: int, word: int) -> object:
@@ -403,7 +412,7 @@ def _typed(cls: type, name: str, raw: int, word: int) -> object:
             raise EncodingError(
                 f"{cls.__name__} has unknown {name} {raw} in instruction word {word:#034x}"
             ) from None
-    if name in ("pop_prev", "pop_next", "push_prev", "push_next", "reset", "use_imm"):
+    if name in _BOOL_FIELDS:
         return bool(raw)
     return raw
 

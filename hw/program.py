@@ -229,6 +229,10 @@ class ProgramBuilder:
         self._uops.extend(uops)
         return span
 
+    @property
+    def uop_count(self) -> int:
+        return len(self._uops)
+
     def load_uops(self, span: UopSpan, sram_base: int = 0, **flags: bool) -> None:
         self._items.append(_PendingUopLoad(span, sram_base, flags))
 

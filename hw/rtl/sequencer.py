@@ -1,0 +1,76 @@
+"""`Sequencer`: the token handshake every module runs around each instruction."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.rtl import bus
+
+
+class Sequencer(wiring.Component):
+    """Pop tokens, start, wait for completion, push tokens: VTA's per-instruction protocol.
+
+    The head instruction is offered with `valid`, its token flags `pop_req`/`push_req` (one bit
+    per port `pop<i>`/`push<i>`) and an extra `can_start` condition.  When every requested pop
+    queue has a token, the sequencer pops them and pulses `start` (the module consumes the
+    instruction and latches its fields in that cycle).  Then it waits for `done`, pushes the
+    requested tokens (waiting for room) and pulses `retire`; the next instruction can start in
+    the following cycle.  `busy` marks start/execute/push cycles, `stall` cycles spent waiting
+    for a token or for room.
+    """
+
+    def __init__(self, *, pops: int, pushes: int):
+        self.pops, self.pushes = pops, pushes
+        members = {
+            "valid": In(1), "can_start": In(1), "pop_req": In(max(1, pops)),
+            "push_req": In(max(1, pushes)), "done": In(1),
+            "start": Out(1), "busy": Out(1), "stall": Out(1), "retire": Out(1),
+        }  # fmt: skip
+        members.update({f"pop{i}": Out(bus.token_pop()) for i in range(pops)})
+        members.update({f"push{i}": Out(bus.token_push()) for i in range(pushes)})
+        super().__init__(members)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        pushes = Signal(max(1, self.pushes))
+        pop_ports = [getattr(self, f"pop{i}") for i in range(self.pops)]
+        push_ports = [getattr(self, f"push{i}") for i in range(self.pushes)]
+        pops_ok = Signal(init=1)
+        room_ok = Signal(init=1)
+        for i, p in enumerate(pop_ports):
+            with m.If(self.pop_req[i] & ~p.avail):
+                m.d.comb += pops_ok.eq(0)
+        for i, p in enumerate(push_ports):
+            with m.If(pushes[i] & ~p.room):
+                m.d.comb += room_ok.eq(0)
+
+        def push() -> None:
+            m.d.comb += [p.push.eq(pushes[i]) for i, p in enumerate(push_ports)]
+            m.d.comb += [self.retire.eq(1), self.busy.eq(1)]
+            m.next = "WAIT"
+
+        with m.FSM():
+            with m.State("WAIT"):
+                with m.If(self.valid & self.can_start):
+                    with m.If(pops_ok):
+                        m.d.comb += [self.start.eq(1), self.busy.eq(1)]
+                        m.d.comb += [p.pop.eq(self.pop_req[i]) for i, p in enumerate(pop_ports)]
+                        m.d.sync += pushes.eq(self.push_req)
+                        m.next = "EXEC"
+                    with m.Else():
+                        m.d.comb += self.stall.eq(1)
+            with m.State("EXEC"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(self.done):
+                    with m.If(room_ok):
+                        push()
+                    with m.Else():
+                        m.next = "PUSH"
+            with m.State("PUSH"):
+                with m.If(room_ok):
+                    push()
+                with m.Else():
+                    m.d.comb += self.stall.eq(1)
+        return m

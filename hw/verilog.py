@@ -1,0 +1,80 @@
+"""Verilog of the accelerator (`hw.rtl.top.Accelerator`, module `accel`), cached on disk.
+
+The cache key is the config fingerprint plus a digest of the design's source files, so editing
+the RTL invalidates the cached Verilog (and the Verilator builds keyed on it) while re-running
+an unchanged design costs one hash of a few files.  The cache lives in `$CODESIGN_CACHE`, or
+`~/.cache/codesign` when that is unset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hw.config import AcceleratorConfig
+
+MODULE_NAME = "accel"
+DesignFactory = Callable[[AcceleratorConfig], Any]
+
+
+def cache_root() -> Path:
+    """The workbench's cache directory: `$CODESIGN_CACHE` or `~/.cache/codesign`."""
+    env = os.environ.get("CODESIGN_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "codesign"
+
+
+def default_design() -> DesignFactory:
+    from hw.rtl.top import Accelerator
+
+    return Accelerator  # type: ignore[no-any-return]
+
+
+def design_digest(design: DesignFactory) -> str:
+    """A hash of the source files `design` is built from (the whole package for hw.rtl)."""
+    import amaranth
+
+    source = Path(inspect.getfile(design))
+    module = getattr(design, "__module__", "")
+    files = sorted(source.parent.rglob("*.py")) if module.startswith("hw.rtl") else [source]
+    digest = hashlib.sha256(f"amaranth {amaranth.__version__}\n".encode())
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def cache_key(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> str:
+    """`<fingerprint>-<design digest>`: one directory per hardware and design revision."""
+    return f"{cfg.fingerprint()}-{design_digest(design or default_design())}"
+
+
+def generate(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> str:
+    """Elaborate `design(cfg)` and return its Verilog text (no cache)."""
+    from amaranth.back import verilog
+
+    top = (design or default_design())(cfg)
+    return verilog.convert(top, name=MODULE_NAME, emit_src=False)  # type: ignore[no-any-return]
+
+
+def verilog_for(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> Path:
+    """Path of `accel.v` for `cfg`, generating it on the first call for this config."""
+    design = design or default_design()
+    directory = cache_root() / "verilog" / cache_key(cfg, design)
+    path = directory / f"{MODULE_NAME}.v"
+    if not path.exists():
+        text = generate(cfg, design)
+        write_atomic(path, text)
+    return path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` so that concurrent readers see all of it or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)

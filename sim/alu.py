@@ -1,0 +1,72 @@
+"""ALU instructions of the functional simulator, vectorized.
+
+One vectorized step when no iteration reads or rewrites an accumulator written by an earlier one;
+otherwise the iterations run in order (sequential semantics).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from hw import isa
+from hw.config import AcceleratorConfig
+from sim.backend import SimulationError
+from sim.gemm import decoded_uops, loop_indices
+from sim.scratchpads import Scratchpads
+
+def _checked(spads: Scratchpads, m: isa.MemType, name: str, index: np.ndarray) -> np.ndarray:
+    if index.size:
+        spads.check_range(m, f"{name} index", int(index.min()), int(index.max()))
+    return index
+
+
+def alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> int:
+    """Execute one ALU instruction; returns the micro-ops executed."""
+    if insn.reset:
+        raise SimulationError("ALU instructions cannot set reset")
+    u = decoded_uops(cfg, spads, insn)
+    d = _checked(spads, isa.MemType.ACC, "ALU dst",
+                 loop_indices(insn, u["dst"], insn.dst_factor_out, insn.dst_factor_in))  # fmt: skip
+    s = _checked(spads, isa.MemType.ACC, "ALU src",
+                 loop_indices(insn, u["src"], insn.src_factor_out, insn.src_factor_in))  # fmt: skip
+    acc = spads.acc
+    if _alu_independent(d, None if insn.use_imm else s):
+        b = np.int64(insn.imm) if insn.use_imm else acc[s].astype(np.int64)
+        acc[d] = alu_op(cfg, insn.alu_opcode, acc[d].astype(np.int64), b).astype(acc.dtype)
+    else:
+        for dn, sn in zip(d.tolist(), s.tolist()):
+            b = np.int64(insn.imm) if insn.use_imm else acc[sn].astype(np.int64)
+            acc[dn] = alu_op(cfg, insn.alu_opcode, acc[dn].astype(np.int64), b).astype(acc.dtype)
+    return int(d.size)
+
+
+def _alu_independent(d: np.ndarray, s: np.ndarray | None) -> bool:
+    """True when no iteration rewrites, or reads, an acc element an earlier one wrote."""
+    if np.unique(d).size != d.size:
+        return False
+    if s is None or not d.size:
+        return True
+    writer = np.full(int(max(d.max(), s.max())) + 1, -1, dtype=np.int64)
+    writer[d] = np.arange(d.size)
+    w = writer[s]
+    return not np.any((w >= 0) & (w < np.arange(d.size)))
+
+
+def alu_op(cfg: AcceleratorConfig, op: isa.AluOp, a: np.ndarray, b: np.ndarray | np.int64) -> np.ndarray:
+    """One ALU operation on int64 lanes (result not yet wrapped to acc_bits)."""
+    if op == isa.AluOp.MIN:
+        return np.minimum(a, b)
+    if op == isa.AluOp.MAX:
+        return np.maximum(a, b)
+    if op == isa.AluOp.ADD:
+        return a + b
+    if op == isa.AluOp.MUL:
+        return a * b
+    amount = shift_amount(cfg, b)
+    return np.where(amount >= 0, a >> np.maximum(amount, 0), a << np.maximum(-amount, 0))
+
+
+def shift_amount(cfg: AcceleratorConfig, b: np.ndarray | np.int64) -> np.ndarray:
+    """SHR's amount: the low log2(acc_bits)+1 bits of the operand, read as signed."""
+    bits = cfg.acc_bits.bit_length()  # log2(acc_bits) + 1
+    half = 1 << (bits - 1)
+    return ((np.asarray(b, dtype=np.int64) & ((1 << bits) - 1)) ^ half) - half

@@ -1,0 +1,190 @@
+"""GEMM instructions of the functional simulator, vectorized through cached plans.
+
+A GEMM instruction's micro-op loops are affine, so everything but the arithmetic depends only on
+the micro-ops and the loop fields: which accumulators are written, which inputs and weights each
+one sums.  That analysis (and the bounds checks) is a `GemmPlan`, built once per instruction shape
+and reused until the micro-op buffer is reloaded.
+
+The common plan is a matrix product: micro-ops are grouped by dst, loops whose dst factor is 0
+are reductions that join the K dimension, and groups that read the same inputs share one BLAS
+call `(T*batch, K*block_in) @ (K*block_in, G*block_out)` in floating point.  The products are
+exact: the reduction is cut into chunks whose partial sums stay below the mantissa's 2**24 (or
+2**53), and chunks are added as integers.  Addition wraps modulo 2**acc_bits, so the grouping
+gives the sequential result bit for bit.  Other shapes take a chunked einsum with a scatter-add.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hw import isa
+from hw.config import AcceleratorConfig
+from sim.backend import SimulationError
+from sim.scratchpads import Scratchpads
+
+_CHUNK = 1 << 14  # iterations per einsum chunk on the general path
+Loop = tuple[int, int, int, int]  # extent, dst factor, src factor, wgt factor
+
+
+@dataclass(frozen=True)
+class _Product:
+    src: np.ndarray  # (T, terms) inp indices
+    wgt: np.ndarray  # (G, terms) wgt indices
+    written: np.ndarray  # (T*G,) acc indices, t-major
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    uops: int
+    reset_dst: np.ndarray | None = None
+    products: tuple[_Product, ...] = ()
+    general: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+def loop_indices(insn: isa.Gemm | isa.Alu, base: np.ndarray, out: int, inner: int) -> np.ndarray:
+    """base[k] + i*out + j*inner over (i, j, k), flattened in execution order."""
+    i = np.arange(insn.iter_out, dtype=np.int64)[:, None, None] * out
+    j = np.arange(insn.iter_in, dtype=np.int64)[None, :, None] * inner
+    return (base[None, None, :] + i + j).reshape(-1)
+
+
+def decoded_uops(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Gemm | isa.Alu) -> dict:
+    if insn.uop_end < insn.uop_bgn:
+        raise SimulationError(f"uop_end {insn.uop_end} is before uop_bgn {insn.uop_bgn}")
+    if insn.uop_end > cfg.uop_depth:
+        raise SimulationError(
+            f"uop_end {insn.uop_end} is outside the UOP buffer of {cfg.uop_depth} micro-ops"
+        )
+    words = spads.sram[isa.MemType.UOP][insn.uop_bgn : insn.uop_end]
+    return isa.decode_uops(words, cfg)
+
+
+def check_affine(spads: Scratchpads, m: isa.MemType, what: str, insn: isa.Gemm | isa.Alu,
+                 base: np.ndarray, field: str) -> None:  # fmt: skip
+    """Bounds of base[k] + i*factor_out + j*factor_in, from the extremes (factors are >= 0)."""
+    if not insn.uop_iterations:
+        return
+    reach = (insn.iter_out - 1) * getattr(insn, f"{field}_factor_out")
+    reach += (insn.iter_in - 1) * getattr(insn, f"{field}_factor_in")
+    spads.check_range(m, f"{what} index", int(base.min()), int(base.max()) + reach)
+
+
+class GemmUnit:
+    """Executes GEMM instructions on `spads`, caching a plan per instruction shape."""
+
+    def __init__(self, cfg: AcceleratorConfig, spads: Scratchpads) -> None:
+        self.cfg, self.spads = cfg, spads
+        self.plans: dict[tuple, GemmPlan] = {}
+        spads.on_uop_load = self.plans.clear
+
+    def execute(self, insn: isa.Gemm) -> int:
+        """Run `insn`; returns the micro-ops counted (reset GEMMs count none)."""
+        key = (insn.reset, insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in,
+               insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out,
+               insn.src_factor_in, insn.wgt_factor_out, insn.wgt_factor_in)  # fmt: skip
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self.plans[key] = self._plan(insn)
+        acc = self.spads.acc
+        if plan.reset_dst is not None:
+            acc[plan.reset_dst] = 0
+        for product in plan.products:
+            self._run_product(product)
+        if plan.general is not None:
+            self._run_general(*plan.general)
+        return plan.uops
+
+    def _plan(self, insn: isa.Gemm) -> GemmPlan:
+        u = decoded_uops(self.cfg, self.spads, insn)
+        check_affine(self.spads, isa.MemType.ACC, "GEMM dst", insn, u["dst"], "dst")
+        if insn.reset:
+            d = loop_indices(insn, u["dst"], insn.dst_factor_out, insn.dst_factor_in)
+            return GemmPlan(0, reset_dst=d)
+        check_affine(self.spads, isa.MemType.INP, "GEMM src", insn, u["src"], "src")
+        check_affine(self.spads, isa.MemType.WGT, "GEMM wgt", insn, u["wgt"], "wgt")
+        if not insn.uop_iterations:
+            return GemmPlan(0)
+        products = _structured(insn, u)
+        if products is not None:
+            return GemmPlan(insn.uop_iterations, products=products)
+        general = tuple(
+            loop_indices(insn, u[f], getattr(insn, f"{f}_factor_out"), getattr(insn, f"{f}_factor_in"))
+            for f in ("dst", "src", "wgt")
+        )
+        return GemmPlan(insn.uop_iterations, general=general)  # type: ignore[arg-type]
+
+    def _run_product(self, p: _Product) -> None:
+        cfg, mirror = self.cfg, self.spads.mirror
+        terms = p.src.shape[1]
+        step = self.spads.exact_terms
+        y = np.zeros((p.src.shape[0] * cfg.batch, p.wgt.shape[0] * cfg.block_out), np.int64)
+        for start in range(0, terms, step):
+            part = slice(start, start + step)
+            x = mirror[isa.MemType.INP][p.src[:, part]]  # (T, k, batch, block_in)
+            x = x.transpose(0, 2, 1, 3).reshape(y.shape[0], -1)
+            w = mirror[isa.MemType.WGT][p.wgt[:, part]]  # (G, k, block_out, block_in)
+            w = w.transpose(1, 3, 0, 2).reshape(x.shape[1], -1)
+            y += (x @ w).astype(np.int64)
+        y = y.reshape(-1, cfg.batch, p.wgt.shape[0], cfg.block_out).transpose(0, 2, 1, 3)
+        acc = self.spads.acc
+        acc[p.written] = (acc[p.written] + y.reshape(-1, cfg.batch, cfg.block_out)).astype(acc.dtype)
+
+    def _run_general(self, d: np.ndarray, s: np.ndarray, w: np.ndarray) -> None:
+        mirror = self.spads.mirror
+        acc64 = self.spads.acc.astype(np.int64)
+        for start in range(0, d.size, _CHUNK):
+            part = slice(start, start + _CHUNK)
+            x, wm = mirror[isa.MemType.INP][s[part]], mirror[isa.MemType.WGT][w[part]]
+            np.add.at(acc64, d[part], np.einsum("nbi,noi->nbo", x, wm).astype(np.int64))
+        self.spads.acc[:] = acc64.astype(self.spads.acc.dtype)
+
+
+def _loops(insn: isa.Gemm) -> list[Loop]:
+    """The loops that iterate more than once."""
+    loops = [
+        (insn.iter_out, insn.dst_factor_out, insn.src_factor_out, insn.wgt_factor_out),
+        (insn.iter_in, insn.dst_factor_in, insn.src_factor_in, insn.wgt_factor_in),
+    ]
+    return [loop for loop in loops if loop[0] > 1]
+
+
+def _offsets(loops: list[Loop], column: int) -> np.ndarray:
+    """Offsets in `column` (1 dst, 2 src, 3 wgt) over the nest of `loops`, in order."""
+    out = np.zeros(1, dtype=np.int64)
+    for loop in loops:
+        out = (out[:, None] + np.arange(loop[0], dtype=np.int64)[None, :] * loop[column]).reshape(-1)
+    return out
+
+
+def _structured(insn: isa.Gemm, u: dict) -> tuple[_Product, ...] | None:
+    """Products for the common shape, or None when spatial loops move weights or collide."""
+    loops = _loops(insn)
+    spatial = [loop for loop in loops if loop[1] != 0]
+    reduction = [loop for loop in loops if loop[1] == 0]
+    if any(loop[3] != 0 for loop in spatial):
+        return None
+    dsts, group = np.unique(u["dst"], return_inverse=True)
+    group = group.reshape(-1)
+    written = dsts[None, :] + _offsets(spatial, 1)[:, None]  # (T, G)
+    if np.unique(written).size != written.size:
+        return None
+    off_s, red_s, red_w = _offsets(spatial, 2), _offsets(reduction, 2), _offsets(reduction, 3)
+    order = np.argsort(group, kind="stable")
+    src, wgt = u["src"][order], u["wgt"][order]
+    sizes = np.bincount(group)
+
+    def product(s: np.ndarray, w: np.ndarray, cols: np.ndarray) -> _Product:
+        s_idx = (s[None, None, :] + off_s[:, None, None] + red_s[None, :, None]).reshape(off_s.size, -1)
+        w_idx = (w[:, None, :] + red_w[None, :, None]).reshape(w.shape[0], -1)
+        return _Product(s_idx, w_idx, written[:, cols].reshape(-1))
+
+    k = int(sizes[0])
+    if np.all(sizes == k) and np.all(src.reshape(dsts.size, k) == src[:k]):
+        return (product(src[:k], wgt.reshape(dsts.size, k), np.arange(dsts.size)),)
+    starts = np.concatenate(([0], np.cumsum(sizes)))
+    return tuple(
+        product(src[starts[g] : starts[g + 1]], wgt[None, starts[g] : starts[g + 1]], np.array([g]))
+        for g in range(dsts.size)
+    )

@@ -1,0 +1,248 @@
+// Run-until-done harness for the Verilated `accel` (hw/rtl/CONTRACT.md), called through ctypes.
+//
+// One call of sim_run() resets the model, pulses `start` and clocks it until `done`, serving the
+// memory master from a DRAM image owned by the caller (a numpy buffer, used in place).
+//
+// DRAM model (mirrored by sim/rtl/dram.py; the timing model is calibrated against it):
+// * Requests: AR and AW are accepted while fewer than QUEUE_CAP of that kind are outstanding.
+//   Every request is checked when accepted: aligned to the bus, at most max_burst_beats beats,
+//   inside the image.  A failed check stops the run with the request in the result.
+// * Reads are served in order.  The first beat of a read is offered latency_cycles cycles after
+//   its AR was accepted, later beats as bandwidth allows.
+// * Bandwidth: one channel shared by R and W.  Every cycle adds bytes_per_cycle bytes of credit,
+//   capped at max(bytes_per_cycle, BUS_BYTES); a beat (either way) needs BUS_BYTES of credit.
+//   When both directions have work they alternate; otherwise reads go first.
+// * A W beat writes DRAM when accepted (strobes honoured); it must belong to an accepted AW
+//   (one accepted in the same cycle counts) and carry w_last exactly on the burst's last beat.
+#include <cstdint>
+#include <cstring>
+#include <deque>
+
+#include "Vaccel.h"
+#include "verilated.h"
+
+#ifndef BUS_BYTES
+#error "compile with -DBUS_BYTES=<cfg.bus_bytes>"
+#endif
+
+namespace {
+
+constexpr uint64_t QUEUE_CAP = 256;
+
+template <class T>
+inline void* raw(T& port) { return &port; }
+template <std::size_t N>
+inline void* raw(VlWide<N>& port) { return port.data(); }
+template <class T>
+inline uint64_t as_u64(const T& port) { return static_cast<uint64_t>(port); }
+
+// Parameter and result slots, as uint64 arrays shared with sim/rtl/backend.py.
+enum Param { P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_BYTES_PER_CYCLE, P_MAX_CYCLES,
+             P_MAX_BURST, N_PARAMS };
+enum Status { S_DONE = 0, S_CYCLE_LIMIT = 1, S_OUT_OF_BOUNDS = 2, S_PROTOCOL = 3 };
+enum Problem { X_NONE = 0, X_MISALIGNED = 1, X_BURST_TOO_LONG = 2, X_W_WITHOUT_AW = 3,
+               X_W_LAST = 4 };
+enum Channel { C_READ = 0, C_WRITE = 1 };
+enum Result { R_STATUS, R_CYCLES, R_PROBLEM, R_CHANNEL, R_ADDR, R_BYTES, R_BEATS_LEN,
+              R_READS_PENDING, R_WRITES_PENDING, R_READ_BEATS, R_WRITE_BEATS, R_COUNTERS,
+              N_RESULTS = R_COUNTERS + 18 };
+
+#define COUNTERS(X)                                                                           \
+    X(cycles) X(load_busy_cycles) X(load_stall_cycles) X(compute_busy_cycles)               \
+    X(compute_stall_cycles) X(store_busy_cycles) X(store_stall_cycles) X(gemm_busy_cycles)  \
+    X(gemm_uops) X(alu_uops) X(inp_load_bytes) X(wgt_load_bytes) X(acc_load_bytes)         \
+    X(uop_load_bytes) X(out_store_bytes) X(load_insns) X(compute_insns) X(store_insns)
+#define NAME(n) #n ","
+const char COUNTER_NAMES[] = COUNTERS(NAME);
+
+struct Burst {
+    uint64_t addr;
+    uint64_t beats;
+    uint64_t beat;
+    uint64_t ready_cycle;
+};
+
+struct Sim {
+    VerilatedContext ctx;
+    Vaccel* top;
+    Sim() { top = new Vaccel{&ctx, "accel"}; }
+    ~Sim() {
+        top->final();
+        delete top;
+    }
+};
+
+void tick(Vaccel* top) {
+    top->clk = 0;
+    top->eval();
+    top->clk = 1;
+    top->eval();
+}
+
+void reset(Vaccel* top) {
+    top->rst = 1;
+    top->start = 0;
+    top->mem_ar_ready = 0;
+    top->mem_aw_ready = 0;
+    top->mem_r_valid = 0;
+    top->mem_r_last = 0;
+    top->mem_w_ready = 0;
+    std::memset(raw(top->mem_r_data), 0, BUS_BYTES);
+    tick(top);
+    tick(top);
+    top->rst = 0;
+}
+
+struct Run {
+    Vaccel* top;
+    uint8_t* dram;
+    uint64_t dram_bytes;
+    const uint64_t* p;
+    uint64_t* r;
+    std::deque<Burst> reads, writes;
+    uint64_t credit = 0;
+    bool write_turn = false;
+
+    // Checks a request; on failure fills the result and returns false.
+    bool check(Channel ch, uint64_t addr, uint64_t len) {
+        uint64_t beats = len + 1, bytes = beats * BUS_BYTES;
+        Problem problem = X_NONE;
+        Status status = S_PROTOCOL;
+        if (addr % BUS_BYTES) problem = X_MISALIGNED;
+        else if (beats > p[P_MAX_BURST]) problem = X_BURST_TOO_LONG;
+        else if (addr + bytes > dram_bytes) status = S_OUT_OF_BOUNDS;
+        else return true;
+        return fail(status, problem, ch, addr, bytes, len);
+    }
+
+    bool fail(Status status, Problem problem, Channel ch, uint64_t addr, uint64_t bytes,
+              uint64_t len) {
+        r[R_STATUS] = status;
+        r[R_PROBLEM] = problem;
+        r[R_CHANNEL] = ch;
+        r[R_ADDR] = addr;
+        r[R_BYTES] = bytes;
+        r[R_BEATS_LEN] = len;
+        return false;
+    }
+
+    void write_beat(Burst& w) {
+        uint8_t* dst = dram + w.addr + w.beat * BUS_BYTES;
+        const uint8_t* src = static_cast<const uint8_t*>(raw(top->mem_w_data));
+        uint8_t strb[(BUS_BYTES + 7) / 8];
+        std::memcpy(strb, raw(top->mem_w_strb), sizeof strb);
+        for (unsigned k = 0; k < BUS_BYTES; ++k)
+            if (strb[k / 8] >> (k % 8) & 1) dst[k] = src[k];
+    }
+
+    // One clock cycle; returns false when the run must stop with an error.
+    bool cycle(uint64_t now) {
+        const uint64_t cap = p[P_BYTES_PER_CYCLE] > BUS_BYTES ? p[P_BYTES_PER_CYCLE] : BUS_BYTES;
+        credit = credit + p[P_BYTES_PER_CYCLE] > cap ? cap : credit + p[P_BYTES_PER_CYCLE];
+        bool read_ready = !reads.empty() && reads.front().ready_cycle <= now;
+        bool write_work = !writes.empty();
+        bool r_offer, w_offer;
+        if (write_work && (write_turn || !read_ready)) {
+            w_offer = credit >= BUS_BYTES;
+            r_offer = read_ready && credit >= BUS_BYTES * (1 + w_offer);
+        } else {
+            r_offer = read_ready && credit >= BUS_BYTES;
+            w_offer = credit >= BUS_BYTES * (1 + r_offer);
+        }
+        top->clk = 0;
+        top->start = now == 0;
+        top->mem_ar_ready = reads.size() < QUEUE_CAP;
+        top->mem_aw_ready = writes.size() < QUEUE_CAP;
+        top->mem_r_valid = r_offer;
+        top->mem_w_ready = w_offer;
+        if (r_offer) {
+            Burst& rd = reads.front();
+            std::memcpy(raw(top->mem_r_data), dram + rd.addr + rd.beat * BUS_BYTES, BUS_BYTES);
+            top->mem_r_last = rd.beat + 1 == rd.beats;
+        } else {
+            top->mem_r_last = 0;
+        }
+        top->eval();
+
+        if (r_offer && top->mem_r_ready) {
+            credit -= BUS_BYTES;
+            write_turn = true;
+            ++r[R_READ_BEATS];
+            if (++reads.front().beat == reads.front().beats) reads.pop_front();
+        }
+        if (top->mem_aw_valid && top->mem_aw_ready) {
+            uint64_t addr = top->mem_aw_addr, len = top->mem_aw_len;
+            if (!check(C_WRITE, addr, len)) return false;
+            writes.push_back({addr, len + 1, 0, now});
+        }
+        if (w_offer && top->mem_w_valid) {
+            if (writes.empty()) return fail(S_PROTOCOL, X_W_WITHOUT_AW, C_WRITE, 0, 0, 0);
+            Burst& w = writes.front();
+            bool last = w.beat + 1 == w.beats;
+            if (bool(top->mem_w_last) != last)
+                return fail(S_PROTOCOL, X_W_LAST, C_WRITE, w.addr, w.beats * BUS_BYTES, w.beat);
+            write_beat(w);
+            credit -= BUS_BYTES;
+            write_turn = false;
+            ++r[R_WRITE_BEATS];
+            if (++w.beat == w.beats) writes.pop_front();
+        }
+        if (top->mem_ar_valid && top->mem_ar_ready) {
+            uint64_t addr = top->mem_ar_addr, len = top->mem_ar_len;
+            if (!check(C_READ, addr, len)) return false;
+            reads.push_back({addr, len + 1, 0, now + p[P_LATENCY]});
+        }
+        top->clk = 1;
+        top->eval();
+        return true;
+    }
+
+    void finish(uint64_t cycles) {
+        r[R_CYCLES] = cycles;
+        r[R_READS_PENDING] = reads.size();
+        r[R_WRITES_PENDING] = writes.size();
+        uint64_t* c = r + R_COUNTERS;
+#define READ(n) *c++ = as_u64(top->cnt_##n);
+        COUNTERS(READ)
+#undef READ
+    }
+};
+
+}  // namespace
+
+extern "C" {
+
+const char* sim_counter_names() { return COUNTER_NAMES; }
+uint64_t sim_bus_bytes() { return BUS_BYTES; }
+uint64_t sim_n_results() { return N_RESULTS; }
+
+void* sim_new() { return new Sim(); }
+
+void sim_free(void* handle) { delete static_cast<Sim*>(handle); }
+
+// Runs the program at params[P_INSN_ADDR] to completion; see the enums for the slots.
+int sim_run(void* handle, uint8_t* dram, uint64_t dram_bytes, const uint64_t* params,
+            uint64_t* result) {
+    Vaccel* top = static_cast<Sim*>(handle)->top;
+    std::memset(result, 0, N_RESULTS * sizeof(uint64_t));
+    reset(top);
+    top->insn_addr = static_cast<uint32_t>(params[P_INSN_ADDR]);
+    top->insn_count = static_cast<uint32_t>(params[P_INSN_COUNT]);
+    Run run{top, dram, dram_bytes, params, result};
+    uint64_t now = 0;
+    for (;; ++now) {
+        if (now > 0 && top->done) {
+            result[R_STATUS] = S_DONE;
+            break;
+        }
+        if (now >= params[P_MAX_CYCLES]) {
+            result[R_STATUS] = S_CYCLE_LIMIT;
+            break;
+        }
+        if (!run.cycle(now)) break;
+    }
+    run.finish(now);
+    return static_cast<int>(result[R_STATUS]);
+}
+
+}  // extern "C"

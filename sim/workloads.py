@@ -1,0 +1,141 @@
+"""Hand-written Programs with their numpy references: the blocked GEMM of VTA's test_lib.
+
+Data use the packed layouts of the accelerator: A is (M/batch, K/block_in, batch, block_in),
+B is (N/block_out, K/block_in, block_out, block_in), C is (M/batch, N/block_out, batch, block_out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hw import isa
+from hw.config import AcceleratorConfig
+from hw.program import Program, ProgramBuilder, UopSpan
+
+_INT = {8: np.int8, 16: np.int16, 32: np.int32}
+
+
+@dataclass(frozen=True)
+class GemmTiling:
+    """Matrix sizes and tile sizes, all in blocks (tiles of the GEMM core)."""
+
+    m_blocks: int
+    k_blocks: int
+    n_blocks: int
+    m_tile: int
+    k_tile: int
+    n_tile: int
+    virtual_threads: int = 1
+
+    @property
+    def macs_per_block(self) -> int:
+        return self.m_blocks * self.k_blocks * self.n_blocks
+
+    def check(self, cfg: AcceleratorConfig) -> None:
+        for name in ("m", "k", "n"):
+            blocks, tile = getattr(self, f"{name}_blocks"), getattr(self, f"{name}_tile")
+            if blocks % tile:
+                raise ValueError(f"{name}_blocks={blocks} is not a multiple of {name}_tile={tile}")
+        vt = self.virtual_threads
+        need = {"inp": vt * self.m_tile * self.k_tile, "wgt": vt * self.n_tile * self.k_tile,
+                "acc": self.m_tile * self.n_tile}  # fmt: skip
+        for kind, elems in need.items():
+            if elems > getattr(cfg, f"{kind}_depth"):
+                raise ValueError(f"tiles need {elems} {kind} elements, the buffer holds "
+                                 f"{getattr(cfg, f'{kind}_depth')}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Workload:
+    program: Program
+    inputs: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
+    macs: int
+
+
+def gemm_reference(cfg: AcceleratorConfig, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C (packed) = low out_bits of (A @ B^T) wrapped to acc_bits."""
+    c = np.einsum("mkbi,nkoi->mnbo", a.astype(np.int64), b.astype(np.int64))
+    return c.astype(_INT[cfg.acc_bits]).astype(_INT[cfg.out_bits])
+
+
+def random_operands(cfg: AcceleratorConfig, t: GemmTiling, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-128, 128, (t.m_blocks, t.k_blocks, cfg.batch, cfg.block_in))
+    b = rng.integers(-128, 128, (t.n_blocks, t.k_blocks, cfg.block_out, cfg.block_in))
+    return {"A": a.astype(_INT[cfg.inp_bits]), "B": b.astype(_INT[cfg.wgt_bits])}
+
+
+def blocked_gemm(cfg: AcceleratorConfig, t: GemmTiling, seed: int = 0) -> Workload:
+    """C = A @ B^T tile by tile, inp/wgt tiles double-buffered when virtual_threads == 2."""
+    t.check(cfg)
+    inputs = random_operands(cfg, t, seed)
+    expected = {"C": gemm_reference(cfg, inputs["A"], inputs["B"])}
+    program = _BlockedGemmWriter(cfg, t).build()
+    macs = t.macs_per_block * cfg.macs_per_cycle
+    return Workload(program, inputs, expected, macs)
+
+
+class _BlockedGemmWriter:
+    def __init__(self, cfg: AcceleratorConfig, t: GemmTiling) -> None:
+        self.cfg, self.t = cfg, t
+        self.b = ProgramBuilder(cfg)
+        self.a_region = self.b.region("A", (t.m_blocks, t.k_blocks, cfg.batch, cfg.block_in),
+                                      np.dtype(_INT[cfg.inp_bits]), "input")  # fmt: skip
+        self.b_region = self.b.region("B", (t.n_blocks, t.k_blocks, cfg.block_out, cfg.block_in),
+                                      np.dtype(_INT[cfg.wgt_bits]), "input")  # fmt: skip
+        self.c_region = self.b.region("C", (t.m_blocks, t.n_blocks, cfg.batch, cfg.block_out),
+                                      np.dtype(_INT[cfg.out_bits]), "output")  # fmt: skip
+        self.tiles = (t.m_blocks // t.m_tile) * (t.n_blocks // t.n_tile) * (t.k_blocks // t.k_tile)
+
+    def _uop_spans(self) -> tuple[UopSpan, list[UopSpan]]:
+        t = self.t
+        reset = self.b.uops([isa.Uop(dst=n) for n in range(t.n_tile)])
+        spans = []
+        for half in range(t.virtual_threads):
+            inp0, wgt0 = half * t.m_tile * t.k_tile, half * t.n_tile * t.k_tile
+            spans.append(self.b.uops([
+                isa.Uop(dst=n, src=inp0 + k, wgt=wgt0 + n * t.k_tile + k)
+                for k in range(t.k_tile) for n in range(t.n_tile)
+            ]))  # fmt: skip
+        return reset, spans
+
+    def build(self) -> Program:
+        t, b = self.t, self.b
+        reset, spans = self._uop_spans()
+        b.load_uops(UopSpan(0, b.uop_count))  # the whole table, once, at SRAM index 0
+        blocks = [(i, j) for i in range(t.m_blocks // t.m_tile) for j in range(t.n_blocks // t.n_tile)]
+        q = 0  # global tile counter: selects the SRAM half and the WAR tokens
+        for index, (i, j) in enumerate(blocks):
+            b.gemm(reset=True, uop_bgn=reset.begin, uop_end=reset.begin + reset.count,
+                   iter_out=t.m_tile, dst_factor_out=t.n_tile, pop_next=index > 0)  # fmt: skip
+            k_tiles = t.k_blocks // t.k_tile
+            for kk in range(k_tiles):
+                self._load_tile(i, j, kk, q)
+                self._gemm_tile(spans[q % t.virtual_threads], q, last=kk == k_tiles - 1)
+                q += 1
+            b.store(self.c_region, 0, y_size=t.m_tile, x_size=t.n_tile, x_stride=t.n_blocks,
+                    elem_offset=i * t.m_tile * t.n_blocks + j * t.n_tile,
+                    pop_prev=True, push_prev=True)  # fmt: skip
+        b.finish(pop_next=True)
+        return b.build()
+
+    def _load_tile(self, i: int, j: int, kk: int, q: int) -> None:
+        t, b = self.t, self.b
+        half = q % t.virtual_threads
+        b.load(isa.MemType.WGT, self.b_region, half * t.n_tile * t.k_tile,
+               y_size=t.n_tile, x_size=t.k_tile, x_stride=t.k_blocks,
+               elem_offset=j * t.n_tile * t.k_blocks + kk * t.k_tile,
+               pop_next=q >= t.virtual_threads)  # fmt: skip
+        b.load(isa.MemType.INP, self.a_region, half * t.m_tile * t.k_tile,
+               y_size=t.m_tile, x_size=t.k_tile, x_stride=t.k_blocks,
+               elem_offset=i * t.m_tile * t.k_blocks + kk * t.k_tile, push_next=True)  # fmt: skip
+
+    def _gemm_tile(self, span: UopSpan, q: int, *, last: bool) -> None:
+        t = self.t
+        self.b.gemm(uop_bgn=span.begin, uop_end=span.begin + span.count, iter_out=t.m_tile,
+                    dst_factor_out=t.n_tile, src_factor_out=t.k_tile, pop_prev=True,
+                    push_prev=q + t.virtual_threads < self.tiles, push_next=last)  # fmt: skip
+
