@@ -139,7 +139,10 @@ def pack(name: str, spec: list[tuple[str, int, bool]], *, bits: int, word_bits: 
         pos += width
     if pos > bits:
         widths = ", ".join(f"{f.name}={f.width}" for f in fields)
-        raise EncodingError(f"{name} fields need {pos} bits, more than {bits} ({widths})")
+        raise EncodingError(
+            f"{name} fields need {pos} bits, more than {bits}, as no field may straddle a "
+            f"{word_bits}-bit word ({widths})"
+        )
     return Layout(name, tuple(fields), bits)
 
 
@@ -333,9 +336,9 @@ def token_queues(insn: Insn) -> tuple[list[Queue], list[Queue]]:
     module = module_of(insn)
     pops: list[Queue] = []
     pushes: list[Queue] = []
-    for flag, queue in zip(("pop_prev", "pop_next"), _POPS[module]):
+    for flag, queue in zip(("pop_prev", "pop_next"), _POPS[module], strict=True):
         _collect(insn, module, flag, queue, pops)
-    for flag, queue in zip(("push_prev", "push_next"), _PUSHES[module]):
+    for flag, queue in zip(("push_prev", "push_next"), _PUSHES[module], strict=True):
         _collect(insn, module, flag, queue, pushes)
     return pops, pushes
 
@@ -392,7 +395,7 @@ def decode_insn(word: int, cfg: AcceleratorConfig) -> Insn:
 
 
 @functools.lru_cache(maxsize=256)
-def _decoder(cfg: AcceleratorConfig, cls: type) -> list[tuple[str, int, int, int, bool]]:
+def _decoder(cfg: AcceleratorConfig, cls: type[_Insn]) -> list[tuple[str, int, int, int, bool]]:
     """(name, offset, mask, sign bit or 0, needs conversion) of each field `cls` holds."""
     names = {f.name for f in dataclasses.fields(cls)}
     return [

@@ -233,7 +233,7 @@ class ProgramBuilder:
     def uop_count(self) -> int:
         return len(self._uops)
 
-    def load_uops(self, span: UopSpan, sram_base: int = 0, **flags: bool) -> None:
+    def load_uops(self, span: UopSpan, sram_base: int = 0, **flags: Any) -> None:
         self._items.append(_PendingUopLoad(span, sram_base, flags))
 
     # -- instructions -------------------------------------------------------------------------
@@ -242,7 +242,7 @@ class ProgramBuilder:
 
     def load(self, memory_type: isa.MemType, region: Region, sram_base: int, *,
              y_size: int, x_size: int, x_stride: int | None = None, elem_offset: int = 0,
-             pads: tuple[int, int, int, int] = (0, 0, 0, 0), **flags: bool) -> None:  # fmt: skip
+             pads: tuple[int, int, int, int] = (0, 0, 0, 0), **flags: Any) -> None:  # fmt: skip
         """2-D strided load of `region` into `memory_type`'s SRAM; pads = (y0, y1, x0, x1)."""
         y0, y1, x0, x1 = pads
         self.emit(isa.Load(
@@ -253,7 +253,7 @@ class ProgramBuilder:
         ))  # fmt: skip
 
     def store(self, region: Region, sram_base: int, *, y_size: int, x_size: int,
-              x_stride: int | None = None, elem_offset: int = 0, **flags: bool) -> None:  # fmt: skip
+              x_stride: int | None = None, elem_offset: int = 0, **flags: Any) -> None:  # fmt: skip
         self.emit(isa.Store(
             sram_base=sram_base, dram_base=self.dram_base(region, isa.MemType.OUT, elem_offset),
             y_size=y_size, x_size=x_size, x_stride=x_size if x_stride is None else x_stride,
@@ -266,14 +266,15 @@ class ProgramBuilder:
     def alu(self, **fields: Any) -> None:
         self.emit(isa.Alu(**fields))
 
-    def nop(self, module: isa.Module, **flags: bool) -> None:
+    def nop(self, module: isa.Module, **flags: Any) -> None:
         """A no-op on `module` that only pops/pushes tokens (VTA's sync instructions)."""
-        kind = {isa.Module.LOAD: (isa.Load, isa.MemType.INP),
-                isa.Module.COMPUTE: (isa.Load, isa.MemType.UOP),
-                isa.Module.STORE: (isa.Store, isa.MemType.OUT)}[module]  # fmt: skip
-        self.emit(kind[0](memory_type=kind[1], x_size=0, y_size=0, x_stride=0, **flags))
+        if module == isa.Module.STORE:
+            self.emit(isa.Store(x_size=0, y_size=0, x_stride=0, **flags))
+        else:
+            memory_type = isa.MemType.INP if module == isa.Module.LOAD else isa.MemType.UOP
+            self.emit(isa.Load(memory_type=memory_type, x_size=0, y_size=0, x_stride=0, **flags))
 
-    def finish(self, **flags: bool) -> None:
+    def finish(self, **flags: Any) -> None:
         self.emit(isa.Finish(**flags))
 
     # -- result ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from sim.backend import SimulationError
 from sim.gemm import decoded_uops, loop_indices
 from sim.scratchpads import Scratchpads
 
+
 def _checked(spads: Scratchpads, m: isa.MemType, name: str, index: np.ndarray) -> np.ndarray:
     if index.size:
         spads.check_range(m, f"{name} index", int(index.min()), int(index.max()))
@@ -33,7 +34,7 @@ def alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> int:
         b = np.int64(insn.imm) if insn.use_imm else acc[s].astype(np.int64)
         acc[d] = alu_op(cfg, insn.alu_opcode, acc[d].astype(np.int64), b).astype(acc.dtype)
     else:
-        for dn, sn in zip(d.tolist(), s.tolist()):
+        for dn, sn in zip(d.tolist(), s.tolist(), strict=True):
             b = np.int64(insn.imm) if insn.use_imm else acc[sn].astype(np.int64)
             acc[dn] = alu_op(cfg, insn.alu_opcode, acc[dn].astype(np.int64), b).astype(acc.dtype)
     return int(d.size)

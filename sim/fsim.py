@@ -158,7 +158,7 @@ class _Scheduler:
         left = {m: q for m, q in self.queues.items() if q}
         if left:
             detail = "; ".join(
-                f"{m.name.lower()} still holds {len(q)} (next #{q[0].index} {isa.format_insn(q[0].insn)})"
+                f"{m.name.lower()} still holds {len(q)} (next #{q[0].position} {isa.format_insn(q[0].insn)})"
                 for m, q in left.items()
             )
             raise SimulationError(
@@ -187,7 +187,7 @@ class _Scheduler:
 
 
 class _Entry(NamedTuple):
-    index: int
+    position: int  # in the program
     insn: isa.Insn
     pops: list[isa.Queue]
     pushes: list[isa.Queue]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -21,22 +22,23 @@ _INT = {8: np.int8, 16: np.int16, 32: np.int32}
 
 
 @functools.lru_cache(maxsize=256)
-def elem_layout(cfg: AcceleratorConfig, memory_type: isa.MemType) -> tuple[type, tuple[int, ...]]:
+def elem_layout(cfg: AcceleratorConfig, memory_type: isa.MemType) -> tuple[Any, tuple[int, ...]]:
     """(numpy dtype, element shape) of one element of `memory_type`."""
-    return {
+    layouts: dict[isa.MemType, tuple[Any, tuple[int, ...]]] = {
         isa.MemType.UOP: (isa.uop_dtype(cfg), ()),
         isa.MemType.INP: (_INT[cfg.inp_bits], (cfg.batch, cfg.block_in)),
         isa.MemType.WGT: (_INT[cfg.wgt_bits], (cfg.block_out, cfg.block_in)),
         isa.MemType.ACC: (_INT[cfg.acc_bits], (cfg.batch, cfg.block_out)),
         isa.MemType.OUT: (_INT[cfg.out_bits], (cfg.batch, cfg.block_out)),
-    }[memory_type]
+    }
+    return layouts[memory_type]
 
 
 class Scratchpads:
     def __init__(self, cfg: AcceleratorConfig, dram: np.ndarray) -> None:
         self.cfg = cfg
         self.dram = dram
-        self.sram = {
+        self.sram: dict[isa.MemType, np.ndarray] = {
             m: np.zeros((cfg.depth(m), *elem_layout(cfg, m)[1]), dtype=elem_layout(cfg, m)[0])
             for m in (isa.MemType.UOP, isa.MemType.INP, isa.MemType.WGT, isa.MemType.ACC)
         }
@@ -80,7 +82,7 @@ class Scratchpads:
         dtype, shape = elem_layout(self.cfg, m)
         self.check_range(m, "LOAD", insn.sram_base, insn.sram_base + insn.sram_elems - 1)
         raw = np.ascontiguousarray(self._dram_window(insn, m))
-        data = raw.view(dtype).reshape(insn.y_size, insn.x_size, *shape)
+        data: np.ndarray = raw.view(dtype).reshape(insn.y_size, insn.x_size, *shape)
         target = self.sram[m][insn.sram_base : insn.sram_base + insn.sram_elems]
         tile = target.reshape(-1, insn.row_elems, *shape)  # a view: rows of the SRAM window
         if insn.sram_elems != insn.y_size * insn.x_size:
@@ -101,6 +103,6 @@ class Scratchpads:
         self.check_range(isa.MemType.OUT, "STORE", insn.sram_base, insn.sram_base + count - 1)
         window = self._dram_window(insn, isa.MemType.OUT)
         dtype, _ = elem_layout(self.cfg, isa.MemType.OUT)
-        out = self.acc[insn.sram_base : insn.sram_base + count].astype(dtype)
+        out: np.ndarray = self.acc[insn.sram_base : insn.sram_base + count].astype(dtype)
         window[...] = out.reshape(insn.y_size, insn.x_size, -1).view(np.uint8)
         return count * self.cfg.out_elem_bytes

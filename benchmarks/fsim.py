@@ -1,0 +1,12 @@
+"""Functional simulator speed on ResNet-18's conv2 as a matrix product; prints JSON.
+
+Run with OPENBLAS_NUM_THREADS=1 to measure one core (the goal is stated for one core).
+"""
+
+import json
+
+from codesign.bench_fsim import run
+from hw.config import PRESETS
+
+if __name__ == "__main__":
+    print(json.dumps(run(PRESETS["vta"])))

@@ -1,0 +1,3 @@
+from codesign.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""The `codesign` command: one console script with subcommands.
+
+Each command group lives in its own module with a `register(subparsers)` function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from hw.config import ConfigError
+from hw.isa import EncodingError
+from hw.program import ProgramError
+from sim.backend import SimulationError
+
+# Errors that mean "bad input": reported in one line, exit status 2.
+USER_ERRORS = (ConfigError, ProgramError, SimulationError, EncodingError, ValueError, OSError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from codesign import cmd_bench, cmd_config, cmd_isa, cmd_sim
+
+    parser = argparse.ArgumentParser(
+        prog="codesign", description="Hardware-software co-design workbench."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (cmd_config, cmd_isa, cmd_sim, cmd_bench):
+        module.register(sub)
+    try:
+        cmd_hw = importlib.import_module("codesign.cmd_hw")
+    except ImportError:  # the hardware tool group is optional
+        pass
+    else:
+        cmd_hw.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except USER_ERRORS as exc:
+        print(f"codesign {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def add_config_args(parser: argparse.ArgumentParser) -> None:
+    """--config PRESET|FILE and repeated --set key=value, shared by every command."""
+    parser.add_argument("--config", default="vta", help="preset name or JSON file (default vta)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one parameter (repeatable)")  # fmt: skip

@@ -1,0 +1,67 @@
+"""`codesign isa dump PROGRAM [--config X]`: one line per instruction with token occupancy."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hw import isa
+from hw.config import PRESETS, AcceleratorConfig, resolve
+from hw.program import Program, ProgramError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    group = sub.add_parser("isa", help="instruction streams").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    dump = group.add_parser("dump", help="print a program's instructions")
+    dump.add_argument("program", help="a program file (.npz)")
+    dump.add_argument("--config", default=None,
+                      help="preset or JSON file (default: the preset the program names)")  # fmt: skip
+    dump.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    dump.set_defaults(run=_dump)
+
+
+def config_for(program: Program, spec: str | None, overrides: list[str]) -> AcceleratorConfig:
+    """The config a program runs on: `spec`, or the preset named in the program."""
+    if spec is None and program.config_name in PRESETS:
+        spec = program.config_name
+    if spec is None:
+        raise ProgramError(
+            f"program was built for config {program.config_name!r}, which is not a preset; "
+            "pass --config"
+        )
+    cfg = resolve(spec, overrides)
+    program.check_config(cfg)
+    return cfg
+
+
+def load_program(path: str) -> Program:
+    if not Path(path).is_file():
+        raise ProgramError(f"{path}: no such program file")
+    return Program.load(path)
+
+
+def dump_lines(program: Program, cfg: AcceleratorConfig) -> list[str]:
+    """The dump: instruction, module and the four token queues' running counts."""
+    counts = [0] * len(isa.Queue)
+    header = " ".join(f"{q.short:>4}" for q in isa.Queue)
+    lines = [f"# {len(program.insns)} instructions for {cfg.name} ({program.fingerprint})",
+             f"{'#':>5} {'module':<8} {header}  instruction"]  # fmt: skip
+    for index, insn in enumerate(program.decoded(cfg)):
+        pops, pushes = isa.token_queues(insn)
+        for q in pops:
+            counts[q] -= 1
+        for q in pushes:
+            counts[q] += 1
+        occupancy = " ".join(f"{c:>4}" for c in counts)
+        module = isa.module_of(insn).name.lower()
+        lines.append(f"{index:>5} {module:<8} {occupancy}  {isa.format_insn(insn)}")
+    return lines
+
+
+def _dump(args: argparse.Namespace) -> int:
+    program = load_program(args.program)
+    cfg = config_for(program, args.config, args.set)
+    print("\n".join(dump_lines(program, cfg)))
+    return 0

@@ -1,0 +1,104 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from codesign import cmd_sim
+from codesign.cli import main
+from hw.config import PRESETS
+from sim.conformance import CaseResult, SuiteReport
+from sim.workloads import GemmTiling, blocked_gemm
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_config_show_json_has_every_parameter_and_derived_value(capsys):
+    code, out, _ = run(capsys, "config", "show", "vta", "--json")
+    info = json.loads(out)
+    assert code == 0
+    for key in ("batch", "block_in", "block_out", "inp_depth", "wgt_depth", "acc_depth",
+                "uop_depth", "macs_per_cycle", "bus_bits", "fingerprint"):
+        assert key in info
+    assert info["macs_per_cycle"] == 256 and info["fingerprint"] == PRESETS["vta"].fingerprint()
+
+
+def test_config_show_text_and_overrides(capsys, tmp_path):
+    code, out, _ = run(capsys, "config", "show", "tiny", "--set", "block_out=8")
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
+    assert code == 0 and rows["block_out"] == ["8"] and rows["macs_per_cycle"] == ["32", "(derived)"]
+    path = tmp_path / "c.json"
+    PRESETS["rect"].save(path)
+    code, out, _ = run(capsys, "config", "show", str(path), "--json")
+    assert json.loads(out)["batch"] == 2
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["config", "show", "vta", "--set", "batch=3"], "batch must be a power of two, not 3"),
+    (["config", "show", "nope"], "'nope' is neither a preset"),
+    (["config", "show", "--set", "x=1"], "unknown parameter 'x'"),
+    (["isa", "dump", "missing.npz"], "missing.npz: no such program file"),
+    (["sim", "selftest", "--config", "vta", "--set", "bus_bits=8"], "bus_bits must be in"),
+])  # fmt: skip
+def test_bad_input_is_one_line_and_exit_status_2(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_isa_dump_shows_running_token_occupancy(capsys, tmp_path):
+    work = blocked_gemm(PRESETS["tiny"], GemmTiling(4, 4, 4, 4, 2, 2, 2))
+    path = tmp_path / "p.npz"
+    work.program.save(path)
+    code, out, _ = run(capsys, "isa", "dump", str(path))
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2 + len(work.program.insns)
+    assert lines[1].split()[:6] == ["#", "module", "l2c", "c2l", "c2s", "s2c"]
+    first_inp = next(line for line in lines if "LOAD INP" in line)
+    assert first_inp.split()[1:6] == ["load", "1", "0", "0", "0"]  # pushed one l2c token
+    assert lines[-1].split()[1:6] == ["compute", "0", "0", "0", "0"]  # FINISH: all drained
+    assert "FINISH  [pop_next]" in lines[-1]
+
+
+def test_isa_dump_needs_a_config_for_custom_programs(capsys, tmp_path):
+    cfg = PRESETS["tiny"].with_params(name="mine", block_out=8)
+    work = blocked_gemm(cfg, GemmTiling(4, 4, 2, 4, 2, 2, 1))
+    path = tmp_path / "p.npz"
+    work.program.save(path)
+    code, _, err = run(capsys, "isa", "dump", str(path))
+    assert code == 2 and "built for config 'mine', which is not a preset; pass --config" in err
+    code, _, err = run(capsys, "isa", "dump", str(path), "--config", "tiny")
+    assert code == 2 and "not for tiny" in err
+    code, out, _ = run(capsys, "isa", "dump", str(path), "--config", "tiny", "--set", "block_out=8")
+    assert code == 0 and "GEMM" in out
+
+
+def test_selftest_json(capsys):
+    code, out, _ = run(capsys, "sim", "selftest", "--backend", "fsim", "--config", "rect", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["backend"] == "fsim" and report["config"] == "rect"
+    assert report["failed"] == 0 and report["passed"] == len(report["results"]) >= 25
+    assert {"name", "passed"} <= set(report["results"][0])
+
+
+def test_selftest_exit_status_is_nonzero_on_failure(capsys, monkeypatch):
+    failing = SuiteReport("fsim", "tiny", [CaseResult("a", True), CaseResult("b", False, "boom")])
+    monkeypatch.setattr(cmd_sim, "run_suite", lambda backend: failing)
+    code, out, _ = run(capsys, "sim", "selftest", "--config", "tiny")
+    assert code == 1 and "FAIL  b  boom" in out and "1 passed, 1 failed" in out
+
+
+def test_bench_fsim_prints_json(capsys):
+    code, out, _ = run(capsys, "bench", "fsim", "--json", "--repeats", "1")
+    result = json.loads(out)
+    assert code == 0 and result["macs"] >= 100_000_000 and result["verified"] is True
+    assert result["gmac_per_s"] > 0 and result["seconds"] > 0
+
+
+def test_python_dash_m_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "codesign", "config", "show", "tiny", "--json"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert json.loads(proc.stdout)["name"] == "tiny"

@@ -1,0 +1,129 @@
+import dataclasses
+
+import numpy as np
+import pytest
+
+from hw import isa
+from hw.config import PRESETS
+from hw.program import Program, ProgramBuilder, ProgramError
+
+TINY = PRESETS["tiny"]
+
+
+def _simple(cfg=TINY) -> Program:
+    b = ProgramBuilder(cfg)
+    src = b.region("src", (2, cfg.batch, cfg.block_out), np.int32, "input")
+    out = b.region("out", (2, cfg.batch, cfg.block_out), np.int8, "output")
+    b.load(isa.MemType.ACC, src, 0, y_size=1, x_size=2, push_next=True)
+    b.store(out, 0, y_size=1, x_size=2, pop_prev=True, push_prev=True)
+    b.finish(pop_next=True)
+    return b.build()
+
+
+def test_save_load_round_trip(tmp_path):
+    program = _simple()
+    path = tmp_path / "p.npz"
+    program.save(path)
+    loaded = Program.load(path)
+    assert np.array_equal(loaded.insns, program.insns)
+    assert loaded.regions == program.regions
+    assert loaded.fingerprint == TINY.fingerprint() and loaded.config_name == "tiny"
+    assert loaded.dram_bytes == program.dram_bytes and loaded.dram_bytes % 4096 == 0
+    assert loaded.decoded(TINY) == program.decoded(TINY)
+
+
+def test_program_is_immutable():
+    program = _simple()
+    with pytest.raises(ValueError, match="read-only"):
+        program.insns[0, 0] = 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        program.fingerprint = "x"  # type: ignore[misc]
+
+
+def test_regions_are_aligned_to_the_largest_element():
+    b = ProgramBuilder(PRESETS["vta"])
+    b.region("a", (3,), np.int8, "input")
+    second = b.region("b", (3,), np.int8, "input")
+    assert second.offset == 256  # vta's wgt element
+    assert b.dram_base(second, isa.MemType.WGT) == 1 and b.dram_base(second, isa.MemType.INP) == 16
+
+
+def test_wrong_config_is_an_error():
+    with pytest.raises(ProgramError, match=r"program was built for config tiny \(fingerprint "
+                                            r"[0-9a-f]{16}\), not for vta \(fingerprint"):
+        _simple().check_config(PRESETS["vta"])
+
+
+def test_inputs_are_checked():
+    program = _simple()
+    with pytest.raises(ProgramError, match=r"missing \['src'\], unknown \['x'\]"):
+        program.initial_dram({"x": np.zeros(1)})
+    with pytest.raises(ProgramError, match=r"input 'src' has shape \(3,\), expected \(2, 1, 4\)"):
+        program.initial_dram({"src": np.zeros(3, np.int32)})
+    with pytest.raises(ProgramError, match="input 'src' has dtype int64, expected int32"):
+        program.initial_dram({"src": np.zeros((2, 1, 4), np.int64)})
+    with pytest.raises(ProgramError, match="program has no region 'nope'; it has src, out"):
+        program.region("nope")
+
+
+def test_initial_dram_places_instructions_uops_and_data():
+    b = ProgramBuilder(TINY)
+    const = b.constant("k", np.arange(8, dtype=np.int32))
+    b.load_uops(b.uops([isa.Uop(1, 2, 3)]))
+    b.finish()
+    program = b.build()
+    dram = program.initial_dram({})
+    assert np.array_equal(program.read_region(dram, "k"), np.arange(8))
+    insn_region = program.insn_region
+    words = dram[insn_region.offset : insn_region.offset + insn_region.nbytes].view(np.uint64)
+    assert np.array_equal(words.reshape(-1, 2), program.insns)
+    uops = program.region("__uops")
+    word = dram[uops.offset : uops.offset + 4].view(np.uint32)[0]
+    assert int(word) == 1 | (2 << 8) | (3 << 16)
+    load = program.decoded(TINY)[0]
+    assert load.dram_base == uops.offset // 4 and load.x_size == 1
+    assert const.offset == 0
+
+
+def test_token_balance_and_finish_are_checked():
+    b = ProgramBuilder(TINY)
+    b.nop(isa.Module.LOAD, push_next=True)
+    b.finish()
+    with pytest.raises(ProgramError, match="token imbalance on queue load->compute: 1 pushed, "
+                                            "0 popped"):
+        b.build()
+    b = ProgramBuilder(TINY)
+    b.nop(isa.Module.STORE)
+    with pytest.raises(ProgramError, match="program does not end with FINISH"):
+        b.build()
+    b = ProgramBuilder(TINY)
+    b.nop(isa.Module.STORE, push_next=True)
+    b.finish()
+    with pytest.raises(ProgramError, match="instruction 0: STORE on the store module sets "
+                                            "push_next"):
+        b.build()
+    assert ProgramBuilder(TINY).build(check_tokens=False).insns.shape == (0, 2)
+
+
+def test_region_errors():
+    b = ProgramBuilder(TINY)
+    b.region("a", (1,), np.int8, "input")
+    with pytest.raises(ProgramError, match="region 'a' is declared twice"):
+        b.region("a", (1,), np.int8, "input")
+    with pytest.raises(ProgramError, match="region 'b': role must be one of"):
+        b.region("b", (1,), np.int8, "weights")
+
+
+def test_load_rejects_bad_files(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(ProgramError, match="bad.npz: not a program file"):
+        Program.load(bad)
+    good = tmp_path / "good.npz"
+    _simple().save(good)
+    data = dict(np.load(good))
+    data["meta"] = np.array(str(data["meta"]).replace('"format_version": 1', '"format_version": 9'))
+    np.savez(good, **data)
+    with pytest.raises(ProgramError, match="program format version 9, this workbench reads "
+                                            "version 1"):
+        Program.load(good)

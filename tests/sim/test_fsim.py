@@ -1,0 +1,161 @@
+import dataclasses
+
+import numpy as np
+import pytest
+
+from hw import isa
+from hw.config import PRESETS
+from hw.program import ProgramBuilder, ProgramError
+from sim.backend import RunResult, SimulationError
+from sim.conformance import CASES, run_suite
+from sim.differential import first_difference
+from sim.fsim import FunctionalSimulator
+from sim.random_programs import random_program
+
+TINY = PRESETS["tiny"]
+
+
+@pytest.mark.parametrize("seed", [None, 0, 1, 2])
+def test_conformance_suite_passes_on_every_preset_and_schedule(preset_cfg, seed):
+    report = run_suite(FunctionalSimulator(preset_cfg, seed=seed))
+    assert report.failed == 0, [r for r in report.results if not r.passed]
+    assert report.passed == len(CASES) >= 25
+
+
+@pytest.mark.parametrize("seed", range(0, 60))
+def test_random_programs_agree_across_schedules(preset_cfg, seed):
+    rp = random_program(preset_cfg, seed)
+    ref = FunctionalSimulator(preset_cfg).run(rp.program, rp.inputs)
+    got = FunctionalSimulator(preset_cfg, seed=seed + 100).run(rp.program, rp.inputs)
+    assert first_difference(rp.program, preset_cfg, ref, got) is None
+
+
+def test_same_program_twice_gives_identical_results():
+    rp = random_program(TINY, 7)
+    sim = FunctionalSimulator(TINY)
+    a, b = sim.run(rp.program, rp.inputs), sim.run(rp.program, rp.inputs)
+    assert np.array_equal(a.dram, b.dram) and a.stats == b.stats
+
+
+def test_stats_have_vta_names_and_no_timing():
+    rp = random_program(TINY, 3)
+    stats = FunctionalSimulator(TINY).run(rp.program, rp.inputs).stats
+    assert stats.cycles is None and stats.load_busy_cycles is None
+    assert set(stats.vta_profile()) == {"inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes",
+                                        "uop_load_nbytes", "out_store_nbytes", "gemm_counter",
+                                        "alu_counter"}  # fmt: skip
+    assert stats.load_insns + stats.compute_insns + stats.store_insns == len(rp.program.insns)
+
+
+def _run(build, cfg=TINY, seed=None) -> RunResult:
+    b = ProgramBuilder(cfg)
+    build(b)
+    return FunctionalSimulator(cfg, seed=seed).run(b.build(check_tokens=False), {})
+
+
+def test_deadlock_names_each_module_and_the_queue_counts():
+    def build(b):
+        b.nop(isa.Module.LOAD, pop_next=True, push_next=True)
+        b.nop(isa.Module.COMPUTE, pop_prev=True, push_prev=True)
+        b.finish()
+
+    with pytest.raises(SimulationError) as info:
+        _run(build)
+    text = str(info.value)
+    assert "deadlock: no module can proceed" in text
+    assert "load: blocked at #0 NOP-LOAD  [pop_next push_next], waiting for a compute->load token" in text
+    assert ("compute: blocked at #1 NOP-COMPUTE  [pop_prev push_prev], waiting for a "
+            "load->compute token") in text
+    assert "store: idle (queue empty)" in text
+    assert "token counts: l2c=0 c2l=0 c2s=0 s2c=0" in text
+
+
+def test_a_full_token_queue_blocks_the_pusher():
+    cfg = dataclasses.replace(TINY, token_counter_bits=2)  # at most 3 tokens
+
+    def build(b):
+        for _ in range(4):
+            b.nop(isa.Module.LOAD, push_next=True)
+        b.nop(isa.Module.COMPUTE, pop_next=True)  # waits for a store token that never comes
+        b.finish()
+
+    with pytest.raises(SimulationError, match="load: blocked at #3 .*waiting for room in "
+                                               "load->compute"):
+        _run(build, cfg)
+
+
+def test_missing_finish_and_early_finish():
+    with pytest.raises(SimulationError, match="program ended without FINISH"):
+        _run(lambda b: b.nop(isa.Module.STORE))
+
+    def early(b):
+        b.finish()
+        b.nop(isa.Module.STORE)
+
+    with pytest.raises(SimulationError, match=r"FINISH \(#0\) executed before other instructions: "
+                                               r"store still holds 1 \(next #1 NOP-STORE\)"):
+        _run(early)
+
+
+def _acc_region(b, n=4):
+    return b.region("x", (n, TINY.batch, TINY.block_out), np.int32, "scratch")
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda b: b.load(isa.MemType.ACC, _acc_region(b), 250, y_size=2, x_size=4),
+     "#0 .*LOAD reaches ACC index 257, outside the ACC buffer of 256 elements"),
+    (lambda b: b.load(isa.MemType.ACC, _acc_region(b), 0, y_size=4, x_size=4, x_stride=200),
+     r"DRAM access up to byte 9663 \(element 603 of 16 bytes\) is outside the 4096-byte DRAM"),
+    (lambda b: b.store(_acc_region(b), 255, y_size=1, x_size=2, push_prev=True),
+     "STORE reaches OUT index 256, outside the OUT buffer of 256 elements"),
+    (lambda b: b.emit(isa.Store(x_size=1, y_size=1, x_pad_0=1, push_prev=True)),
+     "STORE cannot pad: all four pad fields must be 0"),
+    (lambda b: b.emit(isa.Store(memory_type=isa.MemType.ACC, x_size=1, push_prev=True)),
+     "STORE must read the OUT buffer, not ACC"),
+    (lambda b: b.emit(isa.Load(memory_type=isa.MemType.OUT, x_size=1)),
+     "LOAD into the OUT buffer is not an instruction"),
+    (lambda b: b.gemm(uop_bgn=0, uop_end=300), "uop_end 300 is outside the UOP buffer of 256"),
+    (lambda b: b.gemm(uop_bgn=5, uop_end=3), "uop_end 3 is before uop_bgn 5"),
+    (lambda b: b.gemm(uop_bgn=0, uop_end=1, iter_out=3, dst_factor_out=200),
+     "GEMM dst index reaches ACC index 400, outside the ACC buffer of 256 elements"),
+    (lambda b: b.gemm(uop_bgn=0, uop_end=1, iter_in=3, src_factor_in=200),
+     "GEMM src index reaches INP index 400, outside the INP buffer of 256 elements"),
+    (lambda b: b.gemm(uop_bgn=0, uop_end=1, iter_out=2, wgt_factor_out=255, iter_in=2,
+                      wgt_factor_in=1), "GEMM wgt index reaches WGT index 256"),
+    (lambda b: b.alu(uop_bgn=0, uop_end=1, iter_in=3, src_factor_in=200),
+     "ALU src index reaches ACC index 400"),
+    (lambda b: b.alu(reset=True), "ALU instructions cannot set reset"),
+])  # fmt: skip
+def test_out_of_range_and_malformed_instructions(build, message):
+    def program(b):
+        build(b)
+        b.finish(pop_next="STORE" in message)  # wait for the store's token
+
+    with pytest.raises(SimulationError, match=message):
+        _run(program)
+
+
+def test_wrong_config_and_malformed_word():
+    b = ProgramBuilder(TINY)
+    b.finish()
+    program = b.build()
+    with pytest.raises(ProgramError, match="program was built for config tiny"):
+        FunctionalSimulator(PRESETS["vta"]).run(program, {})
+    bad = dataclasses.replace(program, insns=np.array([[7, 0]], dtype=np.uint64))
+    with pytest.raises(SimulationError, match="instruction #0: unknown opcode 7"):
+        FunctionalSimulator(TINY).run(bad, {})
+
+
+def test_first_difference_names_the_store():
+    rp = random_program(TINY, 11, tasks=3)
+    sim = FunctionalSimulator(TINY)
+    ref, dut = sim.run(rp.program, rp.inputs), sim.run(rp.program, rp.inputs)
+    dut.dram[np.flatnonzero(ref.dram != 0)[0] :] ^= 0  # untouched: still equal
+    assert first_difference(rp.program, TINY, ref, dut) is None
+    stores = [i for i, x in enumerate(rp.program.decoded(TINY)) if isinstance(x, isa.Store)]
+    first_store = rp.program.decoded(TINY)[stores[0]]
+    byte = first_store.dram_base * TINY.out_elem_bytes
+    dut.dram[byte] ^= 1
+    message = first_difference(rp.program, TINY, ref, dut)
+    assert message is not None and f"DRAM byte {byte} differs" in message
+    assert f"first differing instruction: #{stores[0]} STORE" in message
