@@ -40,10 +40,10 @@ test-slow: install
 demo: install
 	$(BIN)/codesign config show vta
 	$(BIN)/codesign sim selftest --backend fsim --config vta
-	OPENBLAS_NUM_THREADS=1 $(BIN)/codesign bench fsim --json
+	$(BIN)/codesign bench fsim --json
 
 bench: install
-	OPENBLAS_NUM_THREADS=1 $(BIN)/python benchmarks/fsim.py
+	$(BIN)/python benchmarks/fsim.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

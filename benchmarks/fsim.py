@@ -1,6 +1,6 @@
 """Functional simulator speed on ResNet-18's conv2 as a matrix product; prints JSON.
 
-Run with OPENBLAS_NUM_THREADS=1 to measure one core (the goal is stated for one core).
+fsim runs BLAS on one thread, so this measures one core (the goal is stated for one core).
 """
 
 import json

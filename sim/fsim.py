@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from hw import isa
 from hw.config import AcceleratorConfig
@@ -27,6 +28,8 @@ from sim.gemm import GemmUnit
 from sim.scratchpads import Scratchpads
 
 _ORDER = (isa.Module.LOAD, isa.Module.COMPUTE, isa.Module.STORE)
+# GEMM products are small: BLAS threads only add contention (50x slower on a loaded 2-core host).
+_BLAS = ThreadpoolController()
 
 
 class FunctionalSimulator:
@@ -43,7 +46,8 @@ class FunctionalSimulator:
         dram = program.initial_dram(inputs)
         insns = _decode_all(program, self.config)
         machine = _Machine(self.config, dram)
-        _Scheduler(insns, machine, self.seed).run()
+        with _BLAS.limit(limits=1, user_api="blas"):
+            _Scheduler(insns, machine, self.seed).run()
         return RunResult(program.read_outputs(dram), machine.stats, dram)
 
 
