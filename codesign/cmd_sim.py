@@ -1,12 +1,17 @@
-"""`codesign sim selftest --backend B [--config X] [--json]`: the ISA conformance suite."""
+"""`codesign sim selftest|run`: the ISA conformance suite, and running a saved Program."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+
+import numpy as np
 
 from codesign.cli import add_config_args
+from codesign.cmd_isa import config_for, load_program
 from hw.config import resolve
+from hw.program import Program, ProgramError
 from sim.backends import NAMES, make_backend
 from sim.conformance import run_suite
 
@@ -22,6 +27,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                           help="fsim: run a random legal interleaving with this seed")  # fmt: skip
     selftest.add_argument("--json", action="store_true")
     selftest.set_defaults(run=_selftest)
+    run = group.add_parser("run", help="run a program file; print its counters")
+    run.add_argument("program", help="a program file (.npz)")
+    run.add_argument("--backend", choices=NAMES, default="fsim")
+    run.add_argument("--config", default=None, help="preset or JSON file (default: the program's)")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    source = run.add_mutually_exclusive_group()
+    source.add_argument("--inputs", help=".npz with one array per input region")
+    source.add_argument("--random-inputs", type=int, metavar="SEED", help="random input data")
+    run.add_argument("--outputs", help="write the output regions to this .npz")
+    run.add_argument("--vcd", help="rtl: also write a waveform of the run (signal-level mode)")
+    run.add_argument("--json", action="store_true")
+    run.set_defaults(run=_run)
 
 
 def _selftest(args: argparse.Namespace) -> int:
@@ -35,3 +52,49 @@ def _selftest(args: argparse.Namespace) -> int:
             print(f"{'PASS' if r.passed else 'FAIL'}  {r.name}{'  ' + r.detail if r.detail else ''}")
         print(f"{report.backend} on {report.config}: {report.passed} passed, {report.failed} failed")
     return 1 if report.failed else 0
+
+
+def random_inputs(program: Program, seed: int) -> dict[str, np.ndarray]:
+    """Uniform random data over each input region's whole integer range."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for r in program.regions_with_role("input"):
+        info = np.iinfo(np.dtype(r.dtype))
+        out[r.name] = rng.integers(info.min, info.max, r.shape, endpoint=True).astype(r.dtype)
+    return out
+
+
+def _inputs(args: argparse.Namespace, program: Program) -> dict[str, np.ndarray]:
+    if args.random_inputs is not None:
+        return random_inputs(program, args.random_inputs)
+    if args.inputs is None:
+        if program.regions_with_role("input"):
+            raise ProgramError("the program has input regions: pass --inputs or --random-inputs")
+        return {}
+    if not Path(args.inputs).is_file():
+        raise ProgramError(f"{args.inputs}: no such inputs file")
+    with np.load(args.inputs) as data:
+        return {k: data[k] for k in data.files}
+
+
+def _run(args: argparse.Namespace) -> int:
+    program = load_program(args.program)
+    cfg = config_for(program, args.config, args.set)
+    if args.vcd and args.backend != "rtl":
+        raise ProgramError("--vcd needs --backend rtl")
+    inputs = _inputs(args, program)
+    if args.vcd:
+        from sim.rtl.signal import run_with_vcd
+
+        result = run_with_vcd(cfg, program, inputs, args.vcd)
+    else:
+        result = make_backend(args.backend, cfg).run(program, inputs)
+    if args.outputs:
+        np.savez(args.outputs, **result.outputs)  # type: ignore[arg-type]
+    stats = result.stats.to_dict()
+    if args.json:
+        print(json.dumps({"backend": args.backend, "config": cfg.name, "stats": stats}))
+    else:
+        for key, value in stats.items():
+            print(f"{key}: {value}")
+    return 0

@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from codesign import cmd_sim
@@ -102,3 +103,29 @@ def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "codesign", "config", "show", "tiny", "--json"],
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert json.loads(proc.stdout)["name"] == "tiny"
+
+
+def test_sim_run_with_inputs_and_outputs(capsys, tmp_path):
+    work = blocked_gemm(PRESETS["tiny"], GemmTiling(4, 4, 4, 4, 2, 2, 2), seed=4)
+    program, inputs, outputs = tmp_path / "p.npz", tmp_path / "in.npz", tmp_path / "out.npz"
+    work.program.save(program)
+    np.savez(inputs, **work.inputs)
+    code, out, _ = run(capsys, "sim", "run", str(program), "--inputs", str(inputs),
+                       "--outputs", str(outputs), "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["stats"]["gemm_uops"] == 64
+    with np.load(outputs) as data:
+        assert np.array_equal(data["C"], work.expected["C"])
+    code, out, _ = run(capsys, "sim", "run", str(program), "--random-inputs", "3")
+    assert code == 0 and "gemm_uops: 64" in out
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ([], "the program has input regions: pass --inputs or --random-inputs"),
+    (["--inputs", "nope.npz"], "nope.npz: no such inputs file"),
+    (["--random-inputs", "1", "--vcd", "x.vcd"], "--vcd needs --backend rtl"),
+])  # fmt: skip
+def test_sim_run_errors(capsys, tmp_path, extra, message):
+    path = tmp_path / "p.npz"
+    blocked_gemm(PRESETS["tiny"], GemmTiling(4, 4, 4, 4, 2, 2, 1)).program.save(path)
+    code, _, err = run(capsys, "sim", "run", str(path), *extra)
+    assert code == 2 and message in err
