@@ -159,3 +159,19 @@ def test_first_difference_names_the_store():
     message = first_difference(rp.program, TINY, ref, dut)
     assert message is not None and f"DRAM byte {byte} differs" in message
     assert f"first differing instruction: #{stores[0]} STORE" in message
+
+
+def test_random_schedules_expose_a_missing_token():
+    """Drop the WAR token that keeps tile 2's weights out of the half tile 0 still reads."""
+    from sim.workloads import GemmTiling, blocked_gemm
+
+    work = blocked_gemm(TINY, GemmTiling(4, 8, 4, 4, 2, 4, 2), seed=2)
+    insns = work.program.decoded(TINY)
+    victim = next(i for i, x in enumerate(insns) if isinstance(x, isa.Load) and x.pop_next)
+    insns[victim] = dataclasses.replace(insns[victim], pop_next=False)
+    broken = dataclasses.replace(work.program, insns=isa.encode(insns, TINY))
+    wrong = 0
+    for seed in range(20):
+        result = FunctionalSimulator(TINY, seed=seed).run(broken, work.inputs)
+        wrong += not np.array_equal(result.outputs["C"], work.expected["C"])
+    assert wrong > 0
