@@ -56,12 +56,11 @@ class BurstRequester(wiring.Component):
         end_byte = Signal(ADDR)
         m.d.comb += [start_byte.eq(row_elem << eb), end_byte.eq(start_byte + (x_size << eb) - 1)]
         with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start):
-                    m.d.sync += [row_elem.eq(self.dram_base), rows_left.eq(self.y_size),
-                                 x_size.eq(self.x_size), stride.eq(self.x_stride)]  # fmt: skip
-                    with m.If((self.x_size != 0) & (self.y_size != 0)):
-                        m.next = "SETUP"
+            with m.State("IDLE"), m.If(self.start):
+                m.d.sync += [row_elem.eq(self.dram_base), rows_left.eq(self.y_size),
+                             x_size.eq(self.x_size), stride.eq(self.x_stride)]  # fmt: skip
+                with m.If((self.x_size != 0) & (self.y_size != 0)):
+                    m.next = "SETUP"
             with m.State("SETUP"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += [word.eq(start_byte >> bb),
@@ -106,9 +105,7 @@ class Unpacker(wiring.Component):
             m.d.comb += [
                 self.elem.payload.eq(self.beat.payload.word_select(self.idx, self.elem_bits)),
                 self.elem.valid.eq(self.beat.valid),
-                self.beat.ready.eq(
-                    self.elem.ready & ((self.idx == self.per_beat - 1) | self.row_last)
-                ),
+                self.beat.ready.eq(self.elem.ready & ((self.idx == self.per_beat - 1) | self.row_last)),
             ]
         else:
             wiring.connect(m, wiring.flipped(self.beat), wiring.flipped(self.elem))
@@ -219,7 +216,8 @@ class LoadDMA(wiring.Component):
             max_burst_beats=self.max_burst)  # fmt: skip
         m.submodules.unpack = unpack = Unpacker(elem_bits=self.elem_bits, bus_bits=self.bus_bits)
         m.submodules.writer = writer = PadWriter(
-            elem_bits=self.elem_bits, addr_bits=self.addr_bits, per_beat=unpack.per_beat)
+            elem_bits=self.elem_bits, addr_bits=self.addr_bits, per_beat=unpack.per_beat
+        )
         cmd = self.cmd
         m.d.comb += [req.start.eq(self.start), writer.start.eq(self.start)]
         for name in ("dram_base", "y_size", "x_size", "x_stride"):
@@ -228,11 +226,15 @@ class LoadDMA(wiring.Component):
                      "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"):  # fmt: skip
             m.d.comb += getattr(writer, name).eq(getattr(cmd, name))
         m.d.comb += [
-            self.bus.ar_valid.eq(req.req.valid), req.req.ready.eq(self.bus.ar_ready),
-            self.bus.ar_addr.eq(req.req.addr), self.bus.ar_len.eq(req.req.len),
-            unpack.beat.valid.eq(self.bus.r_valid), unpack.beat.payload.eq(self.bus.r_data),
+            self.bus.ar_valid.eq(req.req.valid),
+            req.req.ready.eq(self.bus.ar_ready),
+            self.bus.ar_addr.eq(req.req.addr),
+            self.bus.ar_len.eq(req.req.len),
+            unpack.beat.valid.eq(self.bus.r_valid),
+            unpack.beat.payload.eq(self.bus.r_data),
             self.bus.r_ready.eq(unpack.beat.ready),
-            unpack.idx.eq(writer.idx), unpack.row_last.eq(writer.row_last),
+            unpack.idx.eq(writer.idx),
+            unpack.row_last.eq(writer.row_last),
             self.busy.eq(writer.busy),
         ]
         wiring.connect(m, unpack.elem, writer.elem)

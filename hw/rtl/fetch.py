@@ -40,7 +40,8 @@ class Fetch(wiring.Component):
         m = Module()
         cfg = self.cfg
         m.submodules.req = req = BurstRequester(
-            elem_bytes=INSN_BYTES, bus_bytes=cfg.bus_bytes, max_burst_beats=self.burst, x_bits=32)
+            elem_bytes=INSN_BYTES, bus_bytes=cfg.bus_bytes, max_burst_beats=self.burst, x_bits=32
+        )
         m.submodules.beats = beats = fifo.SyncFIFO(width=cfg.bus_bits, depth=self.buffer_beats)
         m.submodules.unpack = unpack = Unpacker(elem_bits=isa.INSN_BITS, bus_bits=cfg.bus_bits)
         m.d.comb += [
@@ -87,7 +88,8 @@ class Fetch(wiring.Component):
         insn = data.View(insn_struct(self.cfg, "mem"), unpack.elem.payload)
         is_store = insn.opcode == isa.Opcode.STORE
         is_load = (insn.opcode == isa.Opcode.LOAD) & (
-            (insn.memory_type == isa.MemType.INP) | (insn.memory_type == isa.MemType.WGT))
+            (insn.memory_type == isa.MemType.INP) | (insn.memory_type == isa.MemType.WGT)
+        )
         dest = {"store": is_store, "load": is_load, "compute": ~is_store & ~is_load}
         for name, q in queues.items():
             m.d.comb += [q.w_data.eq(unpack.elem.payload),

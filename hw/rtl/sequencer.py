@@ -46,31 +46,28 @@ class Sequencer(wiring.Component):
             with m.If(pushes[i] & ~p.room):
                 m.d.comb += room_ok.eq(0)
 
-        def push() -> None:
-            m.d.comb += [p.push.eq(pushes[i]) for i, p in enumerate(push_ports)]
-            m.d.comb += [self.retire.eq(1), self.busy.eq(1)]
-            m.next = "WAIT"
-
-        with m.FSM():
-            with m.State("WAIT"):
-                with m.If(self.valid & self.can_start):
-                    with m.If(pops_ok):
-                        m.d.comb += [self.start.eq(1), self.busy.eq(1)]
-                        m.d.comb += [p.pop.eq(self.pop_req[i]) for i, p in enumerate(pop_ports)]
-                        m.d.sync += pushes.eq(self.push_req)
-                        m.next = "EXEC"
-                    with m.Else():
-                        m.d.comb += self.stall.eq(1)
-            with m.State("EXEC"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(self.done):
-                    with m.If(room_ok):
-                        push()
-                    with m.Else():
-                        m.next = "PUSH"
-            with m.State("PUSH"):
-                with m.If(room_ok):
-                    push()
-                with m.Else():
-                    m.d.comb += self.stall.eq(1)
+        # `free`: no instruction holds the sequencer after this cycle, so the next can start now
+        # (back to back: an instruction may start in the cycle the previous one retires).
+        free = Signal()
+        state = Signal(range(3))  # 0 WAIT, 1 EXEC, 2 PUSH
+        finishing = Signal()
+        m.d.comb += finishing.eq(((state == 1) & self.done) | (state == 2))
+        with m.If(finishing):
+            with m.If(room_ok):
+                m.d.comb += [p.push.eq(pushes[i]) for i, p in enumerate(push_ports)]
+                m.d.comb += [self.retire.eq(1), free.eq(1)]
+                m.d.sync += state.eq(0)
+            with m.Else():
+                m.d.comb += self.stall.eq(1)
+                m.d.sync += state.eq(2)
+        m.d.comb += self.busy.eq((state == 1) | self.retire)
+        with m.If(state == 0):
+            m.d.comb += free.eq(1)
+        with m.If(free & self.valid & self.can_start):
+            with m.If(pops_ok):
+                m.d.comb += [self.start.eq(1), self.busy.eq(1)]
+                m.d.comb += [p.pop.eq(self.pop_req[i]) for i, p in enumerate(pop_ports)]
+                m.d.sync += [pushes.eq(self.push_req), state.eq(1)]
+            with m.Else():
+                m.d.comb += self.stall.eq(1)
         return m

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaranth import Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
 from hw.rtl import bus
 
@@ -17,12 +17,9 @@ class TokenCounter(wiring.Component):
     the producer must only push with room and the consumer only pop when avail.
     """
 
-    producer: In(bus.token_push())
-    consumer: In(bus.token_pop())
-
     def __init__(self, *, bits: int):
         self.bits = bits
-        super().__init__()
+        super().__init__({"producer": In(bus.token_push()), "consumer": In(bus.token_pop())})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
