@@ -197,6 +197,6 @@ def long_load(cfg: AcceleratorConfig, *, elems: int) -> Workload:
     b = ProgramBuilder(cfg)
     data = np.random.default_rng(0).integers(-128, 128, (elems, cfg.block_out, cfg.block_in))
     region = b.region("W", data.shape, np.dtype(_INT[cfg.wgt_bits]), "input")
-    b.load(isa.MemType.WGT, region, 0, y_size=1, x_size=elems)
-    b.finish()
+    b.load(isa.MemType.WGT, region, 0, y_size=1, x_size=elems, push_next=True)
+    b.finish(pop_prev=True)  # FINISH waits for the load to complete
     return Workload(b.build(), {"W": data.astype(_INT[cfg.wgt_bits])}, {}, 0)
