@@ -305,25 +305,91 @@ class ProgramBuilder:
 
 
 def check_tokens_balanced(insns: list[isa.Insn]) -> None:
-    """Every token pushed is popped; the stream ends with FINISH.  Raises ProgramError."""
+    """Static token checks; raises ProgramError.
+
+    Every token pushed is popped; the stream ends with FINISH; the dependencies (program order
+    within a module, and the k-th push of a queue before its k-th pop) have no cycle, which
+    would be a certain deadlock; and every load and store instruction is ordered before FINISH,
+    which could otherwise retire while they still run.
+    """
     if not insns or not isinstance(insns[-1], isa.Finish):
         raise ProgramError("program does not end with FINISH")
-    pushed = [0] * len(isa.Queue)
-    popped = [0] * len(isa.Queue)
+    pushers: list[list[int]] = [[] for _ in isa.Queue]
+    poppers: list[list[int]] = [[] for _ in isa.Queue]
     for index, insn in enumerate(insns):
         try:
             pops, pushes = isa.token_queues(insn)
         except isa.EncodingError as exc:
             raise ProgramError(f"instruction {index}: {exc}") from None
         for q in pops:
-            popped[q] += 1
+            poppers[q].append(index)
         for q in pushes:
-            pushed[q] += 1
+            pushers[q].append(index)
     for q in isa.Queue:
-        if pushed[q] != popped[q]:
+        if len(pushers[q]) != len(poppers[q]):
             raise ProgramError(
-                f"token imbalance on queue {_queue_name(q)}: {pushed[q]} pushed, {popped[q]} popped"
+                f"token imbalance on queue {_queue_name(q)}: {len(pushers[q])} pushed, "
+                f"{len(poppers[q])} popped"
             )
+    _check_order(insns, pushers, poppers)
+
+
+def _check_order(insns: list[isa.Insn], pushers: list[list[int]], poppers: list[list[int]]) -> None:
+    after: list[list[int]] = [[] for _ in insns]  # happens-before edges
+    last: dict[isa.Module, int] = {}
+    for index, insn in enumerate(insns):
+        module = isa.module_of(insn)
+        if module in last:
+            after[last[module]].append(index)
+        last[module] = index
+    for q in isa.Queue:
+        for push, pop in zip(pushers[q], poppers[q], strict=True):
+            after[push].append(pop)
+    order = _topological(after)
+    if len(order) < len(insns):
+        stuck = sorted(set(range(len(insns))) - set(order))[:3]
+        names = ", ".join(f"#{i} {isa.format_insn(insns[i])}" for i in stuck)
+        raise ProgramError(f"token dependencies form a cycle (a certain deadlock) through {names}")
+    reaches = _reaching(after, len(insns) - 1)
+    for module in (isa.Module.LOAD, isa.Module.STORE):
+        if module in last and last[module] not in reaches:
+            i = last[module]
+            raise ProgramError(
+                f"instruction #{i} {isa.format_insn(insns[i])} is not ordered before FINISH by "
+                "dependency tokens: FINISH could retire while it still runs"
+            )
+
+
+def _topological(after: list[list[int]]) -> list[int]:
+    indegree = [0] * len(after)
+    for targets in after:
+        for t in targets:
+            indegree[t] += 1
+    ready = [i for i, d in enumerate(indegree) if d == 0]
+    order = []
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for t in after[node]:
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                ready.append(t)
+    return order
+
+
+def _reaching(after: list[list[int]], target: int) -> set[int]:
+    """Every node with a path to `target` (target included)."""
+    before: list[list[int]] = [[] for _ in after]
+    for node, targets in enumerate(after):
+        for t in targets:
+            before[t].append(node)
+    seen, stack = {target}, [target]
+    while stack:
+        for node in before[stack.pop()]:
+            if node not in seen:
+                seen.add(node)
+                stack.append(node)
+    return seen
 
 
 def _queue_name(q: isa.Queue) -> str:

@@ -127,3 +127,27 @@ def test_load_rejects_bad_files(tmp_path):
     with pytest.raises(ProgramError, match="program format version 9, this workbench reads "
                                             "version 1"):
         Program.load(good)
+
+
+def test_a_token_cycle_is_a_deadlock_at_build_time():
+    b = ProgramBuilder(TINY)
+    b.nop(isa.Module.LOAD, pop_next=True, push_next=True)
+    b.nop(isa.Module.COMPUTE, pop_prev=True, push_prev=True)
+    b.finish()
+    with pytest.raises(ProgramError, match=r"token dependencies form a cycle \(a certain deadlock\) "
+                                            r"through #0 NOP-LOAD"):
+        b.build()
+
+
+def test_work_not_ordered_before_finish_is_rejected():
+    b = ProgramBuilder(TINY)
+    w = b.region("w", (4, TINY.block_out, TINY.block_in), np.int8, "input")
+    b.load(isa.MemType.WGT, w, 0, y_size=1, x_size=4)
+    b.finish()
+    with pytest.raises(ProgramError, match="instruction #0 LOAD WGT .* is not ordered before FINISH "
+                                            "by dependency tokens"):
+        b.build()
+    b = ProgramBuilder(TINY)
+    b.load(isa.MemType.WGT, w, 0, y_size=1, x_size=4, push_next=True)
+    b.finish(pop_prev=True)
+    assert len(b.build().insns) == 2
