@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy $(PACKAGES)
 
 test: install lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow

@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from hw.config import ConfigError
 from hw.isa import EncodingError
 from hw.program import ProgramError
+from hw.verilog import ToolchainError
 from sim.backend import SimulationError
 
-# Errors that mean "bad input": reported in one line, exit status 2.
-USER_ERRORS = (ConfigError, ProgramError, SimulationError, EncodingError, ValueError, OSError)
+# Errors reported in one line with exit status 2: bad input, or an external tool that failed.
+USER_ERRORS = (ConfigError, ProgramError, SimulationError, EncodingError, ValueError, OSError,
+               ToolchainError)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,11 @@ from typing import Any
 from hw.config import AcceleratorConfig
 
 MODULE_NAME = "accel"
+
+
+class ToolchainError(RuntimeError):
+    """An external tool (Yosys, Verilator, the C++ compiler) is missing or failed."""
+
 DesignFactory = Callable[[AcceleratorConfig], Any]
 
 
@@ -35,14 +41,15 @@ def default_design() -> DesignFactory:
 
 
 def design_digest(design: DesignFactory) -> str:
-    """A hash of the source files `design` is built from (the whole package for hw.rtl)."""
+    """A hash of the source files `design` is built from (the whole package for hw.rtl) and of
+    this module, which post-processes the Verilog."""
     import amaranth
 
     source = Path(inspect.getfile(design))
     module = getattr(design, "__module__", "")
     files = sorted(source.parent.rglob("*.py")) if module.startswith("hw.rtl") else [source]
     digest = hashlib.sha256(f"amaranth {amaranth.__version__}\n".encode())
-    for path in files:
+    for path in [Path(__file__), *files]:  # this generator's post-processing, then the design
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 
@@ -52,12 +59,38 @@ def cache_key(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> st
     return f"{cfg.fingerprint()}-{design_digest(design or default_design())}"
 
 
+# One all-zero memory word, as Amaranth emits for every SRAM word inside `initial begin`.
+_ZERO_WORD = re.compile(r"\s*\\?[\w$.]+ *\[\d+\] = \d+'[hbd]0+;")
+
+
 def generate(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> str:
-    """Elaborate `design(cfg)` and return its Verilog text (no cache)."""
+    """Elaborate `design(cfg)` and return its Verilog text (no cache).
+
+    Amaranth writes a zero initial value for every word of every SRAM (about 17,000 lines on
+    `vta`), which Verilator compiles into one huge function: the build took 7.5 minutes.  Those
+    lines are dropped: memories start at zero anyway (Verilator's `--x-initial unique` with the
+    default `+verilator+rand+reset+0`; FPGA block RAMs power up cleared).
+    """
     from amaranth.back import verilog
 
     top = (design or default_design())(cfg)
-    return verilog.convert(top, name=MODULE_NAME, emit_src=False)  # type: ignore[no-any-return]
+    text: str = verilog.convert(top, name=MODULE_NAME, emit_src=False)
+    return strip_zero_memory_init(text)
+
+
+def strip_zero_memory_init(text: str) -> str:
+    """Drop all-zero word assignments from `initial begin ... end` blocks, nothing else."""
+    out, in_initial = [], False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped == "initial begin":
+            in_initial = True
+        elif in_initial and stripped == "end":
+            in_initial = False
+        elif in_initial and _ZERO_WORD.fullmatch(line.rstrip("\n")):
+            continue
+        out.append(line)
+    return "".join(out)
 
 
 def verilog_for(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> Path:

@@ -24,10 +24,11 @@ from sim.rtl.ports import COUNTER_FIELDS
 DEFAULT_MAX_CYCLES = 50_000_000
 
 # Slots of the parameter and result arrays (the enums of harness.cpp).
-_PARAMS = ("insn_addr", "insn_count", "latency", "bytes_per_cycle", "max_cycles", "max_burst")
+_PARAMS = ("insn_addr", "insn_count", "latency", "bytes_per_cycle", "max_cycles", "max_burst",
+           "idle_limit")
 _RESULTS = ("status", "cycles", "problem", "channel", "addr", "bytes", "beats_len",
             "reads_pending", "writes_pending", "read_beats", "write_beats")  # fmt: skip
-_DONE, _CYCLE_LIMIT, _OUT_OF_BOUNDS, _PROTOCOL = 0, 1, 2, 3
+_DONE, _CYCLE_LIMIT, _OUT_OF_BOUNDS, _PROTOCOL, _DEADLOCK = 0, 1, 2, 3, 4
 _CHANNELS = ("read", "write")
 _U64P = ctypes.POINTER(ctypes.c_uint64)
 
@@ -67,7 +68,7 @@ class RtlSimulator:
 
     def __init__(self, cfg: AcceleratorConfig, *, max_cycles: int = DEFAULT_MAX_CYCLES,
                  dram_latency_cycles: int | None = None, dram_bytes_per_cycle: int | None = None,
-                 design: DesignFactory | None = None) -> None:  # fmt: skip
+                 idle_limit: int | None = None, design: DesignFactory | None = None) -> None:  # fmt: skip
         self.config = cfg
         self.max_cycles = check_positive("max_cycles", max_cycles)
         self.dram_latency_cycles = check_positive(
@@ -76,6 +77,11 @@ class RtlSimulator:
         self.dram_bytes_per_cycle = check_positive(
             "dram_bytes_per_cycle", cfg.dram_bytes_per_cycle if dram_bytes_per_cycle is None
             else dram_bytes_per_cycle)  # fmt: skip
+        # The longest legal quiet stretch is a LOAD writing padding (one element per cycle, at
+        # most one SRAM's depth, 2**16) while a read waits out its latency.
+        self.idle_limit = check_positive(
+            "idle_limit", 2 * (1 << 16) + 4 * self.dram_latency_cycles if idle_limit is None
+            else idle_limit)  # fmt: skip
         self.library_path = library_for(cfg, design)
         self._lib = _Library.load(self.library_path)
         self._handle = ctypes.c_void_p(self._lib.lib.sim_new())
@@ -84,7 +90,7 @@ class RtlSimulator:
         handle = getattr(self, "_handle", None)
         if handle is not None and handle.value:
             self._lib.lib.sim_free(handle)
-            self._handle = None
+            handle.value = None
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult:
         program.check_config(self.config)
@@ -100,8 +106,8 @@ class RtlSimulator:
         if not dram.flags.writeable:
             raise TypeError("dram must be writeable: the harness updates it in place")
         params = np.array([insn_addr, insn_count, self.dram_latency_cycles,
-                           self.dram_bytes_per_cycle, self.max_cycles, self.config.max_burst_beats],
-                          dtype=np.uint64)  # fmt: skip
+                           self.dram_bytes_per_cycle, self.max_cycles, self.config.max_burst_beats,
+                           self.idle_limit], dtype=np.uint64)  # fmt: skip
         out = np.zeros(self._lib.n_results, dtype=np.uint64)
         status = self._lib.lib.sim_run(self._handle, dram.ctypes.data, dram.size,
                                        params.ctypes.data_as(_U64P), out.ctypes.data_as(_U64P))  # fmt: skip
@@ -117,11 +123,10 @@ class RtlSimulator:
         request = f"{channel} of {info['bytes']} bytes at address {info['addr']:#x}"
         if status == _CYCLE_LIMIT:
             return cycle_limit_message(self.max_cycles, stats, info)
+        if status == _DEADLOCK:
+            return deadlock_message(self.idle_limit, stats, info)
         if status == _OUT_OF_BOUNDS:
-            return (
-                f"rtl: {request} is outside the {dram_bytes}-byte DRAM image "
-                f"(cycle {info['cycles']})"
-            )
+            return f"rtl: {request} is outside the {dram_bytes}-byte DRAM image (cycle {info['cycles']})"
         problems = {
             1: f"{request} is not aligned to the {self._lib.bus_bytes}-byte bus",
             2: f"{request} has {info['beats_len'] + 1} beats, more than max_burst_beats="
@@ -137,10 +142,24 @@ def cycle_limit_message(max_cycles: int, stats: Stats, info: Mapping[str, int]) 
     """The error of a run that hit its cycle limit, with the progress it made."""
     return (
         f"rtl: no FINISH within max_cycles={max_cycles} (ran {info['cycles']} cycles): a "
-        f"deadlock, or raise the limit; progress: {stats.load_insns} load, "
-        f"{stats.compute_insns} compute, {stats.store_insns} store instructions done, "
-        f"{info['read_beats']} read and {info['write_beats']} write beats, "
-        f"{info['reads_pending']} reads and {info['writes_pending']} writes pending"
+        f"deadlock, or raise the limit; {_progress(stats, info)}"
+    )
+
+
+def deadlock_message(idle_limit: int, stats: Stats, info: Mapping[str, int]) -> str:
+    """The error of a run in which nothing happened for `idle_limit` cycles."""
+    return (
+        f"rtl: deadlock at cycle {info['cycles']}: no instruction retired, no micro-op ran and "
+        f"no bus beat moved for {idle_limit} cycles; {_progress(stats, info)}"
+    )
+
+
+def _progress(stats: Stats, info: Mapping[str, int]) -> str:
+    return (
+        f"progress: {stats.load_insns} load, {stats.compute_insns} compute, "
+        f"{stats.store_insns} store instructions done, {info['read_beats']} read and "
+        f"{info['write_beats']} write beats, {info['reads_pending']} reads and "
+        f"{info['writes_pending']} writes pending"
     )
 
 

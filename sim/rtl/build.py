@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
-from hw.verilog import DesignFactory, cache_root, verilog_for
+from hw.verilog import DesignFactory, ToolchainError, cache_root, verilog_for
 from sim.rtl.ports import check_ports
 
 HARNESS = Path(__file__).with_name("harness.cpp")
@@ -32,7 +32,7 @@ LIBRARY_NAME = "libaccel.so"
 # know the finer WIDTHEXPAND names.  All-O3 measured fastest (toolchain.md section 4).
 VERILATOR_FLAGS = [
     "--cc", "--exe", "--build", "--prefix", "Vaccel", "--top-module", "accel",
-    "-O3", "--x-assign", "fast", "--x-initial", "fast",
+    "-O3", "--x-assign", "fast", "--x-initial", "unique",
     "-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE",
     "-MAKEFLAGS", "OPT_FAST=-O3", "-MAKEFLAGS", "OPT_SLOW=-O3", "-MAKEFLAGS", "OPT_GLOBAL=-O3",
     "-LDFLAGS", "-shared",
@@ -40,7 +40,7 @@ VERILATOR_FLAGS = [
 INSTALL_HINT = "install it with `apt-get install -y verilator` (Debian's 5.006 is tested)"
 
 
-class BuildError(RuntimeError):
+class BuildError(ToolchainError):
     """Verilator is missing, or it (or the C++ compiler) failed on the design."""
 
 
@@ -55,6 +55,7 @@ def verilator_version() -> str:
 
 def library_for(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> Path:
     """Path of the harness library for `cfg`, building it on the first call for this key."""
+    verilator_version()  # fail early, before elaborating, when Verilator is missing
     text = verilog_for(cfg, design).read_text()
     directory = cache_root() / "rtl" / _key(cfg, text)
     library = directory / LIBRARY_NAME
@@ -115,7 +116,6 @@ def _build(cfg: AcceleratorConfig, text: str, directory: Path) -> None:
 
 
 def _run(command: list[str], cwd: Path, cfg: AcceleratorConfig) -> None:
-    verilator_version()  # raises BuildError when it is missing
     result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
     (cwd / "build.log").write_text(result.stdout + result.stderr)
     if result.returncode != 0:

@@ -65,6 +65,8 @@ class DramModel:
         self.writes: deque[Burst] = deque()
         self.credit = 0
         self.write_turn = False
+        self.read_beats = 0
+        self.write_beats = 0
         self._offer = Offer(False, False, False, 0, False, False)
 
     def offer(self, now: int) -> Offer:
@@ -94,6 +96,7 @@ class DramModel:
         if offer.r_valid and req.r_ready:
             self.credit -= beat
             self.write_turn = True
+            self.read_beats += 1
             self.reads[0].beat += 1
             if self.reads[0].beat == self.reads[0].beats:
                 self.reads.popleft()
@@ -124,6 +127,7 @@ class DramModel:
         self.dram[start : start + beat][strb] = data[strb]
         self.credit -= beat
         self.write_turn = False
+        self.write_beats += 1
         w.beat += 1
         if w.beat == w.beats:
             self.writes.popleft()

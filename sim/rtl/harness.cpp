@@ -38,8 +38,9 @@ inline uint64_t as_u64(const T& port) { return static_cast<uint64_t>(port); }
 
 // Parameter and result slots, as uint64 arrays shared with sim/rtl/backend.py.
 enum Param { P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_BYTES_PER_CYCLE, P_MAX_CYCLES,
-             P_MAX_BURST, N_PARAMS };
-enum Status { S_DONE = 0, S_CYCLE_LIMIT = 1, S_OUT_OF_BOUNDS = 2, S_PROTOCOL = 3 };
+             P_MAX_BURST, P_IDLE_LIMIT, N_PARAMS };
+enum Status { S_DONE = 0, S_CYCLE_LIMIT = 1, S_OUT_OF_BOUNDS = 2, S_PROTOCOL = 3,
+              S_DEADLOCK = 4 };
 enum Problem { X_NONE = 0, X_MISALIGNED = 1, X_BURST_TOO_LONG = 2, X_W_WITHOUT_AW = 3,
                X_W_LAST = 4 };
 enum Channel { C_READ = 0, C_WRITE = 1 };
@@ -229,7 +230,7 @@ int sim_run(void* handle, uint8_t* dram, uint64_t dram_bytes, const uint64_t* pa
     top->insn_addr = static_cast<uint32_t>(params[P_INSN_ADDR]);
     top->insn_count = static_cast<uint32_t>(params[P_INSN_COUNT]);
     Run run{top, dram, dram_bytes, params, result};
-    uint64_t now = 0;
+    uint64_t now = 0, progress = 0, progress_at = 0;
     for (;; ++now) {
         if (now > 0 && top->done) {
             result[R_STATUS] = S_DONE;
@@ -238,6 +239,21 @@ int sim_run(void* handle, uint8_t* dram, uint64_t dram_bytes, const uint64_t* pa
         if (now >= params[P_MAX_CYCLES]) {
             result[R_STATUS] = S_CYCLE_LIMIT;
             break;
+        }
+        // Watchdog: a run that retires no instruction, executes no micro-op and moves no bus
+        // beat for idle_limit cycles is deadlocked (every module waits on a token).
+        if ((now & 255) == 0) {
+            uint64_t seen = as_u64(top->cnt_load_insns) + as_u64(top->cnt_compute_insns) +
+                            as_u64(top->cnt_store_insns) + as_u64(top->cnt_gemm_uops) +
+                            as_u64(top->cnt_alu_uops) + result[R_READ_BEATS] +
+                            result[R_WRITE_BEATS];
+            if (seen != progress) {
+                progress = seen;
+                progress_at = now;
+            } else if (now - progress_at > params[P_IDLE_LIMIT]) {
+                result[R_STATUS] = S_DEADLOCK;
+                break;
+            }
         }
         if (!run.cycle(now)) break;
     }

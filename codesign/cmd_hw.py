@@ -1,0 +1,49 @@
+"""`codesign hw verilog|area`: the generated Verilog and its area."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+
+from codesign.cli import add_config_args
+from hw.config import resolve
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    group = sub.add_parser("hw", help="generated hardware: Verilog, area").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    verilog = group.add_parser("verilog", help="write the Verilog of the accelerator (cached)")
+    add_config_args(verilog)
+    verilog.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    verilog.set_defaults(run=_verilog)
+    area = group.add_parser("area", help="Yosys area: generic gates, Xilinx LUT/FF/DSP/BRAM, SRAM")
+    add_config_args(area)
+    area.add_argument("--json", action="store_true", help="print JSON")
+    area.set_defaults(run=_area)
+
+
+def _verilog(args: argparse.Namespace) -> int:
+    from hw.verilog import verilog_for
+
+    path = verilog_for(resolve(args.config, args.set))
+    if args.output:
+        shutil.copyfile(path, args.output)
+    else:
+        sys.stdout.write(path.read_text())
+    return 0
+
+
+def _area(args: argparse.Namespace) -> int:
+    from hw.area import area_for
+
+    report = area_for(resolve(args.config, args.set)).to_json()
+    if args.json:
+        print(json.dumps(report))
+    else:
+        width = max(len(k) for k in report)
+        for key, value in report.items():
+            print(f"{key:<{width}}  {value}")
+    return 0

@@ -1,0 +1,62 @@
+"""hw/area.py: Yosys area on the harness stub (the real design takes minutes to synthesize)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hw import area
+from hw.config import preset
+from tests.sim.rtl.stub_accel import NARROW, StubAccel
+
+
+def test_sram_bits_from_the_config():
+    cfg = preset("tiny")
+    assert area.sram_bits(cfg) == 8 * (1024 + 1024 + 4096 + 4096 + 4096 // 4)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CODESIGN_CACHE", str(cache))
+        first = area.area_for(NARROW, StubAccel)
+        mp.setattr(area, "synthesize", lambda *a: pytest.fail("synthesized a cached config"))
+        again = area.area_for(NARROW.with_params(name="again"), StubAccel)
+    assert again == area.AreaReport(**{**first.to_json(), "config": "again"})
+    return first
+
+
+def test_report_counts_logic_fpga_and_sram(report):
+    assert report.config == "tiny" and report.fingerprint == NARROW.fingerprint()
+    assert 500 < report.logic_cells < 50_000
+    assert report.transistors > 4 * report.logic_cells
+    assert report.lut > 0 and report.ff > 6 * 64  # the six live 64-bit counters alone
+    assert report.bram + report.lutram > 0  # the stub's 64-beat buffer
+    assert report.sram_bits == area.sram_bits(NARROW)
+    assert set(json.loads(json.dumps(report.to_json()))) >= {
+        "config", "fingerprint", "logic_cells", "transistors", "lut", "ff", "dsp", "bram",
+        "sram_bits", "seconds"}  # fmt: skip
+
+
+def test_yosys_failure_is_reported(tmp_path):
+    bad = tmp_path / "accel.v"
+    bad.write_text("module accel(input clk); this is not verilog\nendmodule\n")
+    with pytest.raises(area.AreaError, match=r"yosys \(generic\) failed on .*accel.v with exit "
+                       r"status 1:\n.*ERROR"):  # fmt: skip
+        area.synthesize(NARROW, bad)
+
+
+def test_hw_area_command(tmp_path, monkeypatch, capsys):
+    from codesign.cli import main
+    from hw import verilog
+
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
+    monkeypatch.setattr(verilog, "default_design", lambda: StubAccel)
+    stub = area.AreaReport("tiny", NARROW.fingerprint(), 1, 2, 3, 4, 5, 0.5, 6, 7, 8.0)
+    monkeypatch.setattr(area, "synthesize", lambda cfg, path: stub)
+    assert main(["hw", "area", "--config", "tiny", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == stub.to_json()
+    assert main(["hw", "area", "--config", "tiny"]) == 0
+    assert "transistors  2" in capsys.readouterr().out
