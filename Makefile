@@ -41,6 +41,7 @@ demo: install
 	$(BIN)/codesign config show vta
 	$(BIN)/codesign sim selftest --backend fsim --config vta
 	$(BIN)/codesign bench fsim --json
+	$(BIN)/codesign sim selftest --backend rtl --config vta   # builds the vta accelerator (cached)
 
 bench: install
 	$(BIN)/python benchmarks/fsim.py

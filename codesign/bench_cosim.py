@@ -17,30 +17,13 @@ from sim.backend import SimulationError
 from sim.rtl.backend import RtlSimulator
 from sim.rtl.build import build_info
 from sim.rtl.signal import SignalSim
-from sim.workloads import GemmTiling, blocked_gemm
+from sim.workloads import blocked_gemm
 
 PYVERILATOR_CYCLES = 20_000
 
 
-def tiling(cfg: AcceleratorConfig) -> GemmTiling:
-    """bench_fsim's shape where its tiles fit the buffers, else 64x32x16 blocks, tiled to fit."""
-    try:
-        return tiling_for(cfg)
-    except (ZeroDivisionError, ValueError):
-        pass
-    sizes = [(m, k, n) for m in (16, 8, 4, 2, 1) for k in (8, 4, 2, 1) for n in (8, 4, 2, 1)]
-    for m, k, n in sizes:
-        candidate = GemmTiling(64, 32, 16, m, k, n, 2)
-        try:
-            candidate.check(cfg)
-        except ValueError:
-            continue
-        return candidate
-    raise ValueError(f"no GEMM tiling fits the buffers of config {cfg.name}")
-
-
 def run(cfg: AcceleratorConfig, *, pyverilator_cycles: int = PYVERILATOR_CYCLES) -> dict[str, Any]:
-    work = blocked_gemm(cfg, tiling(cfg), seed=0)
+    work = blocked_gemm(cfg, tiling_for(cfg), seed=0)
     start = time.perf_counter()
     sim = RtlSimulator(cfg)
     setup_s = time.perf_counter() - start

@@ -14,13 +14,31 @@ from sim.workloads import GemmTiling, blocked_gemm
 M, K, N = 3136, 576, 64
 
 
-def tiling_for(cfg: AcceleratorConfig) -> GemmTiling:
-    """Whole-K tiles, two virtual threads: inp half holds m_tile x K, acc m_tile x N."""
-    m_blocks, k_blocks, n_blocks = M // cfg.batch, K // cfg.block_in, N // cfg.block_out
-    m_tile = min(cfg.inp_depth // (2 * k_blocks), cfg.acc_depth // n_blocks, m_blocks)
-    while m_blocks % m_tile:
-        m_tile -= 1
-    return GemmTiling(m_blocks, k_blocks, n_blocks, m_tile, k_blocks, n_blocks, 2)
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(n, 0, -1) if n % d == 0]
+
+
+def tiling_for(cfg: AcceleratorConfig, shape: tuple[int, int, int] = (M, K, N)) -> GemmTiling:
+    """Two virtual threads; the tiles with the most work per tile (fewest instructions) that fit:
+    inp and wgt hold two tiles each, acc two output blocks (or one when two do not fit)."""
+    m, k, n = shape
+    blocks = (m // cfg.batch, k // cfg.block_in, n // cfg.block_out)
+    best: GemmTiling | None = None
+    for n_tile in _divisors(blocks[2]):
+        for k_tile in _divisors(blocks[1]):
+            fits = [mt for mt in _divisors(blocks[0])
+                    if 2 * mt * k_tile <= cfg.inp_depth and mt * n_tile <= cfg.acc_depth]  # fmt: skip
+            if fits and 2 * n_tile * k_tile <= cfg.wgt_depth:
+                t = GemmTiling(*blocks, fits[0], k_tile, n_tile, 2)
+                if best is None or _work(t) > _work(best):
+                    best = t
+    if best is None:
+        raise ValueError(f"no tiling of a {m}x{k}x{n} GEMM fits the buffers of {cfg.name}")
+    return best
+
+
+def _work(t: GemmTiling) -> int:
+    return t.m_tile * t.k_tile * t.n_tile
 
 
 def run(cfg: AcceleratorConfig, *, repeats: int = 3) -> dict[str, Any]:
