@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.bench_fsim import tiling_for
+from codesign.bench_fsim import K, M, N, tiling_for
 from hw.config import AcceleratorConfig
 from sim.backend import SimulationError
 from sim.rtl.backend import RtlSimulator
@@ -22,8 +22,9 @@ from sim.workloads import blocked_gemm
 PYVERILATOR_CYCLES = 20_000
 
 
-def run(cfg: AcceleratorConfig, *, pyverilator_cycles: int = PYVERILATOR_CYCLES) -> dict[str, Any]:
-    work = blocked_gemm(cfg, tiling_for(cfg), seed=0)
+def run(cfg: AcceleratorConfig, *, pyverilator_cycles: int = PYVERILATOR_CYCLES,
+        shape: tuple[int, int, int] = (M, K, N)) -> dict[str, Any]:  # fmt: skip
+    work = blocked_gemm(cfg, tiling_for(cfg, shape), seed=0)
     start = time.perf_counter()
     sim = RtlSimulator(cfg)
     setup_s = time.perf_counter() - start

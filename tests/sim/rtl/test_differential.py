@@ -62,3 +62,12 @@ def test_deadlock_is_reported_by_the_watchdog():
                                                r"no micro-op ran and no bus beat moved for 5000 "
                                                r"cycles; progress: 0 load, 0 compute"):
         sim.run(deadlock.program, deadlock.inputs)
+
+
+def test_bench_cosim_reports_speed_and_verifies_the_result():
+    from codesign.bench_cosim import run
+
+    result = run(PRESETS["tiny"], pyverilator_cycles=500, shape=(64, 64, 64))
+    assert result["verified"] is True and result["cycles"] > 0
+    assert result["cycles_per_s"] > 0 and result["pyverilator_cycles_per_s"] > 0
+    assert result["build_s"] > 0 and result["macs_per_cycle"] <= PRESETS["tiny"].macs_per_cycle
