@@ -4,7 +4,9 @@ A program is a sequence of tasks, each `LOAD INP/WGT -> compute ops -> STORE`, w
 protocol of a double-buffered pipeline: task t uses SRAM half t % 2 of inp and wgt, so the loads
 of task t+1 may overlap the compute of task t.  Everything else is random: window sizes, strides,
 padding, micro-op loops and factors, GEMM reset, ALU ops and immediates, where results are
-stored.  Every access is in range, so any difference between backends is a bug.
+stored, NOPs that only relay tokens on the load and store modules, and empty GEMM/ALU loops
+that still carry token flags.  Every access is in range, so any difference between backends
+is a bug.
 """
 
 from __future__ import annotations
@@ -64,7 +66,11 @@ class _Generator:
     def build(self, tasks: int) -> Program:
         for t in range(tasks):
             half = t % 2
-            self._load(isa.MemType.INP, "A", half, pop_next=t >= 2)
+            if t >= 2 and self.rng.random() < 0.15:  # the WAR token on a load-stage NOP
+                self.b.nop(isa.Module.LOAD, pop_next=True)
+                self._load(isa.MemType.INP, "A", half)
+            else:
+                self._load(isa.MemType.INP, "A", half, pop_next=t >= 2)
             self._load(isa.MemType.WGT, "W", half, push_next=True)
             ops = [self.rng.choice(("gemm", "gemm", "alu", "acc")) for _ in range(self.rng.randint(1, 4))]
             for i, op in enumerate(ops):
@@ -106,14 +112,19 @@ class _Generator:
 
     def _store(self) -> None:
         y, x, stride, offset = self._window()
+        relay = self.rng.random() < 0.15  # the RAW token on a store-stage NOP before the STORE
+        if relay:
+            self.b.nop(isa.Module.STORE, pop_prev=True)
         self.b.store(self.regions["C"], self.rng.randint(0, _SPAN - y * x), y_size=y, x_size=x,
-                     x_stride=stride, elem_offset=offset, pop_prev=True, push_prev=True)  # fmt: skip
+                     x_stride=stride, elem_offset=offset, pop_prev=not relay,
+                     push_prev=True)  # fmt: skip
         self.out_lent = True
 
     # -- compute -------------------------------------------------------------------------------
     def _loops(self) -> dict[str, int]:
         r = self.rng
-        return {"iter_out": r.randint(1, 3), "iter_in": r.randint(1, 3)}
+        empty = r.random() < 0.05  # no iterations at all: only the token flags act
+        return {"iter_out": r.randint(1, 3), "iter_in": 0 if empty else r.randint(1, 3)}
 
     def _factors(self, name: str, loops: dict[str, int]) -> tuple[dict[str, int], int]:
         out, inner = self.rng.randint(0, 3), self.rng.randint(0, 3)
