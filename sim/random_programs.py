@@ -128,7 +128,7 @@ class _Generator:
 
     def _factors(self, name: str, loops: dict[str, int]) -> tuple[dict[str, int], int]:
         out, inner = self.rng.randint(0, 3), self.rng.randint(0, 3)
-        reach = (loops["iter_out"] - 1) * out + (loops["iter_in"] - 1) * inner
+        reach = max(loops["iter_out"] - 1, 0) * out + max(loops["iter_in"] - 1, 0) * inner
         return {f"{name}_factor_out": out, f"{name}_factor_in": inner}, reach
 
     def _kernel(self, uops: list[isa.Uop]) -> tuple[int, int]:

@@ -16,7 +16,14 @@ from sim.random_programs import random_program
 from sim.rtl.backend import RtlSimulator
 
 PROGRAMS = 200
-CONFIGS = [PRESETS["vta"], PRESETS["tiny"], PRESETS["rect"]]
+# The three presets, and a stress config: batch 4, 256-bit bus with 4-beat bursts, one read in
+# flight, token counters that saturate at 3 and 2-deep command queues.
+STRESS = PRESETS["tiny"].with_params(
+    name="stress", batch=4, block_in=4, block_out=8, inp_bytes=4096, wgt_bytes=8192,
+    acc_bytes=8192, bus_bits=256, max_burst_beats=4, mem_inflight=1, token_counter_bits=2,
+    cmd_queue_depth=2,
+)  # fmt: skip
+CONFIGS = [PRESETS["vta"], PRESETS["tiny"], PRESETS["rect"], STRESS]
 
 
 @pytest.fixture(scope="module", params=CONFIGS, ids=[c.name for c in CONFIGS])
