@@ -35,7 +35,7 @@ test: install lint typecheck
 	$(BIN)/python -m pytest -q -n 2
 
 test-slow: install
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -n 2 -m slow
 
 demo: install
 	$(BIN)/codesign config show vta

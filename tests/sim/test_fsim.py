@@ -175,3 +175,13 @@ def test_random_schedules_expose_a_missing_token():
         result = FunctionalSimulator(TINY, seed=seed).run(broken, work.inputs)
         wrong += not np.array_equal(result.outputs["C"], work.expected["C"])
     assert wrong > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(1000, 3000))
+def test_long_sweep_of_schedules(preset_cfg, seed):
+    """`make test-slow`: many more random programs, each under a random schedule."""
+    rp = random_program(preset_cfg, seed, tasks=8)
+    ref = FunctionalSimulator(preset_cfg).run(rp.program, rp.inputs)
+    got = FunctionalSimulator(preset_cfg, seed=seed).run(rp.program, rp.inputs)
+    assert first_difference(rp.program, preset_cfg, ref, got) is None

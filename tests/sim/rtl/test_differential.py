@@ -78,3 +78,19 @@ def test_bench_cosim_reports_speed_and_verifies_the_result():
     assert result["verified"] is True and result["cycles"] > 0
     assert result["cycles_per_s"] > 0 and result["pyverilator_cycles_per_s"] > 0
     assert result["build_s"] > 0 and result["macs_per_cycle"] <= PRESETS["tiny"].macs_per_cycle
+
+
+@pytest.mark.slow
+def test_long_random_sweep_matches_fsim(cfg):
+    """`make test-slow`: 2,000 more programs per config, longer ones, under random DRAM models."""
+    failures = []
+    for seed in range(10_000, 12_000):
+        rng = random.Random(seed)
+        rp = random_program(cfg, seed, tasks=rng.randint(1, 10))
+        ref = FunctionalSimulator(cfg).run(rp.program, rp.inputs)
+        dut = RtlSimulator(cfg, dram_latency_cycles=rng.randint(1, 200),
+                           dram_bytes_per_cycle=rng.randint(1, 2 * cfg.bus_bytes))  # fmt: skip
+        diff = first_difference(rp.program, cfg, ref, dut.run(rp.program, rp.inputs))
+        if diff:
+            failures.append(f"seed {seed}: {diff}")
+    assert not failures, f"{len(failures)} differ:\n" + "\n".join(failures[:10])
