@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     verilog.set_defaults(run=_verilog)
     area = group.add_parser("area", help="Yosys area: generic gates, Xilinx LUT/FF/DSP/BRAM, SRAM")
     add_config_args(area)
+    area.add_argument("--effort", choices=("fast", "full"), default="fast",
+                      help="generic-gate mapping: fast (ABC strash;map) or full (ABC's default "
+                           "script; much slower on large configs)")  # fmt: skip
     area.add_argument("--json", action="store_true", help="print JSON")
     area.set_defaults(run=_area)
 
@@ -39,7 +42,7 @@ def _verilog(args: argparse.Namespace) -> int:
 def _area(args: argparse.Namespace) -> int:
     from hw.area import area_for
 
-    report = area_for(resolve(args.config, args.set)).to_json()
+    report = area_for(resolve(args.config, args.set), effort=args.effort).to_json()
     if args.json:
         print(json.dumps(report))
     else:

@@ -22,7 +22,7 @@ def report(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CODESIGN_CACHE", str(cache))
         first = area.area_for(NARROW, StubAccel)
-        mp.setattr(area, "synthesize", lambda *a: pytest.fail("synthesized a cached config"))
+        mp.setattr(area, "synthesize", lambda *a, **k: pytest.fail("synthesized a cached config"))
         again = area.area_for(NARROW.with_params(name="again"), StubAccel)
     assert again == area.AreaReport(**{**first.to_json(), "config": "again"})
     return first
@@ -55,8 +55,16 @@ def test_hw_area_command(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
     monkeypatch.setattr(verilog, "default_design", lambda: StubAccel)
     stub = area.AreaReport("tiny", NARROW.fingerprint(), 1, 2, 3, 4, 5, 0.5, 6, 7, 8.0)
-    monkeypatch.setattr(area, "synthesize", lambda cfg, path: stub)
+    efforts = []
+    monkeypatch.setattr(area, "synthesize", lambda cfg, path, effort: efforts.append(effort) or stub)
     assert main(["hw", "area", "--config", "tiny", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == stub.to_json()
     assert main(["hw", "area", "--config", "tiny"]) == 0
     assert "transistors  2" in capsys.readouterr().out
+    assert main(["hw", "area", "--config", "tiny", "--effort", "full"]) == 0
+    assert efforts == ["fast", "full"]  # the second fast call came from the cache
+
+
+def test_unknown_effort_is_an_error():
+    with pytest.raises(ValueError, match="area effort must be one of fast, full, not 'max'"):
+        area.area_for(NARROW, StubAccel, effort="max")
