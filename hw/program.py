@@ -286,7 +286,7 @@ class ProgramBuilder:
             self._constants["__uops"] = uop_words
         insns = [self._resolve(item, uop_region) for item in self._items]
         if check_tokens:
-            check_tokens(insns)
+            verify_tokens(insns)
         words = isa.encode(insns, self.cfg)
         self._alloc("__insns", words.shape, np.uint64, "insns")
         dram_bytes = -(-self._next // 4096) * 4096
@@ -304,7 +304,7 @@ class ProgramBuilder:
         )  # fmt: skip
 
 
-def check_tokens(insns: list[isa.Insn]) -> None:
+def verify_tokens(insns: list[isa.Insn]) -> None:
     """Static token checks; raises ProgramError.
 
     Every token pushed is popped; the stream ends with FINISH; the dependencies (program order
