@@ -18,9 +18,9 @@ from hw import isa
 from hw.config import AcceleratorConfig
 from hw.program import Program, ProgramBuilder, ProgramError, Region
 from sim.backend import Backend, SimulationError
+from sim.scratchpads import int_dtype
 from sim.workloads import GemmTiling, blocked_gemm
 
-_INT = {8: np.int8, 16: np.int16, 32: np.int32}
 _N = 8  # accumulator elements used by the ALU cases
 
 
@@ -147,11 +147,11 @@ class _Writer:
 
     def acc_input(self, name: str, rows: int, cols: int, low: int, high: int) -> tuple[Region, np.ndarray]:
         data = self.rng.integers(low, high, (rows, cols, *self.acc_shape), endpoint=True)
-        data = data.astype(_INT[self.cfg.acc_bits])
+        data = data.astype(int_dtype(self.cfg.acc_bits))
         return self.b.region(name, data.shape, data.dtype, "input"), data
 
     def out_region(self, name: str, rows: int, cols: int) -> Region:
-        return self.b.region(name, (rows, cols, *self.acc_shape), _INT[self.cfg.out_bits], "output")
+        return self.b.region(name, (rows, cols, *self.acc_shape), int_dtype(self.cfg.out_bits), "output")
 
     def reclaim(self) -> bool:
         """Whether the next compute instruction must pop the store's token (and so it will)."""
@@ -174,7 +174,7 @@ class _Writer:
             region = self.out_region(f"{name}{k}", 1, n)
             self.store(region, 0, 1, n)
             shifted = np.asarray(values, dtype=np.int64) >> (k * self.cfg.out_bits)
-            low = wrap(shifted, self.cfg.out_bits).astype(_INT[self.cfg.out_bits])
+            low = wrap(shifted, self.cfg.out_bits).astype(int_dtype(self.cfg.out_bits))
             expected[region.name] = low.reshape(region.shape)
         return expected
 
@@ -207,7 +207,7 @@ def _load_store(cfg: AcceleratorConfig) -> CaseProgram:
     _acc_load(w, src, 0, 3, 5, 8)
     out = w.out_region("out", 3, 6)
     w.store(out, 0, 3, 5, x_stride=6)
-    expected = np.zeros(out.shape, dtype=_INT[cfg.out_bits])
+    expected = np.zeros(out.shape, dtype=int_dtype(cfg.out_bits))
     expected[:, :5] = wrap(data[:, :5], cfg.out_bits)
     stats = {"acc_load_bytes": 15 * cfg.acc_elem_bytes, "out_store_bytes": 15 * cfg.out_elem_bytes,
              "store_insns": 1, "compute_insns": 3}  # fmt: skip
@@ -223,7 +223,7 @@ def _padded_load(pads: tuple[int, int, int, int]) -> Callable[[AcceleratorConfig
         rows, cols = y0 + 2 + y1, x0 + 3 + x1
         out = w.out_region("out", rows, cols)
         w.store(out, 0, rows, cols)
-        expected = np.zeros(out.shape, dtype=_INT[cfg.out_bits])
+        expected = np.zeros(out.shape, dtype=int_dtype(cfg.out_bits))
         expected[y0 : y0 + 2, x0 : x0 + 3] = data
         stats = {"acc_load_bytes": 6 * cfg.acc_elem_bytes}
         return CaseProgram(w.finish(), {"src": data}, {"out": expected}, stats)
@@ -239,8 +239,8 @@ def _gemm_case(*, reset: bool, pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -
         b, rng = w.b, w.rng
         y0, y1, x0, x1 = pads
         rows, cols = 1 + y0 + y1, 3 + x0 + x1  # inp tile after padding: `rows` x `cols` elements
-        inp = rng.integers(-128, 128, (1, 3, cfg.batch, cfg.block_in)).astype(_INT[cfg.inp_bits])
-        wgt = rng.integers(-128, 128, (2, cols, cfg.block_out, cfg.block_in)).astype(_INT[cfg.wgt_bits])
+        inp = rng.integers(-128, 128, (1, 3, cfg.batch, cfg.block_in)).astype(int_dtype(cfg.inp_bits))
+        wgt = rng.integers(-128, 128, (2, cols, cfg.block_out, cfg.block_in)).astype(int_dtype(cfg.wgt_bits))
         bias_r, bias = w.acc_input("bias", rows, 2, -1000, 1000)
         inp_r = b.region("inp", inp.shape, inp.dtype, "input")
         wgt_r = b.region("wgt", wgt.shape, wgt.dtype, "input")
@@ -258,7 +258,7 @@ def _gemm_case(*, reset: bool, pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -
         a[y0 : y0 + 1, x0 : x0 + 3] = inp
         c = np.einsum("ykbi,nkoi->ynbo", a, wgt.astype(np.int64)) + bias
         c = np.zeros_like(c) if reset else c
-        expected = wrap(wrap(c, cfg.acc_bits), cfg.out_bits).astype(_INT[cfg.out_bits])
+        expected = wrap(wrap(c, cfg.acc_bits), cfg.out_bits).astype(int_dtype(cfg.out_bits))
         stats = {"gemm_uops": 0 if reset else rows * 2 * cols, "inp_load_bytes": 3 * cfg.inp_elem_bytes}
         return CaseProgram(w.finish(), {"inp": inp, "wgt": wgt, "bias": bias}, {"out": expected}, stats)
 

@@ -19,8 +19,8 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from hw.program import Program, ProgramBuilder, Region
+from sim.scratchpads import int_dtype
 
-_INT = {8: np.int8, 16: np.int16, 32: np.int32}
 _ROWS = _COLS = 8  # every DRAM tensor is an 8 x 8 grid of elements
 _SPAN = 64  # SRAM elements used per half (inp, wgt) and in acc
 
@@ -54,11 +54,11 @@ class _Generator:
         self.regions: dict[str, Region] = {}
         for name, (rows, cols, bits) in shapes.items():
             lim = 1 << (bits - 1) if name != "X" else 1 << 20
-            data = np_rng.integers(-lim, lim, (_ROWS, _COLS, rows, cols)).astype(_INT[bits])
+            data = np_rng.integers(-lim, lim, (_ROWS, _COLS, rows, cols)).astype(int_dtype(bits))
             self.inputs[name] = data
             self.regions[name] = self.b.region(name, data.shape, data.dtype, "input")
         out_shape = (_ROWS, _COLS, cfg.batch, cfg.block_out)
-        self.regions["C"] = self.b.region("C", out_shape, _INT[cfg.out_bits], "output")
+        self.regions["C"] = self.b.region("C", out_shape, int_dtype(cfg.out_bits), "output")
         self.uop_next = 0
         self.out_lent = False
 

@@ -21,15 +21,20 @@ from sim.backend import SimulationError
 _INT = {8: np.int8, 16: np.int16, 32: np.int32}
 
 
+def int_dtype(bits: int) -> Any:
+    """The numpy signed integer type of `bits` (8, 16 or 32), as the config's widths allow."""
+    return _INT[bits]
+
+
 @functools.lru_cache(maxsize=256)
 def elem_layout(cfg: AcceleratorConfig, memory_type: isa.MemType) -> tuple[Any, tuple[int, ...]]:
     """(numpy dtype, element shape) of one element of `memory_type`."""
     layouts: dict[isa.MemType, tuple[Any, tuple[int, ...]]] = {
         isa.MemType.UOP: (isa.uop_dtype(cfg), ()),
-        isa.MemType.INP: (_INT[cfg.inp_bits], (cfg.batch, cfg.block_in)),
-        isa.MemType.WGT: (_INT[cfg.wgt_bits], (cfg.block_out, cfg.block_in)),
-        isa.MemType.ACC: (_INT[cfg.acc_bits], (cfg.batch, cfg.block_out)),
-        isa.MemType.OUT: (_INT[cfg.out_bits], (cfg.batch, cfg.block_out)),
+        isa.MemType.INP: (int_dtype(cfg.inp_bits), (cfg.batch, cfg.block_in)),
+        isa.MemType.WGT: (int_dtype(cfg.wgt_bits), (cfg.block_out, cfg.block_in)),
+        isa.MemType.ACC: (int_dtype(cfg.acc_bits), (cfg.batch, cfg.block_out)),
+        isa.MemType.OUT: (int_dtype(cfg.out_bits), (cfg.batch, cfg.block_out)),
     }
     return layouts[memory_type]
 

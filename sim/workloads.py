@@ -13,8 +13,7 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from hw.program import Program, ProgramBuilder, UopSpan
-
-_INT = {8: np.int8, 16: np.int16, 32: np.int32}
+from sim.scratchpads import int_dtype
 
 
 @dataclass(frozen=True)
@@ -58,14 +57,14 @@ class Workload:
 def gemm_reference(cfg: AcceleratorConfig, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C (packed) = low out_bits of (A @ B^T) wrapped to acc_bits."""
     c = np.einsum("mkbi,nkoi->mnbo", a.astype(np.int64), b.astype(np.int64))
-    return c.astype(_INT[cfg.acc_bits]).astype(_INT[cfg.out_bits])
+    return c.astype(int_dtype(cfg.acc_bits)).astype(int_dtype(cfg.out_bits))
 
 
 def random_operands(cfg: AcceleratorConfig, t: GemmTiling, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     a = rng.integers(-128, 128, (t.m_blocks, t.k_blocks, cfg.batch, cfg.block_in))
     b = rng.integers(-128, 128, (t.n_blocks, t.k_blocks, cfg.block_out, cfg.block_in))
-    return {"A": a.astype(_INT[cfg.inp_bits]), "B": b.astype(_INT[cfg.wgt_bits])}
+    return {"A": a.astype(int_dtype(cfg.inp_bits)), "B": b.astype(int_dtype(cfg.wgt_bits))}
 
 
 def blocked_gemm(cfg: AcceleratorConfig, t: GemmTiling, seed: int = 0) -> Workload:
@@ -91,11 +90,11 @@ class _BlockedGemmWriter:
         self.cfg, self.t = cfg, t
         self.b = ProgramBuilder(cfg)
         self.a_region = self.b.region("A", (t.m_blocks, t.k_blocks, cfg.batch, cfg.block_in),
-                                      np.dtype(_INT[cfg.inp_bits]), "input")  # fmt: skip
+                                      np.dtype(int_dtype(cfg.inp_bits)), "input")  # fmt: skip
         self.b_region = self.b.region("B", (t.n_blocks, t.k_blocks, cfg.block_out, cfg.block_in),
-                                      np.dtype(_INT[cfg.wgt_bits]), "input")  # fmt: skip
+                                      np.dtype(int_dtype(cfg.wgt_bits)), "input")  # fmt: skip
         self.c_region = self.b.region("C", (t.m_blocks, t.n_blocks, cfg.batch, cfg.block_out),
-                                      np.dtype(_INT[cfg.out_bits]), "output")  # fmt: skip
+                                      np.dtype(int_dtype(cfg.out_bits)), "output")  # fmt: skip
         self.tiles = (t.m_blocks // t.m_tile) * (t.n_blocks // t.n_tile) * (t.k_blocks // t.k_tile)
         fits = 2 * t.m_tile * t.n_tile <= cfg.acc_depth
         self.acc_halves = 2 if t.virtual_threads == 2 and fits else 1
@@ -188,7 +187,7 @@ def resident_gemm(cfg: AcceleratorConfig, *, m_tile: int, k_tile: int, n_tile: i
     b.finish(pop_next=True)
     inputs = random_operands(cfg, t, seed)
     product = np.einsum("mkbi,nkoi->mnbo", inputs["A"].astype(np.int64), inputs["B"].astype(np.int64))
-    c = (product * repeats).astype(_INT[cfg.acc_bits]).astype(_INT[cfg.out_bits])
+    c = (product * repeats).astype(int_dtype(cfg.acc_bits)).astype(int_dtype(cfg.out_bits))
     return Workload(b.build(), inputs, {"C": c}, t.macs_per_block * cfg.macs_per_cycle * repeats)
 
 
@@ -196,7 +195,7 @@ def long_load(cfg: AcceleratorConfig, *, elems: int) -> Workload:
     """One LOAD WGT of `elems` contiguous elements: the memory system's streaming bandwidth."""
     b = ProgramBuilder(cfg)
     data = np.random.default_rng(0).integers(-128, 128, (elems, cfg.block_out, cfg.block_in))
-    region = b.region("W", data.shape, np.dtype(_INT[cfg.wgt_bits]), "input")
+    region = b.region("W", data.shape, np.dtype(int_dtype(cfg.wgt_bits)), "input")
     b.load(isa.MemType.WGT, region, 0, y_size=1, x_size=elems, push_next=True)
     b.finish(pop_prev=True)  # FINISH waits for the load to complete
-    return Workload(b.build(), {"W": data.astype(_INT[cfg.wgt_bits])}, {}, 0)
+    return Workload(b.build(), {"W": data.astype(int_dtype(cfg.wgt_bits))}, {}, 0)
