@@ -10,14 +10,8 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from sim.backend import SimulationError
-from sim.gemm import decoded_uops, loop_indices
+from sim.gemm import check_affine, decoded_uops, loop_indices
 from sim.scratchpads import Scratchpads
-
-
-def _checked(spads: Scratchpads, m: isa.MemType, name: str, index: np.ndarray) -> np.ndarray:
-    if index.size:
-        spads.check_range(m, f"{name} index", int(index.min()), int(index.max()))
-    return index
 
 
 def alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> int:
@@ -25,18 +19,21 @@ def alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> int:
     if insn.reset:
         raise SimulationError("ALU instructions cannot set reset")
     u = decoded_uops(cfg, spads, insn)
-    d = _checked(spads, isa.MemType.ACC, "ALU dst",
-                 loop_indices(insn, u["dst"], insn.dst_factor_out, insn.dst_factor_in))  # fmt: skip
-    s = _checked(spads, isa.MemType.ACC, "ALU src",
-                 loop_indices(insn, u["src"], insn.src_factor_out, insn.src_factor_in))  # fmt: skip
+    check_affine(spads, isa.MemType.ACC, "ALU dst", insn, u["dst"], "dst")
+    check_affine(spads, isa.MemType.ACC, "ALU src", insn, u["src"], "src")
+    d = loop_indices(insn, u["dst"], insn.dst_factor_out, insn.dst_factor_in)
+    s = loop_indices(insn, u["src"], insn.src_factor_out, insn.src_factor_in)
     acc = spads.acc
+
+    def step(dst: np.ndarray | int, src: np.ndarray | int) -> None:
+        b = np.int64(insn.imm) if insn.use_imm else acc[src].astype(np.int64)
+        acc[dst] = alu_op(cfg, insn.alu_opcode, acc[dst].astype(np.int64), b).astype(acc.dtype)
+
     if _alu_independent(d, None if insn.use_imm else s):
-        b = np.int64(insn.imm) if insn.use_imm else acc[s].astype(np.int64)
-        acc[d] = alu_op(cfg, insn.alu_opcode, acc[d].astype(np.int64), b).astype(acc.dtype)
+        step(d, s)
     else:
         for dn, sn in zip(d.tolist(), s.tolist(), strict=True):
-            b = np.int64(insn.imm) if insn.use_imm else acc[sn].astype(np.int64)
-            acc[dn] = alu_op(cfg, insn.alu_opcode, acc[dn].astype(np.int64), b).astype(acc.dtype)
+            step(dn, sn)
     return int(d.size)
 
 
