@@ -54,6 +54,7 @@ class ComputeModule(wiring.Component):
             "l2c": Out(bus.token_pop()), "s2c": Out(bus.token_pop()),
             "c2l": Out(bus.token_push()), "c2s": Out(bus.token_push()),
             "done": Out(1),
+            "gemm_read": Out(1),
             "ev_busy": Out(1), "ev_stall": Out(1), "ev_insn": Out(1), "ev_gemm_busy": Out(1),
             "ev_gemm_uop": Out(1), "ev_alu_uop": Out(1), "ev_uop_bytes": Out(32),
             "ev_acc_bytes": Out(32),
@@ -198,7 +199,7 @@ class ComputeModule(wiring.Component):
         m.d.comb += [
             self.ev_busy.eq(seq.busy | busy), self.ev_stall.eq(seq.stall & ~busy),
             self.ev_insn.eq(seq.start),
-            self.ev_gemm_busy.eq(gemm_now | pipe.gemm_active),
+            self.ev_gemm_busy.eq(gemm_now | pipe.gemm_active), self.gemm_read.eq(pipe.gemm_read),
             self.ev_gemm_uop.eq(pipe.ev_gemm_uop), self.ev_alu_uop.eq(pipe.ev_alu_uop),
         ]  # fmt: skip
         with m.If(seq.start & (head == Kind.LOAD_UOP)):

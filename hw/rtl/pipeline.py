@@ -14,6 +14,11 @@ from hw.rtl.gemm import GemmDot
 from hw.rtl.load import addr_bits
 from hw.rtl.loops import ctrl_layout
 
+# The clock domain of the inp/wgt read ports, gated by `gemm_read` (hw/rtl/clockgate.py): it
+# ticks only when a GEMM micro-op is in S1, so the dot products (combinational from those
+# ports) are evaluated only for GEMM micro-ops.
+GEMM_DOMAIN = "gemm"
+
 
 def out_lanes(cfg: AcceleratorConfig, acc_value):  # type: ignore[no-untyped-def]
     """The out element of an acc element: the low out_bits of each lane."""
@@ -25,7 +30,9 @@ class UopPipeline(wiring.Component):
     """Four stages, one micro-op per cycle, never stalled.
 
     S0 (the loop generator) reads uop[k]; S1 adds the loop offsets and reads inp[src] and
-    wgt[wgt]; S2 computes the GEMM dot products and reads acc[dst] and acc[src] (ALU operand);
+    wgt[wgt] (`gemm_read` is high when a GEMM micro-op needs them: the top level clocks those
+    read ports with it, see GEMM_DOMAIN); S2 computes the GEMM dot products and reads acc[dst]
+    and acc[src] (ALU operand);
     S3 writes acc[dst] = reset ? 0 : acc + dot (GEMM) or op(acc[dst], imm or acc[src]) (ALU),
     and out[dst] with its low bits.  The acc read ports are write-first (transparent), and acc
     is read in the cycle just before the write stage, so a micro-op always sees the result of
@@ -48,7 +55,8 @@ class UopPipeline(wiring.Component):
             "acc_src": Out(bus.sram_read(addr_bits(cfg.acc_depth), acc_w)),
             "acc_wr": Out(bus.sram_write(addr_bits(cfg.acc_depth), acc_w)),
             "out_wr": Out(bus.sram_write(addr_bits(cfg.out_depth), cfg.out_elem_bits)),
-            "active": Out(1), "gemm_active": Out(1), "ev_gemm_uop": Out(1), "ev_alu_uop": Out(1),
+            "active": Out(1), "gemm_active": Out(1), "gemm_read": Out(1),
+            "ev_gemm_uop": Out(1), "ev_alu_uop": Out(1),
             "ev_push": Out(2),
         })  # fmt: skip
 
@@ -56,11 +64,15 @@ class UopPipeline(wiring.Component):
         m = Module()
         cfg = self.cfg
         ctrl = ctrl_layout()
+        # Only the valid bits are reset: the payload registers are read only behind them, and
+        # leaving them out of reset spares the simulator a wide mux per register and cycle.
         v1, v2, v3 = Signal(), Signal(), Signal()
-        c1, c2, c3 = Signal(ctrl), Signal(ctrl), Signal(ctrl)
-        off = {n: Signal(len(getattr(self, n)), name=f"{n}_off1") for n in ("dst", "src", "wgt")}
-        d2, s2, d3 = Signal(cfg.acc_index_bits), Signal(cfg.uop_src_bits), Signal(cfg.acc_index_bits)
-        dot3 = Signal(cfg.acc_elem_bits)
+        c1, c2, c3 = (Signal(ctrl, reset_less=True, name=f"c{i}") for i in (1, 2, 3))
+        off = {n: Signal(len(getattr(self, n)), name=f"{n}_off1", reset_less=True)
+               for n in ("dst", "src", "wgt")}  # fmt: skip
+        d2, d3 = (Signal(cfg.acc_index_bits, name=n, reset_less=True) for n in ("d2", "d3"))
+        s2 = Signal(cfg.uop_src_bits, reset_less=True)
+        dot3 = Signal(cfg.acc_elem_bits, reset_less=True)
         # S0 -> S1
         m.d.comb += self.uop.addr.eq(self.k)
         m.d.sync += [v1.eq(self.valid), c1.eq(self.ctrl)]
@@ -68,7 +80,8 @@ class UopPipeline(wiring.Component):
         # S1: indices, inp/wgt reads
         u = data.View(uop_struct(cfg), self.uop.data)
         d1, s1 = (u.dst + off["dst"])[: cfg.acc_index_bits], (u.src + off["src"])[: cfg.uop_src_bits]
-        m.d.comb += [self.inp.addr.eq(s1), self.wgt_rd.addr.eq(u.wgt + off["wgt"])]
+        m.d.comb += [self.inp.addr.eq(s1), self.wgt_rd.addr.eq(u.wgt + off["wgt"]),
+                     self.gemm_read.eq(v1 & ~c1.alu & ~c1.reset)]  # fmt: skip
         m.d.sync += [v2.eq(v1), c2.eq(c1), d2.eq(d1), s2.eq(s1)]
         # S2: dot products, acc reads
         m.submodules.dot = dot = GemmDot(cfg)

@@ -15,12 +15,14 @@ class Scratchpad(wiring.Component):
     Timing: a write is visible to a read issued in the next cycle; each read port returns
     mem[addr] one cycle after `addr` is presented.  With `transparent`, a read issued in the
     same cycle as a write to the same address returns the new data (write-first), which is what
-    the compute pipeline relies on to forward accumulators without stalling.
+    the compute pipeline relies on to forward accumulators without stalling.  `read_domain`
+    clocks the read ports (a gated domain: data changes only in the cycles it ticks).
     """
 
-    def __init__(self, *, depth: int, width: int, read_ports: int = 1, transparent: bool = False):
+    def __init__(self, *, depth: int, width: int, read_ports: int = 1, transparent: bool = False,
+                 read_domain: str = "sync"):  # fmt: skip
         self.depth, self.width, self.read_ports = depth, width, read_ports
-        self.transparent = transparent
+        self.transparent, self.read_domain = transparent, read_domain
         self.addr_bits = max(1, (depth - 1).bit_length())
         members = {"wr": In(bus.sram_write(self.addr_bits, width))}
         for i in range(read_ports):
@@ -33,7 +35,8 @@ class Scratchpad(wiring.Component):
         wp = mem.write_port()
         m.d.comb += [wp.en.eq(self.wr.en), wp.addr.eq(self.wr.addr), wp.data.eq(self.wr.data)]
         for i in range(self.read_ports):
-            rp = mem.read_port(transparent_for=(wp,) if self.transparent else ())
+            rp = mem.read_port(domain=self.read_domain,
+                               transparent_for=(wp,) if self.transparent else ())  # fmt: skip
             port = getattr(self, f"rd{i}")
             m.d.comb += [rp.addr.eq(port.addr), port.data.eq(rp.data)]
         return m

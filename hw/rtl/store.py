@@ -208,7 +208,9 @@ class StoreModule(wiring.Component):
     """Pops `cmd` STORE instructions in order and runs the StoreDMA for each.
 
     Tokens: pop_prev pops compute->store (`c2s`), push_prev pushes store->compute (`s2c`) after
-    the last W beat is accepted.  x_size == 0 is a NOP.
+    the last W beat is accepted by memory: `writes_pending` (from the top level's register
+    slices) holds the instruction until they have passed every AW and W beat on.  x_size == 0
+    is a NOP.
     """
 
     def __init__(self, cfg: AcceleratorConfig):
@@ -218,6 +220,7 @@ class StoreModule(wiring.Component):
             "bus": Out(bus.write_bus(cfg.bus_bits)),
             "out": Out(bus.sram_read(addr_bits(cfg.out_depth), cfg.out_elem_bits)),
             "c2s": Out(bus.token_pop()), "s2c": Out(bus.token_push()),
+            "writes_pending": In(1),
             "ev_busy": Out(1), "ev_stall": Out(1), "ev_insn": Out(1), "ev_out_bytes": Out(32),
         })  # fmt: skip
 
@@ -229,7 +232,7 @@ class StoreModule(wiring.Component):
         m.d.comb += [
             seq.valid.eq(self.cmd.valid), seq.can_start.eq(1),
             seq.pop_req.eq(insn.pop_prev), seq.push_req.eq(insn.push_prev),
-            seq.done.eq(~dma.busy), self.cmd.ready.eq(seq.start),
+            seq.done.eq(~dma.busy & ~self.writes_pending), self.cmd.ready.eq(seq.start),
             dma.cmd.eq(insn), dma.start.eq(seq.start & (insn.x_size != 0)),
             self.ev_busy.eq(seq.busy), self.ev_stall.eq(seq.stall), self.ev_insn.eq(seq.start),
         ]  # fmt: skip
