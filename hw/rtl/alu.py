@@ -16,13 +16,16 @@ class TensorAlu(wiring.Component):
 
     MIN/MAX signed; ADD wraps; MUL keeps the low acc_bits of a*b; SHR takes the low
     log2(acc_bits)+1 bits of b as a signed amount: >= 0 shifts a right arithmetically, < 0
-    shifts it left (wrapping).  Purely combinational (the pipeline writes the result).
+    shifts it left (wrapping).  With `use_imm`, every lane's b is `imm` instead (one lane-wide
+    mux per lane rather than a replicated immediate vector).  Purely combinational (the
+    pipeline writes the result).
     """
 
     def __init__(self, cfg: AcceleratorConfig):
         self.cfg = cfg
         w = cfg.acc_elem_bits
-        super().__init__({"op": In(3), "a": In(w), "b": In(w), "result": Out(w)})
+        super().__init__({"op": In(3), "a": In(w), "b": In(w), "use_imm": In(1),
+                          "imm": In(cfg.acc_bits), "result": Out(w)})  # fmt: skip
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -31,7 +34,7 @@ class TensorAlu(wiring.Component):
         results = []
         pairs = zip(lanes(self.a, count, bits), lanes(self.b, count, bits), strict=True)
         for i, (a_raw, b_raw) in enumerate(pairs):
-            a, b = a_raw.as_signed(), b_raw.as_signed()
+            a, b = a_raw.as_signed(), Mux(self.use_imm, self.imm, b_raw).as_signed()
             r = Signal(bits, name=f"r{i}")
             amount = b[: log2(bits) + 1].as_signed()
             left = (a << (-amount).as_unsigned()[: log2(bits) + 1])[:bits]

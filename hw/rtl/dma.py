@@ -113,7 +113,7 @@ class Unpacker(wiring.Component):
 
     def _gather(self, m: Module) -> None:
         per_elem = self.elem_bits // self.bus_bits
-        buf = Signal(self.elem_bits)
+        buf = Signal(self.elem_bits, reset_less=True)  # valid only while `count` says so
         count = Signal(range(per_elem + 1))
         full = count == per_elem
         m.d.comb += [

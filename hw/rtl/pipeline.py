@@ -73,6 +73,7 @@ class UopPipeline(wiring.Component):
         d2, d3 = (Signal(cfg.acc_index_bits, name=n, reset_less=True) for n in ("d2", "d3"))
         s2 = Signal(cfg.uop_src_bits, reset_less=True)
         dot3 = Signal(cfg.acc_elem_bits, reset_less=True)
+        imm3 = Signal(signed(cfg.acc_bits), reset_less=True)  # sign-extended a stage early
         # S0 -> S1
         m.d.comb += self.uop.addr.eq(self.k)
         m.d.sync += [v1.eq(self.valid), c1.eq(self.ctrl)]
@@ -87,9 +88,9 @@ class UopPipeline(wiring.Component):
         m.submodules.dot = dot = GemmDot(cfg)
         m.d.comb += [dot.inp.eq(self.inp.data), dot.wgt.eq(self.wgt_rd.data),
                      self.acc_dst.addr.eq(d2), self.acc_src.addr.eq(s2)]  # fmt: skip
-        m.d.sync += [v3.eq(v2), c3.eq(c2), d3.eq(d2), dot3.eq(dot.dot)]
+        m.d.sync += [v3.eq(v2), c3.eq(c2), d3.eq(d2), dot3.eq(dot.dot), imm3.eq(c2.imm)]
         # S3: result and write-back
-        result = self._result(m, c3, dot3)
+        result = self._result(m, c3, dot3, imm3)
         m.d.comb += [
             self.acc_wr.en.eq(v3), self.acc_wr.addr.eq(d3), self.acc_wr.data.eq(result),
             self.out_wr.en.eq(v3), self.out_wr.addr.eq(d3), self.out_wr.data.eq(out_lanes(cfg, result)),
@@ -101,16 +102,14 @@ class UopPipeline(wiring.Component):
         ]  # fmt: skip
         return m
 
-    def _result(self, m: Module, c3: data.View, dot3: Signal) -> Signal:
+    def _result(self, m: Module, c3: data.View, dot3: Signal, imm3: Signal) -> Signal:
         cfg = self.cfg
         count, bits = cfg.batch * cfg.block_out, cfg.acc_bits
         m.submodules.alu = alu = TensorAlu(cfg)
-        imm = Signal(signed(bits))
-        m.d.comb += imm.eq(c3.imm)  # sign-extends
         gemm = Cat(*((a + d)[:bits] for a, d in zip(lanes(self.acc_dst.data, count, bits),
                                                      lanes(dot3, count, bits), strict=True)))  # fmt: skip
-        m.d.comb += [alu.op.eq(c3.op), alu.a.eq(self.acc_dst.data),
-                     alu.b.eq(Mux(c3.use_imm, Cat(*([imm] * count)), self.acc_src.data))]  # fmt: skip
+        m.d.comb += [alu.op.eq(c3.op), alu.a.eq(self.acc_dst.data), alu.b.eq(self.acc_src.data),
+                     alu.use_imm.eq(c3.use_imm), alu.imm.eq(imm3)]  # fmt: skip
         result = Signal(cfg.acc_elem_bits)
         with m.If(c3.alu):
             m.d.comb += result.eq(alu.result)

@@ -32,6 +32,15 @@ def test_alu_op_matches_reference(op: isa.AluOp) -> None:
             ctx.set(dut.b, pack(b, bits))
             got = unpack(ctx.get(dut.result), lanes, bits)
             np.testing.assert_array_equal(got, alu_reference(op, a, b, bits), err_msg=f"{a} {b}")
+        # use_imm: every lane's b is imm, whatever the b vector holds
+        ctx.set(dut.use_imm, 1)
+        for imm in (-32, -5, -1, 0, 3, 31, -(1 << 31), (1 << 31) - 1):
+            a = pairs[0][0]
+            ctx.set(dut.a, pack(a, bits))
+            ctx.set(dut.imm, imm & ((1 << bits) - 1))
+            got = unpack(ctx.get(dut.result), lanes, bits)
+            want = alu_reference(op, a, np.full(lanes, imm), bits)
+            np.testing.assert_array_equal(got, want, err_msg=f"imm {imm}")
 
     sim = Simulator(dut)
     sim.add_testbench(bench)
