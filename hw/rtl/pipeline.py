@@ -32,11 +32,11 @@ class UopPipeline(wiring.Component):
     S0 (the loop generator) reads uop[k]; S1 adds the loop offsets and reads inp[src] and
     wgt[wgt] (`gemm_read` is high when a GEMM micro-op needs them: the top level clocks those
     read ports with it, see GEMM_DOMAIN); S2 computes the GEMM dot products and reads acc[dst]
-    and acc[src] (ALU operand);
-    S3 writes acc[dst] = reset ? 0 : acc + dot (GEMM) or op(acc[dst], imm or acc[src]) (ALU),
-    and out[dst] with its low bits.  The acc read ports are write-first (transparent), and acc
-    is read in the cycle just before the write stage, so a micro-op always sees the result of
-    the one before it (same dst back to back): full forwarding, no stall.
+    and acc[src] (ALU operand); S3 writes acc[dst] = reset ? 0 : acc + dot (GEMM) or
+    op(acc[dst], imm or acc[src]) (ALU), and out[dst] with its low bits.  The acc read ports
+    are write-first (transparent), and acc is read in the cycle just before the write stage, so
+    a micro-op always sees the result of the one before it (same dst back to back): full
+    forwarding, no stall.
     Latency: a micro-op presented by the generator in cycle t writes acc at the end of t+3;
     `ev_push` then reports the token pushes of an instruction's last micro-op.
     """

@@ -43,8 +43,6 @@ COUNTER_BITS = 64
 # which is what real memory interfaces want for timing, and it lets Verilator evaluate the
 # design once per cycle instead of once more for every change of an input.
 SLICE_DEPTH = 2
-OUT_CHANNELS = (("ar", ("ar_addr", "ar_len")), ("aw", ("aw_addr", "aw_len")),
-                ("w", ("w_data", "w_strb", "w_last")))  # fmt: skip
 
 
 def top_signature(cfg: AcceleratorConfig) -> wiring.Signature:
@@ -153,9 +151,11 @@ class Accelerator(wiring.Component):
     def _slices(self, m: Module, reads: wiring.PureInterface, writes: wiring.PureInterface) -> Value:
         """The memory ports, each channel through a SLICE_DEPTH-entry FIFO; returns whether a
         write request or beat is still waiting in its slice."""
-        pending = []
-        for channel, fields in OUT_CHANNELS:
-            inner = reads if channel == "ar" else writes
+        pending: list[Value] = []  # r_rdy of the write channels' slices
+        outgoing = (("ar", reads, ("ar_addr", "ar_len"), None),
+                    ("aw", writes, ("aw_addr", "aw_len"), pending),
+                    ("w", writes, ("w_data", "w_strb", "w_last"), pending))  # fmt: skip
+        for channel, inner, fields, watch in outgoing:
             values = [getattr(inner, name) for name in fields]
             buf = self._slice(m, channel, sum(len(v) for v in values))
             m.d.comb += [
@@ -165,8 +165,8 @@ class Accelerator(wiring.Component):
                 buf.r_en.eq(getattr(self, f"mem_{channel}_ready")),
                 Cat(*(getattr(self, f"mem_{name}") for name in fields)).eq(buf.r_data),
             ]  # fmt: skip
-            if channel != "ar":
-                pending.append(buf.r_rdy)
+            if watch is not None:
+                watch.append(buf.r_rdy)
         buf = self._slice(m, "r", self.cfg.bus_bits + 1)
         m.d.comb += [
             buf.w_en.eq(self.mem_r_valid), buf.w_data.eq(Cat(self.mem_r_data, self.mem_r_last)),
