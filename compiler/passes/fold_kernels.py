@@ -1,0 +1,65 @@
+"""`fold_kernels`: perfect loop nests of micro-ops become instructions (`Kernel`).
+
+Up to two loops fold into the GEMM/ALU instruction's affine loops (iter_out, iter_in with a
+factor per index); the others are unrolled into the micro-op kernel, or stay loops of
+instructions when the kernel would grow past `max_uops`.  The micro-ops of one kernel are
+independent (GEMM accumulations commute exactly in integers; element-wise ALU operations touch
+each element once), so the two loops to fold are the two largest.
+"""
+
+from __future__ import annotations
+
+from compiler.errors import ScheduleError
+from compiler.target.accel import AcceleratorTarget
+from compiler.te import expr as E
+from compiler.tir import stmt as S
+from compiler.tir.visit import perfect_nest
+
+
+def fold_kernels(body: S.Stmt, target: AcceleratorTarget) -> S.Stmt:
+    limit = max(16, target.uop_depth // 8)
+    return _visit(body, target, limit)
+
+
+def _visit(node: S.Stmt, target: AcceleratorTarget, limit: int) -> S.Stmt:
+    if isinstance(node, S.Uop):
+        return S.Kernel(node, (), ())
+    if isinstance(node, S.For):
+        loops, leaf = perfect_nest(node)
+        if isinstance(leaf, S.Uop):
+            return _kernel(loops, leaf, target, limit)
+        return S.For(node.var, node.extent, _visit(node.body, target, limit), node.kind)
+    if isinstance(node, S.Seq):
+        return S.seq(*(_visit(s, target, limit) for s in node.stmts))
+    if isinstance(node, S.Attr):
+        return S.Attr(node.key, node.value, node.stage, _visit(node.body, target, limit))
+    return node
+
+
+def _kernel(loops: list[tuple[E.Var, int]], uop: S.Uop, target: AcceleratorTarget,
+            limit: int) -> S.Stmt:  # fmt: skip
+    loops = [(v, n) for v, n in loops if n > 1]
+    for host in range(len(loops) + 1):
+        inner = loops[host:]
+        foldable = [lp for lp in inner if _can_fold(uop, lp, target)]
+        chosen = sorted(sorted(foldable, key=lambda lp: -lp[1])[:2], key=inner.index)
+        explicit = [lp for lp in inner if lp not in chosen]
+        if _count(explicit) <= limit:
+            node: S.Stmt = S.Kernel(uop, tuple(chosen), tuple(explicit))
+            for var, extent in reversed(loops[:host]):
+                node = S.For(var, extent, node)
+            return node
+    raise ScheduleError(f"stage {uop.stage}: micro-op kernel cannot be made small enough")  # pragma: no cover
+
+
+def _can_fold(uop: S.Uop, loop: tuple[E.Var, int], target: AcceleratorTarget) -> bool:
+    var, extent = loop
+    coeffs = (uop.dst.coeff(var), uop.src.coeff(var), uop.wgt.coeff(var))
+    return extent <= target.loop_max_iters and all(c >= 0 for c in coeffs)
+
+
+def _count(loops: list[tuple[E.Var, int]]) -> int:
+    n = 1
+    for _, extent in loops:
+        n *= extent
+    return n

@@ -1,0 +1,22 @@
+"""Schedules: the how of an operator, as an ordered list of frozen primitive records."""
+
+from compiler.schedule.records import (
+    CacheRead,
+    CacheWrite,
+    ComputeAt,
+    ComputeInline,
+    Fuse,
+    Pragma,
+    Record,
+    Reorder,
+    SetScope,
+    Split,
+    Tensorize,
+    VirtualThread,
+)
+from compiler.schedule.schedule import Schedule, Stage, load_records
+
+__all__ = [
+    "CacheRead", "CacheWrite", "ComputeAt", "ComputeInline", "Fuse", "Pragma", "Record", "Reorder",
+    "Schedule", "SetScope", "Split", "Stage", "Tensorize", "VirtualThread", "load_records",
+]  # fmt: skip
