@@ -9,11 +9,13 @@ each element once), so the two loops to fold are the two largest.
 
 from __future__ import annotations
 
+import dataclasses
+
 from compiler.errors import ScheduleError
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
 from compiler.tir import stmt as S
-from compiler.tir.visit import perfect_nest
+from compiler.tir.visit import bind_affine, perfect_nest
 
 
 def fold_kernels(body: S.Stmt, target: AcceleratorTarget) -> S.Stmt:
@@ -38,6 +40,10 @@ def _visit(node: S.Stmt, target: AcceleratorTarget, limit: int) -> S.Stmt:
 
 def _kernel(loops: list[tuple[E.Var, int]], uop: S.Uop, target: AcceleratorTarget,
             limit: int) -> S.Stmt:  # fmt: skip
+    for var, extent in loops:
+        if extent == 1:  # a loop of one iteration: its variable is 0
+            uop = dataclasses.replace(uop, dst=bind_affine(uop.dst, var, 0),
+                                      src=bind_affine(uop.src, var, 0), wgt=bind_affine(uop.wgt, var, 0))
     loops = [(v, n) for v, n in loops if n > 1]
     for host in range(len(loops) + 1):
         inner = loops[host:]

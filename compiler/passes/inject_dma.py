@@ -137,7 +137,8 @@ def _pattern(stage: str, where: str, loops: list[tuple[E.Var, int]], load: bool,
         shown = ", ".join(f"{d.var}<{d.extent} (dram stride {d.dram}, sram stride {d.sram})" for d in dims)
         raise ScheduleError(f"{where}: the copy needs {len(dims)} dimensions ({shown}), more than the "
                             f"DMA's {target.dma_max_dims}; put the pragma on an inner axis")  # fmt: skip
-    return _dma(stage, where, load, mem, sram_t, dram_t, dram, sram, dims, dram_idx, target)
+    strip = {v for v, _ in loops}
+    return _dma(stage, where, load, mem, sram_t, dram_t, dram, sram, dims, dram_idx, strip)
 
 
 def _merge(dims: list[_Dim]) -> list[_Dim]:
@@ -155,7 +156,8 @@ def _merge(dims: list[_Dim]) -> list[_Dim]:
 
 def _dma(stage: str, where: str, load: bool, mem: isa.MemType, sram_t: S.Buffer, dram_t: Tensor,
          dram: Affine, sram: Affine, dims: list[_Dim], dram_idx: tuple[E.Expr, ...],
-         target: AcceleratorTarget) -> S.Stmt:  # fmt: skip
+         strip: set[E.Var]) -> S.Stmt:  # fmt: skip
+    """The Dma statement; addresses are taken with every loop inside the pragma at 0."""
     dims = [_Dim(E.Var("_"), 1, 0, 1)] * (2 - len(dims)) + dims
     y, x = dims
     if x.extent > 1 and (x.dram != 1 or x.sram != 1):
@@ -166,7 +168,6 @@ def _dma(stage: str, where: str, load: bool, mem: isa.MemType, sram_t: S.Buffer,
                             f"writes them {x.extent} apart")  # fmt: skip
     if y.extent > 1 and y.dram < 0:
         raise ScheduleError(f"{where}: rows of the copy go backwards in DRAM (stride {y.dram})")
-    strip = {y.var, x.var}
     pads: list[S.DmaPad | None] = []
     for d in (y, x):
         if d.pad is None:

@@ -72,7 +72,7 @@ class Tensor:
             raise TensorExprError(
                 f"{self.name} has {self.ndim} dimensions {self.shape}, indexed with {len(items)}"
             )
-        exprs = tuple(as_expr(i) for i in items)
+        exprs = tuple(as_expr(i.var if isinstance(i, IterVar) else i) for i in items)
         for i in exprs:
             if i.dtype != INDEX:
                 raise TensorExprError(f"index {i} of {self.name} must be {INDEX}, not {i.dtype}")

@@ -1,0 +1,103 @@
+"""What the operators share: the fused epilogue, its TE and numpy forms, and knob helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import ScheduleError
+from compiler.te import expr as E
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """acc -> int8: (+ bias) (* multiplier) (+ rounding) (>> shift) (clip), then truncation.
+
+    Every step is one ALU instruction per tile; integer semantics wrap at 32 bits as the
+    accumulator does.
+    """
+
+    bias: bool = True
+    multiplier: int | None = None
+    shift: int = 8
+    round: bool = False
+    clip: tuple[int, int] | None = (0, 127)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.shift <= 31:
+            raise ValueError(f"epilogue shift must be in [0, 31], not {self.shift}")
+        if self.clip is not None and self.clip[0] > self.clip[1]:
+            raise ValueError(f"epilogue clip {self.clip}: low is above high")
+
+    @property
+    def alu_ops(self) -> int:
+        return (int(self.bias) + int(self.multiplier is not None) + int(self.round and self.shift > 0)
+                + int(self.shift > 0) + 2 * int(self.clip is not None))  # fmt: skip
+
+    def expr(self, acc: E.Expr, bias: E.Expr | None) -> E.Expr:
+        """The epilogue applied to one accumulator value, in the TE language."""
+        x = acc
+        if self.bias:
+            assert bias is not None
+            x = x + bias
+        if self.multiplier is not None:
+            x = x * self.multiplier
+        if self.round and self.shift > 0:
+            x = x + (1 << (self.shift - 1))
+        if self.shift:
+            x = x >> self.shift
+        if self.clip is not None:
+            x = E.minimum(E.maximum(x, self.clip[0]), self.clip[1])
+        return x
+
+    def apply(self, acc: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """The numpy reference of `expr` on int32 accumulators (wrapping like the hardware)."""
+        x = acc.astype(np.int64)
+        wrap = _wrap32
+        if self.bias:
+            assert bias is not None
+            x = wrap(x + bias)
+        if self.multiplier is not None:
+            x = wrap(x * self.multiplier)
+        if self.round and self.shift > 0:
+            x = wrap(x + (1 << (self.shift - 1)))
+        if self.shift:
+            x = x >> self.shift
+        if self.clip is not None:
+            x = np.clip(x, *self.clip)
+        return x.astype(np.int32).astype(np.int8)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _wrap32(x: np.ndarray) -> np.ndarray:
+    return ((x + (1 << 31)) & ((1 << 32) - 1)) - (1 << 31)
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def blocks(what: str, n: int, block: int) -> int:
+    """`n` in whole blocks of `block`; channels are padded by the caller, so it must divide."""
+    if n % block:
+        raise ScheduleError(f"{what}={n} is not a multiple of {block}; pad it to {-(-n // block) * block}")
+    return n // block
+
+
+def check_knobs(knobs: Any, space: dict[str, list[int]], op: str) -> None:
+    for name, values in space.items():
+        value = getattr(knobs, name)
+        if value not in values:
+            raise ScheduleError(f"{op} knob {name}={value} is not one of {values}")
+
+
+def best(points: list[Any], cost: Callable[[Any], float | None]) -> Any:
+    scored = [(c, i) for i, p in enumerate(points) if (c := cost(p)) is not None]
+    if not scored:
+        raise ScheduleError("no schedule point fits this accelerator's scratchpads")
+    return points[min(scored)[1]]

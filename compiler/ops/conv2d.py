@@ -1,0 +1,288 @@
+"""Packed int8 conv2d with a fused epilogue: TE definition, schedule space, default schedule.
+
+Layouts (VTA's): data NCHW{batch}n{block_in}c = (N/b, C/ci, H, W, b, ci); kernel
+OIHW{block_out}o{block_in}i = (K/co, C/ci, R, R, co, ci); bias (K/co, b, co) int32; output
+(N/b, K/co, OH, OW, b, co) int8.  Channels that are not a multiple of the block are padded with
+zeros by `pack_*`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import ScheduleError
+from compiler.ops.common import Epilogue, best, check_knobs, divisors
+from compiler.schedule.schedule import Schedule
+from compiler.target.accel import AcceleratorTarget
+from compiler.te import expr as E
+from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum
+
+
+@dataclass(frozen=True)
+class Conv2dSpec:
+    batch: int
+    in_channels: int
+    height: int
+    width: int
+    out_channels: int
+    kernel: int
+    stride: int = 1
+    pad: int = 0
+    epilogue: Epilogue = field(default_factory=Epilogue)
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "in_channels", "height", "width", "out_channels", "kernel", "stride"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"conv2d {name} must be positive, not {getattr(self, name)}")
+        if self.pad < 0:
+            raise ValueError(f"conv2d pad must be >= 0, not {self.pad}")
+        if self.out_height < 1 or self.out_width < 1:
+            raise ValueError(f"conv2d kernel {self.kernel} is larger than the padded input "
+                             f"{self.height + 2 * self.pad}x{self.width + 2 * self.pad}")  # fmt: skip
+
+    @property
+    def out_height(self) -> int:
+        return (self.height + 2 * self.pad - self.kernel) // self.stride + 1
+
+    @property
+    def out_width(self) -> int:
+        return (self.width + 2 * self.pad - self.kernel) // self.stride + 1
+
+    @property
+    def macs(self) -> int:
+        return (self.batch * self.out_channels * self.out_height * self.out_width
+                * self.in_channels * self.kernel * self.kernel)  # fmt: skip
+
+    def name(self) -> str:
+        return (f"conv2d_{self.height}x{self.width}_{self.in_channels}to{self.out_channels}"
+                f"_k{self.kernel}s{self.stride}p{self.pad}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Conv2dKnobs:
+    """One point of the schedule space: tiles in blocks (channels) or pixels, thread counts."""
+
+    tile_b: int = 1
+    tile_h: int = 1
+    tile_w: int = 1
+    tile_oc: int = 1
+    tile_ic: int = 1
+    oc_threads: int = 1
+    h_threads: int = 1
+
+    @property
+    def threads(self) -> int:
+        return self.oc_threads * self.h_threads
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Conv2d:
+    """The operator for one spec on one target."""
+
+    op = "conv2d"
+
+    def __init__(self, spec: Conv2dSpec, target: AcceleratorTarget) -> None:
+        self.spec, self.target = spec, target
+        t = target
+        if spec.batch % t.batch:
+            raise ScheduleError(f"conv2d batch {spec.batch} is not a multiple of the core's batch {t.batch}")
+        self.nb = spec.batch // t.batch
+        self.cb = -(-spec.in_channels // t.block_in)
+        self.kb = -(-spec.out_channels // t.block_out)
+
+    # -- the what ----------------------------------------------------------------------------------
+    def tensors(self) -> dict[str, Tensor]:
+        s, t = self.spec, self.target
+        p, st, r = s.pad, s.stride, s.kernel
+        acc = t.acc_dtype
+        data = placeholder((self.nb, self.cb, s.height, s.width, t.batch, t.block_in), t.inp_dtype, "data")
+        kernel = placeholder((self.kb, self.cb, r, r, t.block_out, t.block_in), t.wgt_dtype, "kernel")
+        out: dict[str, Tensor] = {"data": data, "kernel": kernel}
+        src = data
+        if p:
+            h, w = s.height, s.width
+            src = compute(
+                (self.nb, self.cb, h + 2 * p, w + 2 * p, t.batch, t.block_in),
+                lambda n, c, y, x, bi, ci: E.if_then_else(
+                    E.all_of(E.ge(y, p), E.lt(y, h + p), E.ge(x, p), E.lt(x, w + p)),
+                    data[n, c, y - p, x - p, bi, ci], 0),
+                "data_pad",
+            )  # fmt: skip
+        ic, ry, rx = reduce_axis(self.cb, "ic"), reduce_axis(r, "ry"), reduce_axis(r, "rx")
+        ii = reduce_axis(t.block_in, "ii")
+        shape = (self.nb, self.kb, s.out_height, s.out_width, t.batch, t.block_out)
+        conv = compute(shape, lambda n, o, y, x, bi, oi: sum(
+            E.cast(acc, src[n, ic, y * st + ry, x * st + rx, bi, ii])
+            * E.cast(acc, kernel[o, ic, ry, rx, oi, ii]), [ic, ry, rx, ii]), "conv")  # fmt: skip
+        result = conv
+        ep = s.epilogue
+        if ep.alu_ops:
+            bias = None
+            if ep.bias:
+                bias = out["bias"] = placeholder((self.kb, t.batch, t.block_out), acc, "bias")
+            result = compute(shape, lambda n, o, y, x, bi, oi: ep.expr(
+                conv[n, o, y, x, bi, oi], bias[o, bi, oi] if bias is not None else None), "epi")  # fmt: skip
+        out["out"] = compute(shape, lambda n, o, y, x, bi, oi: E.cast(t.out_dtype, result[n, o, y, x, bi, oi]),
+                             "out")  # fmt: skip
+        return out
+
+    # -- the space -----------------------------------------------------------------------------------
+    def space(self) -> dict[str, list[int]]:
+        s = self.spec
+        return {
+            "tile_b": divisors(self.nb), "tile_h": divisors(s.out_height),
+            "tile_w": divisors(s.out_width), "tile_oc": divisors(self.kb),
+            "tile_ic": divisors(self.cb), "oc_threads": [1, 2, 4], "h_threads": [1, 2, 4],
+        }  # fmt: skip
+
+    def points(self) -> list[Conv2dKnobs]:
+        sp = self.space()
+        return [Conv2dKnobs(*values) for values in itertools.product(*sp.values())]
+
+    def footprint(self, k: Conv2dKnobs) -> dict[str, int]:
+        """Scratchpad elements the point needs (all threads), as lowering will allocate them."""
+        s = self.spec
+        in_h, in_w = (k.tile_h - 1) * s.stride + s.kernel, (k.tile_w - 1) * s.stride + s.kernel
+        bias = self.kb if s.epilogue.bias else 0
+        return {
+            "inp": k.threads * k.tile_b * k.tile_ic * in_h * in_w,
+            "wgt": k.threads * k.tile_oc * k.tile_ic * s.kernel * s.kernel,
+            "acc": k.threads * k.tile_b * k.tile_oc * k.tile_h * k.tile_w + bias,
+        }
+
+    def fits(self, k: Conv2dKnobs) -> bool:
+        s = self.spec
+        if self.kb % (k.tile_oc * k.oc_threads) or s.out_height % (k.tile_h * k.h_threads):
+            return False
+        if k.tile_h * s.stride < s.pad or k.tile_w * s.stride < s.pad:  # a tile all in padding
+            return False
+        need = self.footprint(k)
+        return all(need[n] <= self.target.scope(n).depth for n in need)
+
+    def estimate(self, k: Conv2dKnobs) -> float | None:
+        """A quick analytic cycle estimate (None when the point does not fit): used only to pick
+        the default; the timing model and the RTL give the real figure."""
+        if not self.fits(k):
+            return None
+        s, t, cfg = self.spec, self.target, self.target.cfg
+        tiles = (self.nb // k.tile_b) * (self.kb // k.tile_oc) * (s.out_height // k.tile_h) * (
+            s.out_width // k.tile_w)
+        steps = tiles * (self.cb // k.tile_ic)
+        in_h, in_w = (k.tile_h - 1) * s.stride + s.kernel, (k.tile_w - 1) * s.stride + s.kernel
+        per_step_bytes = (k.tile_b * k.tile_ic * in_h * in_w * cfg.inp_elem_bytes
+                          + k.tile_oc * k.tile_ic * s.kernel ** 2 * cfg.wgt_elem_bytes)  # fmt: skip
+        bandwidth = min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
+        per_step_mem = per_step_bytes / bandwidth + cfg.dram_latency_cycles
+        per_step_gemm = k.tile_b * k.tile_oc * k.tile_h * k.tile_w * k.tile_ic * s.kernel ** 2
+        acc_elems = k.tile_b * k.tile_oc * k.tile_h * k.tile_w
+        per_tile_tail = acc_elems * (s.epilogue.alu_ops + 1) + cfg.dram_latency_cycles
+        if k.threads == 1:
+            total = steps * (per_step_mem + per_step_gemm) + tiles * per_tile_tail
+        else:
+            total = steps * max(per_step_mem, per_step_gemm + 8) + tiles * per_tile_tail / k.threads
+        return total + steps * 20 / k.threads  # instruction overheads
+
+    def default_knobs(self, vthreads: int | None = None) -> Conv2dKnobs:
+        """The best point under `estimate`: re-derived for every config, never a fixed table."""
+        pts = [p for p in self.points() if vthreads is None or p.threads == vthreads]
+        return best(pts, self.estimate)  # type: ignore[no-any-return]
+
+    # -- the how -----------------------------------------------------------------------------------
+    def schedule(self, k: Conv2dKnobs) -> Schedule:
+        """The VTA-style schedule of point `k`, written with the public primitives."""
+        check_knobs(k, self.space(), "conv2d")
+        s_ = self.spec
+        ts = self.tensors()
+        s = Schedule(ts["out"])
+        has_epi = "epi" in s.stages
+        inp = "data_pad" if s_.pad else s.cache_read("data", "inp", ["conv"])
+        s.set_scope(inp, "inp")
+        wgt = s.cache_read("kernel", "wgt", ["conv"])
+        s.set_scope("conv", "acc")
+        if has_epi:
+            s.set_scope("epi", "acc")
+            if s_.epilogue.bias:
+                s.cache_read("bias", "acc", ["epi"])
+                s.pragma("bias.acc", "i0", "dma_copy")
+        s.split("out", "n", k.tile_b)
+        s.split("out", "o", k.tile_oc)
+        s.split("out", "y", k.tile_h)
+        s.split("out", "x", k.tile_w)
+        s.virtual_thread("out", "o.o", k.oc_threads)
+        s.virtual_thread("out", "y.o", k.h_threads)
+        s.reorder("out", "o.o.vt", "y.o.vt", "n.o", "o.o.vi", "y.o.vi", "x.o", "n.i", "o.i", "y.i", "x.i")
+        for stage in ("conv", "epi") if has_epi else ("conv",):
+            s.compute_at(stage, "out", "x.o")
+        store_at = "o.i" if k.tile_w == s_.out_width else "y.i"
+        s.pragma("out", store_at, "dma_copy")
+        if has_epi:
+            s.pragma("epi", "n", "alu")
+        s.split("conv", "ic", k.tile_ic)
+        s.reorder("conv", "ic.o", "n", "o", "y", "x", "ic.i", "ry", "rx", "bi", "oi", "ii")
+        s.tensorize("conv", "bi")
+        for stage in (inp, wgt):
+            s.compute_at(stage, "conv", "ic.o")
+        s.pragma(inp, "y" if s_.pad else "i2", "dma_copy")
+        s.pragma(wgt, "i0", "dma_copy")
+        return s
+
+    # -- data and reference --------------------------------------------------------------------------
+    def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
+        """Seeded int8 data and weights (zeros in padded channels) and int32 bias, packed."""
+        s, t = self.spec, self.target
+        rng = np.random.default_rng(seed)
+        data = rng.integers(-128, 128, (s.batch, s.in_channels, s.height, s.width))
+        kernel = rng.integers(-128, 128, (s.out_channels, s.in_channels, s.kernel, s.kernel))
+        out = {"data": self.pack_data(data), "kernel": self.pack_kernel(kernel)}
+        if s.epilogue.bias:
+            out["bias"] = self.pack_bias(rng.integers(-(1 << 16), 1 << 16, s.out_channels))
+        return out
+
+    def pack_data(self, x: np.ndarray) -> np.ndarray:
+        t = self.target
+        n, c, h, w = x.shape
+        x = np.pad(x, ((0, 0), (0, self.cb * t.block_in - c), (0, 0), (0, 0)))
+        x = x.reshape(self.nb, t.batch, self.cb, t.block_in, h, w).transpose(0, 2, 4, 5, 1, 3)
+        return np.ascontiguousarray(x).astype(t.inp_dtype)
+
+    def pack_kernel(self, w: np.ndarray) -> np.ndarray:
+        t = self.target
+        k, c, r, _ = w.shape
+        w = np.pad(w, ((0, self.kb * t.block_out - k), (0, self.cb * t.block_in - c), (0, 0), (0, 0)))
+        w = w.reshape(self.kb, t.block_out, self.cb, t.block_in, r, r).transpose(0, 2, 4, 5, 1, 3)
+        return np.ascontiguousarray(w).astype(t.wgt_dtype)
+
+    def pack_bias(self, b: np.ndarray) -> np.ndarray:
+        t = self.target
+        b = np.pad(b, (0, self.kb * t.block_out - b.shape[0])).reshape(self.kb, 1, t.block_out)
+        return np.ascontiguousarray(np.broadcast_to(b, (self.kb, t.batch, t.block_out))).astype(t.acc_dtype)
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """Exact numpy conv2d + epilogue on the packed inputs, packed output."""
+        s = self.spec
+        data, kernel = inputs["data"], inputs["kernel"]
+        nb, cb, h, w, b, ci = data.shape
+        x = data.transpose(0, 4, 1, 5, 2, 3).reshape(nb * b, cb * ci, h, w).astype(np.float64)
+        kb, _, r, _, co, _ = kernel.shape
+        wt = kernel.transpose(0, 4, 1, 5, 2, 3).reshape(kb * co, cb * ci, r, r).astype(np.float64)
+        x = np.pad(x, ((0, 0), (0, 0), (s.pad, s.pad), (s.pad, s.pad)))
+        win = np.lib.stride_tricks.sliding_window_view(x, (r, r), axis=(2, 3))
+        win = win[:, :, :: s.stride, :: s.stride][:, :, : s.out_height, : s.out_width]
+        acc = np.einsum("nchwij,kcij->nkhw", win, wt, optimize=True)  # exact: |sums| < 2**53
+        acc = acc.astype(np.int64)
+        bias = None
+        if s.epilogue.bias:
+            bias = inputs["bias"][:, 0, :].reshape(-1)[None, :, None, None]
+        y = s.epilogue.apply(acc, bias)  # (N, K, OH, OW) int8
+        y = y.reshape(nb, b, kb, co, s.out_height, s.out_width).transpose(0, 2, 4, 5, 1, 3)
+        return np.ascontiguousarray(y)
+
+    def describe(self) -> dict[str, Any]:
+        return {"op": self.op, **{k: v for k, v in asdict(self.spec).items() if k != "epilogue"},
+                "epilogue": self.spec.epilogue.to_json()}  # fmt: skip

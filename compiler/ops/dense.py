@@ -1,0 +1,192 @@
+"""Packed int8 dense (matmul) with a fused epilogue: TE definition, schedule space, default.
+
+Layouts: data (M/b, K/ci, b, ci); weight (N/co, K/ci, co, ci); bias (N/co, b, co) int32; output
+(M/b, N/co, b, co) int8.  `pack_*` pads K and N to whole blocks with zeros.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import ScheduleError
+from compiler.ops.common import Epilogue, best, check_knobs, divisors
+from compiler.schedule.schedule import Schedule
+from compiler.target.accel import AcceleratorTarget
+from compiler.te import expr as E
+from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum
+
+
+@dataclass(frozen=True)
+class DenseSpec:
+    m: int
+    k: int
+    n: int
+    epilogue: Epilogue = field(default_factory=Epilogue)
+
+    def __post_init__(self) -> None:
+        for name in ("m", "k", "n"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"dense {name} must be positive, not {getattr(self, name)}")
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.k * self.n
+
+    def name(self) -> str:
+        return f"dense_{self.m}x{self.k}x{self.n}"
+
+
+@dataclass(frozen=True)
+class DenseKnobs:
+    tile_m: int = 1
+    tile_k: int = 1
+    tile_n: int = 1
+    n_threads: int = 1
+    m_threads: int = 1
+
+    @property
+    def threads(self) -> int:
+        return self.n_threads * self.m_threads
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Dense:
+    op = "dense"
+
+    def __init__(self, spec: DenseSpec, target: AcceleratorTarget) -> None:
+        self.spec, self.target = spec, target
+        if spec.m % target.batch:
+            raise ScheduleError(f"dense m={spec.m} is not a multiple of the core's batch {target.batch}")
+        self.mb = spec.m // target.batch
+        self.kb = -(-spec.k // target.block_in)
+        self.nb = -(-spec.n // target.block_out)
+
+    def tensors(self) -> dict[str, Tensor]:
+        t, ep = self.target, self.spec.epilogue
+        acc = t.acc_dtype
+        data = placeholder((self.mb, self.kb, t.batch, t.block_in), t.inp_dtype, "data")
+        weight = placeholder((self.nb, self.kb, t.block_out, t.block_in), t.wgt_dtype, "weight")
+        ko, ki = reduce_axis(self.kb, "ko"), reduce_axis(t.block_in, "ki")
+        shape = (self.mb, self.nb, t.batch, t.block_out)
+        gemm = compute(shape, lambda m, n, bi, oi: sum(
+            E.cast(acc, data[m, ko, bi, ki]) * E.cast(acc, weight[n, ko, oi, ki]), [ko, ki]), "gemm")
+        out: dict[str, Tensor] = {"data": data, "weight": weight}
+        result = gemm
+        if ep.alu_ops:
+            bias = None
+            if ep.bias:
+                bias = out["bias"] = placeholder((self.nb, t.batch, t.block_out), acc, "bias")
+            result = compute(shape, lambda m, n, bi, oi: ep.expr(
+                gemm[m, n, bi, oi], bias[n, bi, oi] if bias is not None else None), "epi")  # fmt: skip
+        out["out"] = compute(shape, lambda m, n, bi, oi: E.cast(t.out_dtype, result[m, n, bi, oi]), "out")
+        return out
+
+    def space(self) -> dict[str, list[int]]:
+        return {"tile_m": divisors(self.mb), "tile_k": divisors(self.kb), "tile_n": divisors(self.nb),
+                "n_threads": [1, 2, 4], "m_threads": [1, 2, 4]}  # fmt: skip
+
+    def points(self) -> list[DenseKnobs]:
+        return [DenseKnobs(*v) for v in itertools.product(*self.space().values())]
+
+    def footprint(self, k: DenseKnobs) -> dict[str, int]:
+        bias = self.nb if self.spec.epilogue.bias else 0
+        return {"inp": k.threads * k.tile_m * k.tile_k, "wgt": k.threads * k.tile_n * k.tile_k,
+                "acc": k.threads * k.tile_m * k.tile_n + bias}  # fmt: skip
+
+    def fits(self, k: DenseKnobs) -> bool:
+        if self.nb % (k.tile_n * k.n_threads) or self.mb % (k.tile_m * k.m_threads):
+            return False
+        need = self.footprint(k)
+        return all(need[n] <= self.target.scope(n).depth for n in need)
+
+    def estimate(self, k: DenseKnobs) -> float | None:
+        if not self.fits(k):
+            return None
+        cfg = self.target.cfg
+        tiles = (self.mb // k.tile_m) * (self.nb // k.tile_n)
+        steps = tiles * (self.kb // k.tile_k)
+        step_bytes = k.tile_m * k.tile_k * cfg.inp_elem_bytes + k.tile_n * k.tile_k * cfg.wgt_elem_bytes
+        step_mem = step_bytes / min(cfg.bus_bytes, cfg.dram_bytes_per_cycle) + cfg.dram_latency_cycles
+        step_gemm = k.tile_m * k.tile_n * k.tile_k
+        tail = k.tile_m * k.tile_n * (self.spec.epilogue.alu_ops + 1) + cfg.dram_latency_cycles
+        if k.threads == 1:
+            return steps * (step_mem + step_gemm) + tiles * tail + steps * 20
+        return steps * max(step_mem, step_gemm + 8) + tiles * tail / k.threads + steps * 20 / k.threads
+
+    def default_knobs(self, vthreads: int | None = None) -> DenseKnobs:
+        pts = [p for p in self.points() if vthreads is None or p.threads == vthreads]
+        return best(pts, self.estimate)  # type: ignore[no-any-return]
+
+    def schedule(self, k: DenseKnobs) -> Schedule:
+        check_knobs(k, self.space(), "dense")
+        ts = self.tensors()
+        s = Schedule(ts["out"])
+        has_epi = "epi" in s.stages
+        s.cache_read("data", "inp", ["gemm"])
+        s.cache_read("weight", "wgt", ["gemm"])
+        s.set_scope("gemm", "acc")
+        if has_epi:
+            s.set_scope("epi", "acc")
+            if self.spec.epilogue.bias:
+                s.cache_read("bias", "acc", ["epi"])
+                s.pragma("bias.acc", "i0", "dma_copy")
+        s.split("out", "m", k.tile_m)
+        s.split("out", "n", k.tile_n)
+        s.virtual_thread("out", "n.o", k.n_threads)
+        s.virtual_thread("out", "m.o", k.m_threads)
+        s.reorder("out", "n.o.vt", "m.o.vt", "m.o.vi", "n.o.vi", "m.i", "n.i")
+        for stage in ("gemm", "epi") if has_epi else ("gemm",):
+            s.compute_at(stage, "out", "n.o.vi")
+        s.pragma("out", "m.i", "dma_copy")
+        if has_epi:
+            s.pragma("epi", "m", "alu")
+        s.split("gemm", "ko", k.tile_k)
+        s.reorder("gemm", "ko.o", "m", "n", "ko.i", "bi", "oi", "ki")
+        s.tensorize("gemm", "bi")
+        for stage in ("data.inp", "weight.wgt"):
+            s.compute_at(stage, "gemm", "ko.o")
+            s.pragma(stage, "i0", "dma_copy")
+        return s
+
+    def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
+        s = self.spec
+        rng = np.random.default_rng(seed)
+        out = {"data": self.pack_data(rng.integers(-128, 128, (s.m, s.k))),
+               "weight": self.pack_weight(rng.integers(-128, 128, (s.n, s.k)))}  # fmt: skip
+        if s.epilogue.bias:
+            out["bias"] = self.pack_bias(rng.integers(-(1 << 16), 1 << 16, s.n))
+        return out
+
+    def pack_data(self, x: np.ndarray) -> np.ndarray:
+        t = self.target
+        x = np.pad(x, ((0, 0), (0, self.kb * t.block_in - x.shape[1])))
+        x = x.reshape(self.mb, t.batch, self.kb, t.block_in).transpose(0, 2, 1, 3)
+        return np.ascontiguousarray(x).astype(t.inp_dtype)
+
+    def pack_weight(self, w: np.ndarray) -> np.ndarray:
+        t = self.target
+        w = np.pad(w, ((0, self.nb * t.block_out - w.shape[0]), (0, self.kb * t.block_in - w.shape[1])))
+        w = w.reshape(self.nb, t.block_out, self.kb, t.block_in).transpose(0, 2, 1, 3)
+        return np.ascontiguousarray(w).astype(t.wgt_dtype)
+
+    def pack_bias(self, b: np.ndarray) -> np.ndarray:
+        t = self.target
+        b = np.pad(b, (0, self.nb * t.block_out - b.shape[0])).reshape(self.nb, 1, t.block_out)
+        return np.ascontiguousarray(np.broadcast_to(b, (self.nb, t.batch, t.block_out))).astype(t.acc_dtype)
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        acc = np.einsum("mkbi,nkoi->mbno", inputs["data"].astype(np.int64),
+                        inputs["weight"].astype(np.int64))  # fmt: skip
+        bias = inputs["bias"][None, :, :, :].transpose(0, 2, 1, 3) if self.spec.epilogue.bias else None
+        y = self.spec.epilogue.apply(acc, bias)  # (mb, b, nb, co)
+        return np.ascontiguousarray(y.transpose(0, 2, 1, 3))
+
+    def describe(self) -> dict[str, Any]:
+        return {"op": self.op, "m": self.spec.m, "k": self.spec.k, "n": self.spec.n,
+                "epilogue": self.spec.epilogue.to_json()}  # fmt: skip
