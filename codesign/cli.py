@@ -10,6 +10,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from compiler.errors import ScheduleError, TensorExprError
 from hw.config import ConfigError
 from hw.isa import EncodingError
 from hw.program import ProgramError
@@ -17,18 +18,18 @@ from hw.verilog import ToolchainError
 from sim.backend import SimulationError
 
 # Errors reported in one line with exit status 2: bad input, or an external tool that failed.
-USER_ERRORS = (ConfigError, ProgramError, SimulationError, EncodingError, ValueError, OSError,
-               ToolchainError)  # fmt: skip
+USER_ERRORS = (ConfigError, ProgramError, SimulationError, EncodingError, ScheduleError,
+               TensorExprError, ValueError, OSError, ToolchainError)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from codesign import cmd_bench, cmd_config, cmd_isa, cmd_sim
+    from codesign import cmd_bench, cmd_config, cmd_isa, cmd_op, cmd_sim
 
     parser = argparse.ArgumentParser(
         prog="codesign", description="Hardware-software co-design workbench."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (cmd_config, cmd_isa, cmd_sim, cmd_bench):
+    for module in (cmd_config, cmd_isa, cmd_sim, cmd_op, cmd_bench):
         module.register(sub)
     try:
         cmd_hw = importlib.import_module("codesign.cmd_hw")

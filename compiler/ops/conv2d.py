@@ -128,8 +128,8 @@ class Conv2d:
                 bias = out["bias"] = placeholder((self.kb, t.batch, t.block_out), acc, "bias")
             result = compute(shape, lambda n, o, y, x, bi, oi: ep.expr(
                 conv[n, o, y, x, bi, oi], bias[o, bi, oi] if bias is not None else None), "epi")  # fmt: skip
-        out["out"] = compute(shape, lambda n, o, y, x, bi, oi: E.cast(t.out_dtype, result[n, o, y, x, bi, oi]),
-                             "out")  # fmt: skip
+        out["out"] = compute(
+            shape, lambda n, o, y, x, bi, oi: E.cast(t.out_dtype, result[n, o, y, x, bi, oi]), "out")
         return out
 
     # -- the space -----------------------------------------------------------------------------------
@@ -166,31 +166,31 @@ class Conv2d:
         return all(need[n] <= self.target.scope(n).depth for n in need)
 
     def estimate(self, k: Conv2dKnobs) -> float | None:
-        """A quick analytic cycle estimate (None when the point does not fit): used only to pick
-        the default; the timing model and the RTL give the real figure."""
+        """A quick analytic cycle estimate (None when the point does not fit), used only to pick
+        the default: loads are one DMA latency plus bytes over the bus per instruction; the
+        compute module runs GEMM and the ALU epilogue; threads overlap the two."""
         if not self.fits(k):
             return None
-        s, t, cfg = self.spec, self.target, self.target.cfg
+        s, cfg = self.spec, self.target.cfg
         tiles = (self.nb // k.tile_b) * (self.kb // k.tile_oc) * (s.out_height // k.tile_h) * (
             s.out_width // k.tile_w)
         steps = tiles * (self.cb // k.tile_ic)
         in_h, in_w = (k.tile_h - 1) * s.stride + s.kernel, (k.tile_w - 1) * s.stride + s.kernel
-        per_step_bytes = (k.tile_b * k.tile_ic * in_h * in_w * cfg.inp_elem_bytes
-                          + k.tile_oc * k.tile_ic * s.kernel ** 2 * cfg.wgt_elem_bytes)  # fmt: skip
         bandwidth = min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
-        per_step_mem = per_step_bytes / bandwidth + cfg.dram_latency_cycles
-        per_step_gemm = k.tile_b * k.tile_oc * k.tile_h * k.tile_w * k.tile_ic * s.kernel ** 2
+        inp_bytes = k.tile_b * k.tile_ic * in_h * in_w * cfg.inp_elem_bytes
+        wgt_bytes = k.tile_oc * k.tile_ic * s.kernel**2 * cfg.wgt_elem_bytes
+        dmas = k.tile_b * k.tile_ic + 1
+        load = steps * ((inp_bytes + wgt_bytes) / bandwidth + dmas * cfg.dram_latency_cycles)
         acc_elems = k.tile_b * k.tile_oc * k.tile_h * k.tile_w
-        per_tile_tail = acc_elems * (s.epilogue.alu_ops + 1) + cfg.dram_latency_cycles
+        compute = (steps * (acc_elems * k.tile_ic * s.kernel**2 + 10)
+                   + tiles * acc_elems * (s.epilogue.alu_ops + 1))  # fmt: skip
         if k.threads == 1:
-            total = steps * (per_step_mem + per_step_gemm) + tiles * per_tile_tail
-        else:
-            total = steps * max(per_step_mem, per_step_gemm + 8) + tiles * per_tile_tail / k.threads
-        return total + steps * 20 / k.threads  # instruction overheads
+            return compute + load
+        return max(compute, load) + load / steps * k.threads
 
     def default_knobs(self, vthreads: int | None = None) -> Conv2dKnobs:
         """The best point under `estimate`: re-derived for every config, never a fixed table."""
-        pts = [p for p in self.points() if vthreads is None or p.threads == vthreads]
+        pts = [p for p in self.points() if p.threads == vthreads or (vthreads is None and p.threads <= 2)]
         return best(pts, self.estimate)  # type: ignore[no-any-return]
 
     # -- the how -----------------------------------------------------------------------------------
@@ -235,7 +235,7 @@ class Conv2d:
     # -- data and reference --------------------------------------------------------------------------
     def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
         """Seeded int8 data and weights (zeros in padded channels) and int32 bias, packed."""
-        s, t = self.spec, self.target
+        s = self.spec
         rng = np.random.default_rng(seed)
         data = rng.integers(-128, 128, (s.batch, s.in_channels, s.height, s.width))
         kernel = rng.integers(-128, 128, (s.out_channels, s.in_channels, s.kernel, s.kernel))
@@ -246,7 +246,7 @@ class Conv2d:
 
     def pack_data(self, x: np.ndarray) -> np.ndarray:
         t = self.target
-        n, c, h, w = x.shape
+        _, c, h, w = x.shape
         x = np.pad(x, ((0, 0), (0, self.cb * t.block_in - c), (0, 0), (0, 0)))
         x = x.reshape(self.nb, t.batch, self.cb, t.block_in, h, w).transpose(0, 2, 4, 5, 1, 3)
         return np.ascontiguousarray(x).astype(t.inp_dtype)

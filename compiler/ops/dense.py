@@ -106,21 +106,23 @@ class Dense:
         return all(need[n] <= self.target.scope(n).depth for n in need)
 
     def estimate(self, k: DenseKnobs) -> float | None:
+        """Analytic cycles, as Conv2d.estimate: used only to pick the default."""
         if not self.fits(k):
             return None
         cfg = self.target.cfg
         tiles = (self.mb // k.tile_m) * (self.nb // k.tile_n)
         steps = tiles * (self.kb // k.tile_k)
         step_bytes = k.tile_m * k.tile_k * cfg.inp_elem_bytes + k.tile_n * k.tile_k * cfg.wgt_elem_bytes
-        step_mem = step_bytes / min(cfg.bus_bytes, cfg.dram_bytes_per_cycle) + cfg.dram_latency_cycles
-        step_gemm = k.tile_m * k.tile_n * k.tile_k
-        tail = k.tile_m * k.tile_n * (self.spec.epilogue.alu_ops + 1) + cfg.dram_latency_cycles
+        load = steps * (step_bytes / min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
+                        + 2 * cfg.dram_latency_cycles)  # fmt: skip
+        acc_elems = k.tile_m * k.tile_n
+        compute = steps * (acc_elems * k.tile_k + 10) + tiles * acc_elems * (self.spec.epilogue.alu_ops + 1)
         if k.threads == 1:
-            return steps * (step_mem + step_gemm) + tiles * tail + steps * 20
-        return steps * max(step_mem, step_gemm + 8) + tiles * tail / k.threads + steps * 20 / k.threads
+            return compute + load
+        return max(compute, load) + load / steps * k.threads
 
     def default_knobs(self, vthreads: int | None = None) -> DenseKnobs:
-        pts = [p for p in self.points() if vthreads is None or p.threads == vthreads]
+        pts = [p for p in self.points() if p.threads == vthreads or (vthreads is None and p.threads <= 2)]
         return best(pts, self.estimate)  # type: ignore[no-any-return]
 
     def schedule(self, k: DenseKnobs) -> Schedule:

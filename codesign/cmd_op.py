@@ -1,0 +1,94 @@
+"""`codesign op conv2d|dense`: compile one operator, run it with seeded data, check it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from codesign.cli import add_config_args
+from codesign.op_run import compile_and_run
+from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec, Epilogue, Operator
+from compiler.target import AcceleratorTarget
+from hw.config import resolve
+from sim.backends import NAMES, make_backend
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    group = sub.add_parser("op", help="compile and run one operator").add_subparsers(
+        dest="action", required=True, metavar="OP"
+    )
+    conv = group.add_parser("conv2d", help="packed int8 conv2d + epilogue")
+    conv.add_argument("--in", dest="shape", required=True, metavar="N,C,H,W")
+    conv.add_argument("--out-channels", type=int, required=True)
+    conv.add_argument("--kernel", type=int, default=3)
+    conv.add_argument("--stride", type=int, default=1)
+    conv.add_argument("--pad", type=int, default=0)
+    _common(conv)
+    conv.set_defaults(run=_run, make=_conv)
+    dense = group.add_parser("dense", help="packed int8 matmul + epilogue")
+    dense.add_argument("--m", type=int, required=True)
+    dense.add_argument("--k", type=int, required=True)
+    dense.add_argument("--n", type=int, required=True)
+    _common(dense)
+    dense.set_defaults(run=_run, make=_dense)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    add_config_args(p)
+    p.add_argument("--backend", choices=NAMES, default="fsim")
+    p.add_argument("--vthreads", default="auto", help="auto, or a virtual-thread count")
+    p.add_argument("--schedule", help="a schedule file (JSON with 'records' or 'knobs')")
+    p.add_argument("--save-schedule", help="write the schedule used to this file")
+    p.add_argument("--print-ir", action="store_true", help="print the final loop IR")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-bias", action="store_true")
+    p.add_argument("--multiplier", type=int, default=None)
+    p.add_argument("--shift", type=int, default=8)
+    p.add_argument("--no-relu", action="store_true", help="clip to [-128, 127] instead of [0, 127]")
+    p.add_argument("--json", action="store_true")
+
+
+def _epilogue(args: argparse.Namespace) -> Epilogue:
+    return Epilogue(bias=not args.no_bias, multiplier=args.multiplier, shift=args.shift,
+                    clip=(-128, 127) if args.no_relu else (0, 127))  # fmt: skip
+
+
+def _conv(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
+    try:
+        n, c, h, w = (int(v) for v in args.shape.split(","))
+    except ValueError:
+        raise ValueError(f"--in {args.shape!r} must be four integers N,C,H,W") from None
+    spec = Conv2dSpec(n, c, h, w, args.out_channels, args.kernel, args.stride, args.pad, _epilogue(args))
+    return Conv2d(spec, target)
+
+
+def _dense(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
+    return Dense(DenseSpec(args.m, args.k, args.n, _epilogue(args)), target)
+
+
+def _vthreads(text: str) -> int | None:
+    if text == "auto":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"--vthreads must be auto or a positive integer, not {text!r}")
+    return int(text)
+
+
+def _run(args: argparse.Namespace) -> int:
+    cfg = resolve(args.config, args.set)
+    op = args.make(args, AcceleratorTarget(cfg))
+    backend = make_backend(args.backend, cfg)
+    compiled, result = compile_and_run(op, backend, schedule=args.schedule,
+                                       vthreads=_vthreads(args.vthreads), seed=args.seed)  # fmt: skip
+    if args.save_schedule:
+        compiled.schedule.save(args.save_schedule)
+    if args.print_ir:
+        print(compiled.built.print_ir())
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key in ("op", "config", "backend", "correct", "cycles", "gemm_uops", "utilization",
+                    "instructions", "dram_bytes_read", "compile_s"):  # fmt: skip
+            print(f"{key}: {result[key]}")
+        print("schedule:\n  " + str(compiled.schedule).replace("\n", "\n  "))
+    return 0 if result["correct"] else 1

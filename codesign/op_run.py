@@ -1,0 +1,60 @@
+"""Compile one operator, run it on a backend with seeded data, compare with numpy: the figures
+of `codesign op` and `codesign bench layers`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import ScheduleError
+from compiler.ops import CompiledOp, Operator, compile_op, knobs_from_json
+from compiler.schedule import records as R
+from sim.backend import Backend
+
+
+def schedule_source(op: Operator, path: str | None, vthreads: int | None) -> dict[str, Any]:
+    """Keyword arguments of `compile_op` for a schedule file, a forced thread count, or neither."""
+    if path is None:
+        return {"knobs": op.default_knobs(vthreads)}
+    p = Path(path)
+    if not p.is_file():
+        raise ScheduleError(f"{path}: no such schedule file")
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise ScheduleError(f"{path}: not valid JSON ({exc})") from None
+    if isinstance(data, dict) and isinstance(data.get("knobs"), dict) and "records" not in data:
+        return {"knobs": knobs_from_json(op, data["knobs"])}
+    if isinstance(data, dict) and isinstance(data.get("records"), list):
+        return {"records": [R.from_json(r, f"{path} record {i}") for i, r in enumerate(data["records"])]}
+    raise ScheduleError(f"{path}: expected an object with 'records' (a list) or 'knobs' (an object)")
+
+
+def run_compiled(op: Operator, compiled: CompiledOp, backend: Backend, seed: int = 0) -> dict[str, Any]:
+    inputs = op.random_inputs(seed)
+    result = backend.run(compiled.built.program, inputs)
+    expected = op.reference(inputs)
+    stats = result.stats
+    correct = bool(np.array_equal(result.outputs["out"], expected))
+    cycles = stats.cycles
+    return {
+        **op.describe(),
+        "config": backend.config.name, "backend": backend.name, "correct": correct,
+        "cycles": cycles, "gemm_uops": stats.gemm_uops,
+        "utilization": None if not cycles else stats.gemm_uops / cycles,
+        "instructions": int(compiled.built.program.insns.shape[0]),
+        "dram_bytes_read": stats.inp_load_bytes + stats.wgt_load_bytes + stats.acc_load_bytes
+        + stats.uop_load_bytes,
+        "compile_s": compiled.compile_s,
+        "schedule": compiled.schedule_json(),
+        "stats": stats.to_dict(),
+    }  # fmt: skip
+
+
+def compile_and_run(op: Operator, backend: Backend, *, schedule: str | None = None,
+                    vthreads: int | None = None, seed: int = 0) -> tuple[CompiledOp, dict[str, Any]]:  # fmt: skip
+    compiled = compile_op(op, **schedule_source(op, schedule, vthreads))
+    return compiled, run_compiled(op, compiled, backend, seed)
