@@ -18,8 +18,10 @@ from hw.config import AcceleratorConfig
 from hw.program import Program
 from hw.verilog import DesignFactory
 from sim.backend import RunResult, SimulationError, Stats
+from sim.rtl import trace
 from sim.rtl.build import library_for
 from sim.rtl.ports import COUNTER_FIELDS
+from sim.trace import Activity
 
 DEFAULT_MAX_CYCLES = 50_000_000
 
@@ -47,6 +49,10 @@ class _Library:
         lib.sim_counter_names.restype = ctypes.c_char_p
         lib.sim_n_results.restype = ctypes.c_uint64
         lib.sim_bus_bytes.restype = ctypes.c_uint64
+        lib.sim_trace_enable.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.sim_trace_length.argtypes = [ctypes.c_void_p]
+        lib.sim_trace_length.restype = ctypes.c_uint64
+        lib.sim_trace_copy.argtypes = [ctypes.c_void_p, _U64P]
         names = tuple(lib.sim_counter_names().decode().strip(",").split(","))
         if names != COUNTER_FIELDS:
             raise RuntimeError(f"{path}: harness counters {names} differ from Stats {COUNTER_FIELDS}")
@@ -98,6 +104,18 @@ class RtlSimulator:
         insns = program.insn_region
         result = self.run_image(dram, insns.offset, insns.shape[0])
         return RunResult(program.read_outputs(dram), result, dram)
+
+    def run_traced(self, program: Program,
+                   inputs: Mapping[str, np.ndarray]) -> tuple[RunResult, Activity]:  # fmt: skip
+        """`run`, recording the activity of every module and memory channel (slower)."""
+        self._lib.lib.sim_trace_enable(self._handle, 1)
+        try:
+            result = self.run(program, inputs)
+        finally:
+            self._lib.lib.sim_trace_enable(self._handle, 0)
+        rle = np.zeros(int(self._lib.lib.sim_trace_length(self._handle)), dtype=np.uint64)
+        self._lib.lib.sim_trace_copy(self._handle, rle.ctypes.data_as(_U64P))
+        return result, trace.activity(rle, result.stats.cycles or 0, program.decoded(self.config))
 
     def run_image(self, dram: np.ndarray, insn_addr: int, insn_count: int) -> Stats:
         """Run the instructions at byte `insn_addr` of `dram` (uint8, updated in place)."""

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <vector>
 
 #include "Vaccel.h"
 #include "verilated.h"
@@ -63,9 +64,37 @@ struct Burst {
     uint64_t ready_cycle;
 };
 
+// Activity trace (only when enabled, so untraced runs keep their speed): one bit per event
+// of a cycle, from the hardware's own counters (a counter that advanced in a cycle means its
+// event signal was high) and the memory handshakes; stored run-length encoded as
+// (first cycle, mask) pairs, a pair whenever the mask changes.  Bits: sim/rtl/trace.py.
+enum TraceBit { T_LOAD_BUSY, T_LOAD_STALL, T_COMPUTE_BUSY, T_COMPUTE_STALL, T_STORE_BUSY,
+                T_STORE_STALL, T_GEMM_BUSY, T_LOAD_INSN, T_COMPUTE_INSN, T_STORE_INSN,
+                T_GEMM_UOP, T_ALU_UOP, T_AR, T_R, T_R_LAST, T_AW, T_W, T_W_LAST };
+
+struct Trace {
+    bool on = false;
+    std::vector<uint64_t> rle;
+    uint64_t mask = ~uint64_t(0);
+    uint64_t prev[12] = {};
+
+    void clear() {
+        rle.clear();
+        mask = ~uint64_t(0);
+        std::memset(prev, 0, sizeof prev);
+    }
+    void record(uint64_t now, uint64_t bits) {
+        if (bits == mask) return;
+        mask = bits;
+        rle.push_back(now);
+        rle.push_back(bits);
+    }
+};
+
 struct Sim {
     VerilatedContext ctx;
     Vaccel* top;
+    Trace trace;
     Sim() { top = new Vaccel{&ctx, "accel"}; }
     ~Sim() {
         top->final();
@@ -100,6 +129,8 @@ struct Run {
     uint64_t dram_bytes;
     const uint64_t* p;
     uint64_t* r;
+    Trace* trace;
+    uint64_t bits = 0;  // this cycle's handshake bits, for the trace
     std::deque<Burst> reads, writes;
     uint64_t credit = 0;
     bool write_turn = false;
@@ -164,8 +195,10 @@ struct Run {
             top->mem_r_last = 0;
         }
         top->eval();
+        bits = 0;
 
         if (r_offer && top->mem_r_ready) {
+            bits |= 1u << T_R | uint64_t(top->mem_r_last) << T_R_LAST;
             credit -= BUS_BYTES;
             write_turn = true;
             ++r[R_READ_BEATS];
@@ -174,6 +207,7 @@ struct Run {
         if (top->mem_aw_valid && top->mem_aw_ready) {
             uint64_t addr = top->mem_aw_addr, len = top->mem_aw_len;
             if (!check(C_WRITE, addr, len)) return false;
+            bits |= 1u << T_AW;
             writes.push_back({addr, len + 1, 0, now});
         }
         if (w_offer && top->mem_w_valid) {
@@ -183,6 +217,7 @@ struct Run {
             if (bool(top->mem_w_last) != last)
                 return fail(S_PROTOCOL, X_W_LAST, C_WRITE, w.addr, w.beats * BUS_BYTES, w.beat);
             write_beat(w);
+            bits |= 1u << T_W | uint64_t(last) << T_W_LAST;
             credit -= BUS_BYTES;
             write_turn = false;
             ++r[R_WRITE_BEATS];
@@ -191,11 +226,30 @@ struct Run {
         if (top->mem_ar_valid && top->mem_ar_ready) {
             uint64_t addr = top->mem_ar_addr, len = top->mem_ar_len;
             if (!check(C_READ, addr, len)) return false;
+            bits |= 1u << T_AR;
             reads.push_back({addr, len + 1, 0, now + p[P_LATENCY]});
         }
         top->clk = 1;
         top->eval();
+        if (trace->on) record(now);
         return true;
+    }
+
+    // The events of cycle `now`: counters that advanced at its clock edge, and the handshakes.
+    void record(uint64_t now) {
+        const uint64_t counters[12] = {
+            as_u64(top->cnt_load_busy_cycles), as_u64(top->cnt_load_stall_cycles),
+            as_u64(top->cnt_compute_busy_cycles), as_u64(top->cnt_compute_stall_cycles),
+            as_u64(top->cnt_store_busy_cycles), as_u64(top->cnt_store_stall_cycles),
+            as_u64(top->cnt_gemm_busy_cycles), as_u64(top->cnt_load_insns),
+            as_u64(top->cnt_compute_insns), as_u64(top->cnt_store_insns),
+            as_u64(top->cnt_gemm_uops), as_u64(top->cnt_alu_uops)};
+        uint64_t mask = bits;
+        for (int i = 0; i < 12; ++i) {
+            if (counters[i] > trace->prev[i]) mask |= uint64_t(1) << i;
+            trace->prev[i] = counters[i];
+        }
+        trace->record(now, mask);
     }
 
     void finish(uint64_t cycles) {
@@ -221,15 +275,27 @@ void* sim_new() { return new Sim(); }
 
 void sim_free(void* handle) { delete static_cast<Sim*>(handle); }
 
+// Record an activity trace in the following runs (or stop recording).
+void sim_trace_enable(void* handle, int on) { static_cast<Sim*>(handle)->trace.on = on != 0; }
+
+// Length (uint64 words) of the last run's trace, and a copy of it into `out`.
+uint64_t sim_trace_length(void* handle) { return static_cast<Sim*>(handle)->trace.rle.size(); }
+void sim_trace_copy(void* handle, uint64_t* out) {
+    const std::vector<uint64_t>& rle = static_cast<Sim*>(handle)->trace.rle;
+    std::memcpy(out, rle.data(), rle.size() * sizeof(uint64_t));
+}
+
 // Runs the program at params[P_INSN_ADDR] to completion; see the enums for the slots.
 int sim_run(void* handle, uint8_t* dram, uint64_t dram_bytes, const uint64_t* params,
             uint64_t* result) {
-    Vaccel* top = static_cast<Sim*>(handle)->top;
+    Sim* sim = static_cast<Sim*>(handle);
+    Vaccel* top = sim->top;
     std::memset(result, 0, N_RESULTS * sizeof(uint64_t));
+    sim->trace.clear();
     reset(top);
     top->insn_addr = static_cast<uint32_t>(params[P_INSN_ADDR]);
     top->insn_count = static_cast<uint32_t>(params[P_INSN_COUNT]);
-    Run run{top, dram, dram_bytes, params, result};
+    Run run{top, dram, dram_bytes, params, result, &sim->trace};
     uint64_t now = 0, progress = 0, progress_at = 0;
     for (;; ++now) {
         if (now > 0 && top->done) {
@@ -258,6 +324,7 @@ int sim_run(void* handle, uint8_t* dram, uint64_t dram_bytes, const uint64_t* pa
         if (!run.cycle(now)) break;
     }
     run.finish(now);
+    if (sim->trace.on) sim->trace.record(now, 0);  // the end of the last run of bits
     return static_cast<int>(result[R_STATUS]);
 }
 

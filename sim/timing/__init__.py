@@ -1,0 +1,170 @@
+"""`timing`: a cycle-level model of hw/rtl that computes no tensor values.
+
+`TimingSimulator(cfg).run(program, inputs)` returns the `Stats` of the rtl backend -- cycles,
+busy and stall cycles per module, GEMM busy cycles -- predicted by an event model of the
+micro-architecture of hw/rtl/CONTRACT.md (model.cpp, compiled once through the build cache),
+plus the functional counters, which equal fsim's exactly.  Outputs are empty and the DRAM image
+is not simulated: the model moves no data, so it needs no inputs (any given are ignored).
+
+The DRAM model (latency, bytes per cycle) defaults to the config's and can be overridden per
+simulator, as on the rtl backend.  A program whose modules wait on each other forever raises
+SimulationError naming the blocked instructions, as fsim does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from hw import isa
+from hw.config import AcceleratorConfig
+from hw.program import Program
+from sim.backend import RunResult, SimulationError, Stats
+from sim.rtl.backend import check_positive
+from sim.timing import build, decode
+from sim.timing.trace import activity
+
+DEFAULT_MAX_CYCLES = 1 << 40
+_PARAMS = ("bus_bytes", "max_burst", "inflight", "latency", "bytes_per_cycle", "queue_depth",
+           "token_max", "insn_addr", "insn_count", "out_elem_bytes", "trace", "max_cycles",
+           "fast")  # fmt: skip
+_DONE, _DEADLOCK, _CYCLE_LIMIT, _FINISH_EARLY = range(4)
+_MODULES = ("load", "compute", "store")
+_QUEUES = ("load->compute", "compute->load", "compute->store", "store->compute")
+_I64P = ctypes.POINTER(ctypes.c_int64)
+
+
+class _Library:
+    _loaded: dict[Path, _Library] = {}
+
+    def __init__(self, path: Path) -> None:
+        lib = ctypes.CDLL(str(path))
+        lib.tm_new.restype = ctypes.c_void_p
+        lib.tm_free.argtypes = [ctypes.c_void_p]
+        lib.tm_run.argtypes = [ctypes.c_void_p, _I64P, ctypes.c_int64, _I64P, _I64P]
+        lib.tm_run.restype = ctypes.c_int
+        for name in ("tm_n_fields", "tm_n_params", "tm_n_results"):
+            getattr(lib, name).restype = ctypes.c_int64
+        lib.tm_trace_length.argtypes = [ctypes.c_void_p]
+        lib.tm_trace_length.restype = ctypes.c_int64
+        lib.tm_trace_copy.argtypes = [ctypes.c_void_p, _I64P]
+        if lib.tm_n_fields() != len(decode.FIELDS) or lib.tm_n_params() != len(_PARAMS):
+            raise RuntimeError(f"{path}: model fields/params differ from sim/timing/decode.py")
+        self.lib = lib
+        self.n_results = int(lib.tm_n_results())
+
+    @classmethod
+    def load(cls) -> _Library:
+        path = build.library()
+        if path not in cls._loaded:
+            cls._loaded[path] = cls(path)
+        return cls._loaded[path]
+
+
+class TimingSimulator:
+    """Backend `timing`.  `fast=False` steps long streaming reads cycle by cycle (for tests of
+    the closed-form fast path; same results)."""
+
+    name = "timing"
+
+    def __init__(self, cfg: AcceleratorConfig, *, dram_latency_cycles: int | None = None,
+                 dram_bytes_per_cycle: int | None = None, max_cycles: int = DEFAULT_MAX_CYCLES,
+                 fast: bool = True) -> None:  # fmt: skip
+        self.config = cfg
+        self.dram_latency_cycles = check_positive(
+            "dram_latency_cycles", cfg.dram_latency_cycles if dram_latency_cycles is None
+            else dram_latency_cycles)  # fmt: skip
+        self.dram_bytes_per_cycle = check_positive(
+            "dram_bytes_per_cycle", cfg.dram_bytes_per_cycle if dram_bytes_per_cycle is None
+            else dram_bytes_per_cycle)  # fmt: skip
+        self.max_cycles = check_positive("max_cycles", max_cycles)
+        self.fast = fast
+        self._lib = _Library.load()
+        self._handle = ctypes.c_void_p(self._lib.lib.tm_new())
+
+    def __del__(self) -> None:
+        handle = getattr(self, "_handle", None)
+        if handle is not None and handle.value:
+            self._lib.lib.tm_free(handle)
+            handle.value = None
+
+    def run(self, program: Program, inputs: Mapping[str, np.ndarray] | None = None) -> RunResult:
+        stats, _ = self._simulate(program, trace=False)
+        return RunResult({}, stats, np.zeros(0, dtype=np.uint8))
+
+    def run_traced(self, program: Program, inputs: Mapping[str, np.ndarray] | None = None):  # type: ignore[no-untyped-def]
+        """`run`, with the activity of every module and memory channel (`sim.trace.Activity`)."""
+        stats, act = self._simulate(program, trace=True)
+        return RunResult({}, stats, np.zeros(0, dtype=np.uint8)), act
+
+    def _simulate(self, program: Program, *, trace: bool):  # type: ignore[no-untyped-def]
+        cfg = self.config
+        program.check_config(cfg)
+        cols = decode.columns(program, cfg)
+        decode.check(cols, cfg, program.dram_bytes, lambda i: _describe(program, cfg, i))
+        rows = np.ascontiguousarray(decode.rows(cols, cfg))
+        params = np.array([
+            cfg.bus_bytes, cfg.max_burst_beats, cfg.mem_inflight, self.dram_latency_cycles,
+            self.dram_bytes_per_cycle, cfg.cmd_queue_depth, (1 << cfg.token_counter_bits) - 1,
+            program.insn_region.offset, cols.count, cfg.out_elem_bytes, int(trace),
+            self.max_cycles, int(self.fast),
+        ], dtype=np.int64)  # fmt: skip
+        out = np.zeros(self._lib.n_results, dtype=np.int64)
+        lib = self._lib.lib
+        status = lib.tm_run(self._handle, rows.ctypes.data_as(_I64P), cols.count,
+                            params.ctypes.data_as(_I64P), out.ctypes.data_as(_I64P))  # fmt: skip
+        if status != _DONE:
+            raise SimulationError(self._failure(status, out, program))
+        stats = Stats(cycles=int(out[1]), **_timing_counters(out), **decode.functional_stats(cols, cfg))
+        if not trace:
+            return stats, None
+        raw = np.zeros(int(lib.tm_trace_length(self._handle)), dtype=np.int64)
+        lib.tm_trace_copy(self._handle, raw.ctypes.data_as(_I64P))
+        return stats, activity(raw, stats.cycles or 0, cols)
+
+    def _failure(self, status: int, out: np.ndarray, program: Program) -> str:
+        cfg = self.config
+        if status == _CYCLE_LIMIT:
+            return f"timing: no FINISH within max_cycles={self.max_cycles}"
+        lines = []
+        for m, name in enumerate(_MODULES):
+            head, wait = int(out[9 + m]), int(out[12 + m])
+            if head < 0:
+                lines.append(f"  {name}: idle (queue empty)")
+                continue
+            what = _describe(program, cfg, head)
+            if wait == 4:
+                why = "waiting for room in a token queue"
+            elif wait >= 0:
+                why = f"waiting for a {_QUEUES[wait]} token"
+            else:
+                why = "waiting"
+            lines.append(f"  {name}: {'still holds' if status == _FINISH_EARLY else 'blocked at'} "
+                         f"#{head} {what}, {why}")  # fmt: skip
+        counts = " ".join(f"{q}={int(out[15 + i])}" for i, q in enumerate(("l2c", "c2l", "c2s", "s2c")))
+        if status == _FINISH_EARLY:
+            title = ("timing: FINISH executed before other instructions; they are not ordered "
+                     "before FINISH by dependency tokens")  # fmt: skip
+        else:
+            title = "timing: deadlock: no module can proceed"
+        return "\n".join([title, *lines, f"  token counts: {counts}"])
+
+
+def _timing_counters(out: np.ndarray) -> dict[str, int]:
+    names = {}
+    for m, name in enumerate(_MODULES):
+        names[f"{name}_busy_cycles"] = int(out[2 + m])
+        names[f"{name}_stall_cycles"] = int(out[5 + m])
+    names["gemm_busy_cycles"] = int(out[8])
+    return names
+
+
+def _describe(program: Program, cfg: AcceleratorConfig, index: int) -> str:
+    lo, hi = (int(w) for w in program.insns[index])
+    try:
+        return isa.format_insn(isa.decode_insn(lo | (hi << isa.WORD_BITS), cfg))
+    except isa.EncodingError:
+        return f"word {lo | (hi << isa.WORD_BITS):#034x}"

@@ -1,0 +1,71 @@
+"""The timing model's shared library (model.cpp), compiled once and cached on disk.
+
+The same cache as the Verilator builds (`$CODESIGN_CACHE`, default ~/.cache/codesign), keyed
+by a hash of the source, the flags and the compiler's version; concurrent builders serialize on
+a lock file and the finished library appears with one atomic rename.  The model has no
+config-specific code, so one build serves every config.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from hw.verilog import ToolchainError, cache_root
+from sim.rtl.build import _locked
+
+SOURCE = Path(__file__).with_name("model.cpp")
+LIBRARY_NAME = "libtiming.so"
+FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-fno-exceptions"]
+
+
+class TimingBuildError(ToolchainError):
+    """No C++ compiler, or it failed on model.cpp."""
+
+
+@functools.cache
+def compiler() -> tuple[str, str]:
+    """(path, version line) of the C++ compiler: $CXX, else c++ or g++ on PATH."""
+    for name in (os.environ.get("CXX"), "c++", "g++"):
+        path = shutil.which(name) if name else None
+        if path:
+            result = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+            return path, (result.stdout.splitlines() or [""])[0]
+    raise TimingBuildError(
+        "no C++ compiler found ($CXX, c++ or g++) to build the timing model; install one with "
+        "`apt-get install -y g++`"
+    )
+
+
+def library() -> Path:
+    """Path of the compiled model, building it on the first call for this source and compiler."""
+    path, version = compiler()
+    digest = hashlib.sha256("\0".join((SOURCE.read_text(), " ".join(FLAGS), version)).encode())
+    directory = cache_root() / "timing" / digest.hexdigest()[:16]
+    lib = directory / LIBRARY_NAME
+    if lib.exists():
+        return lib
+    with _locked(directory.with_name(f".{directory.name}.lock")):
+        if not lib.exists():
+            _build(path, directory)
+    return lib
+
+
+def _build(cxx: str, directory: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".build-{directory.name}-"))
+    try:
+        command = [cxx, *FLAGS, "-o", str(tmp / LIBRARY_NAME), str(SOURCE)]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
+            raise TimingBuildError(
+                f"building the timing model failed with exit status {result.returncode}:\n{tail}"
+            )
+        os.rename(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

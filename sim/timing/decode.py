@@ -1,0 +1,240 @@
+"""Instructions as numpy columns, for the timing model: fields, checks and functional counters.
+
+Decoding is vectorized over the whole program (one shift-and-mask per field, from the layouts
+of `hw.isa.layouts`), so a long program costs microseconds per field, not a Python object per
+instruction.  The functional counters (instructions, micro-ops, bytes) follow fsim's rules
+exactly; the checks raise the SimulationErrors fsim raises for malformed instructions that do
+not need tensor data (token flags, memory types, SRAM and DRAM ranges, micro-op ranges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from hw import isa
+from hw.config import AcceleratorConfig
+from hw.program import Program
+from sim.backend import SimulationError
+
+# Columns of one instruction row of model.cpp (its `Field` enum), in order.
+FIELDS = ("module", "kind", "pops", "pushes", "client", "elem_bytes", "dram_base", "y", "x",
+          "stride", "yp0", "yp1", "xp0", "xp1", "uops", "gemm_acc")  # fmt: skip
+KIND_NOP, KIND_DMA, KIND_LOOP, KIND_FINISH = range(4)
+# Read clients of the memory master (0 is fetch); top.py's order.
+CLIENT = {isa.MemType.INP: 1, isa.MemType.WGT: 2, isa.MemType.UOP: 3, isa.MemType.ACC: 4,
+          isa.MemType.ACC_8BIT: 4}  # fmt: skip
+_LOAD, _STORE, _GEMM, _FINISH, _ALU = (int(o) for o in (isa.Opcode.LOAD, isa.Opcode.STORE,
+                                                        isa.Opcode.GEMM, isa.Opcode.FINISH,
+                                                        isa.Opcode.ALU))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Every field of every instruction, one int64 array per field name."""
+
+    count: int
+    values: dict[str, np.ndarray]
+    words: np.ndarray  # (N, 2) uint64, as encoded
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.values[name]
+
+
+def columns(program: Program, cfg: AcceleratorConfig) -> Columns:
+    words = np.asarray(program.insns, dtype=np.uint64).reshape(-1, 2)
+    values: dict[str, np.ndarray] = {}
+    for layout in ("mem", "gemm", "alu"):
+        for f in isa.layouts(cfg)[layout].fields:
+            if f.name in values and layout != "alu":
+                continue
+            key = f"alu_{f.name}" if layout == "alu" and f.name in values else f.name
+            word = words[:, f.offset // isa.WORD_BITS]
+            raw = (word >> np.uint64(f.offset % isa.WORD_BITS)) & np.uint64((1 << f.width) - 1)
+            col = raw.astype(np.int64)
+            if f.signed:
+                col = np.where(col >= 1 << (f.width - 1), col - (1 << f.width), col)
+            values[key] = col
+    return Columns(len(words), values, words)
+
+
+def rows(c: Columns, cfg: AcceleratorConfig) -> np.ndarray:
+    """The (N, len(FIELDS)) int64 rows model.cpp simulates."""
+    op, mt, x = c["opcode"], c["memory_type"], c["x_size"]
+    is_load, is_store = op == _LOAD, op == _STORE
+    to_load = is_load & ((mt == isa.MemType.INP) | (mt == isa.MemType.WGT))
+    module = np.where(is_store, 2, np.where(to_load, 0, 1))
+    loop = (op == _GEMM) | (op == _ALU)
+    uops = _uops(c)
+    kind = np.full(c.count, KIND_NOP)
+    kind[(is_load | is_store) & (x != 0)] = KIND_DMA
+    kind[loop] = KIND_LOOP
+    kind[op == _FINISH] = KIND_FINISH
+    pops, pushes = _token_masks(c, module)
+    elem = np.zeros(c.count, dtype=np.int64)
+    client = np.zeros(c.count, dtype=np.int64)
+    for m in isa.MemType:
+        sel = is_load & (mt == m)
+        elem[sel] = cfg.elem_bytes(m)
+        client[sel] = CLIENT.get(m, 0)
+    elem[is_store] = cfg.out_elem_bytes
+    out = np.zeros((c.count, len(FIELDS)), dtype=np.int64)
+    cols = {"module": module, "kind": kind, "pops": pops, "pushes": pushes, "client": client,
+            "elem_bytes": elem, "dram_base": c["dram_base"], "y": c["y_size"], "x": x,
+            "stride": c["x_stride"], "yp0": c["y_pad_0"], "yp1": c["y_pad_1"],
+            "xp0": c["x_pad_0"], "xp1": c["x_pad_1"], "uops": np.where(loop, uops, 0),
+            "gemm_acc": (op == _GEMM) & (c["reset"] == 0)}  # fmt: skip
+    for i, name in enumerate(FIELDS):
+        out[:, i] = cols[name]
+    return out
+
+
+def _uops(c: Columns) -> np.ndarray:
+    return c["iter_out"] * c["iter_in"] * np.maximum(c["uop_end"] - c["uop_bgn"], 0)
+
+
+# module -> ((pop_prev queue, pop_next queue), (push_prev queue, push_next queue)), -1: none
+_TOKENS = {0: ((-1, 1), (-1, 0)), 1: ((0, 3), (1, 2)), 2: ((2, -1), (3, -1))}
+
+
+def _token_masks(c: Columns, module: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    pops, pushes = np.zeros(c.count, dtype=np.int64), np.zeros(c.count, dtype=np.int64)
+    for m, (pop_q, push_q) in _TOKENS.items():
+        sel = module == m
+        for flag, q in zip(("pop_prev", "pop_next"), pop_q, strict=True):
+            if q >= 0:
+                pops |= np.where(sel & (c[flag] != 0), 1 << q, 0)
+        for flag, q in zip(("push_prev", "push_next"), push_q, strict=True):
+            if q >= 0:
+                pushes |= np.where(sel & (c[flag] != 0), 1 << q, 0)
+    return pops, pushes
+
+
+def functional_stats(c: Columns, cfg: AcceleratorConfig) -> dict[str, int]:
+    """The counters fsim reports: instructions per module, micro-ops, bytes per buffer kind."""
+    op, mt, x = c["opcode"], c["memory_type"], c["x_size"]
+    is_load, is_store = op == _LOAD, op == _STORE
+    to_load = is_load & ((mt == isa.MemType.INP) | (mt == isa.MemType.WGT))
+    uops = _uops(c)
+    moved = c["x_size"] * c["y_size"]
+    stats = {
+        "gemm_uops": int(uops[(op == _GEMM) & (c["reset"] == 0)].sum()),
+        "alu_uops": int(uops[op == _ALU].sum()),
+        "out_store_bytes": int(moved[is_store & (x != 0)].sum()) * cfg.out_elem_bytes,
+        "load_insns": int(to_load.sum()), "store_insns": int(is_store.sum()),
+        "compute_insns": int(c.count - to_load.sum() - is_store.sum()),
+    }  # fmt: skip
+    for kind, types in (("inp", (isa.MemType.INP,)), ("wgt", (isa.MemType.WGT,)),
+                        ("uop", (isa.MemType.UOP,)),
+                        ("acc", (isa.MemType.ACC, isa.MemType.ACC_8BIT))):  # fmt: skip
+        total = 0
+        for m in types:
+            total += int(moved[is_load & (mt == m) & (x != 0)].sum()) * cfg.elem_bytes(m)
+        stats[f"{kind}_load_bytes"] = total
+    return stats
+
+
+def check(c: Columns, cfg: AcceleratorConfig, dram_bytes: int,
+          describe: Callable[[int], str]) -> None:  # fmt: skip
+    """Raise the SimulationError fsim raises for the first malformed instruction, if any.
+
+    `describe(index)` formats instruction `index` for the message.
+    """
+    _check_encoding(c)
+    problems = _problems(c, cfg, dram_bytes)
+    if problems:
+        index, text = min(problems, key=lambda item: item[0])
+        raise SimulationError(f"instruction #{index} ({describe(index)}): {text}")
+
+
+def _check_encoding(c: Columns) -> None:
+    """What fsim's decoder rejects: unknown opcodes and memory types, token flags towards a
+    module that does not exist (the messages of hw.isa)."""
+    op, mt = c["opcode"], c["memory_type"]
+    bad = _first(~np.isin(op, [int(o) for o in isa.Opcode]))
+    mem = (op == _LOAD) | (op == _STORE)
+    bad_mt = _first(mem & ~np.isin(mt, [int(m) for m in isa.MemType]))
+    errors = []
+    if bad is not None:
+        errors.append((bad, f"unknown opcode {op[bad]} in instruction word {_word(c, bad)}"))
+    if bad_mt is not None:
+        name = isa.Opcode(int(op[bad_mt])).name.capitalize()
+        errors.append((bad_mt, f"{name} has unknown memory_type {mt[bad_mt]} in instruction word "
+                               f"{_word(c, bad_mt)}"))  # fmt: skip
+    to_load = (op == _LOAD) & ((mt == isa.MemType.INP) | (mt == isa.MemType.WGT))
+    for module, flags, sel in ((isa.Module.LOAD, ("pop_prev", "push_prev"), to_load),
+                               (isa.Module.STORE, ("pop_next", "push_next"), op == _STORE)):  # fmt: skip
+        for flag in flags:
+            i = _first(sel & (c[flag] != 0))
+            if i is not None:
+                side = "before" if flag.endswith("prev") else "after"
+                who = module.name.lower()
+                errors.append((i, f"{isa.Opcode(int(op[i])).name} on the {who} module sets {flag}, "
+                                  f"but no module comes {side} {who}"))  # fmt: skip
+    if errors:
+        index, text = min(errors)
+        raise SimulationError(f"instruction #{index}: {text}")
+
+
+def _word(c: Columns, i: int) -> str:
+    return f"{int(c.words[i, 0]) | (int(c.words[i, 1]) << isa.WORD_BITS):#034x}"
+
+
+def _first(mask: np.ndarray) -> int | None:
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if hits.size else None
+
+
+def _problems(c: Columns, cfg: AcceleratorConfig, dram_bytes: int) -> list[tuple[int, str]]:
+    op, mt, x = c["opcode"], c["memory_type"], c["x_size"]
+    found: list[tuple[int, str]] = []
+
+    def add(mask: np.ndarray, text: Callable[[int], str]) -> None:
+        i = _first(mask)
+        if i is not None:
+            found.append((i, text(i)))
+
+    real_load, real_store = (op == _LOAD) & (x != 0), (op == _STORE) & (x != 0)
+    known = np.isin(mt, [int(m) for m in isa.MemType])
+    add(real_load & (mt == isa.MemType.OUT),
+        lambda i: "LOAD into the OUT buffer is not an instruction (STORE reads it)")
+    add(real_store & (mt != isa.MemType.OUT) & known,
+        lambda i: f"STORE must read the OUT buffer, not {isa.MemType(int(mt[i])).name}")
+    pads = c["y_pad_0"] | c["y_pad_1"] | c["x_pad_0"] | c["x_pad_1"]
+    add(real_store & (mt == isa.MemType.OUT) & (pads != 0),
+        lambda i: "STORE cannot pad: all four pad fields must be 0")
+    loop = (op == _GEMM) | (op == _ALU)
+    add((op == _ALU) & (c["alu_reset"] != 0), lambda i: "ALU instructions cannot set reset")
+    add(loop & (c["uop_end"] < c["uop_bgn"]),
+        lambda i: f"uop_end {c['uop_end'][i]} is before uop_bgn {c['uop_bgn'][i]}")
+    add(loop & (c["uop_end"] >= c["uop_bgn"]) & (c["uop_end"] > cfg.uop_depth),
+        lambda i: f"uop_end {c['uop_end'][i]} is outside the UOP buffer of {cfg.uop_depth} micro-ops")
+    _ranges(c, cfg, dram_bytes, real_load & known & (mt != isa.MemType.OUT), real_store, add)
+    return found
+
+
+def _ranges(c: Columns, cfg: AcceleratorConfig, dram_bytes: int, loads: np.ndarray,
+            stores: np.ndarray, add: Callable) -> None:  # type: ignore[type-arg]
+    mt = c["memory_type"]
+    elem = np.ones(c.count, dtype=np.int64)
+    depth = np.ones(c.count, dtype=np.int64)
+    for m in isa.MemType:
+        sel = (loads | stores) & (mt == m)
+        sram = isa.MemType.ACC if m == isa.MemType.ACC_8BIT else m
+        elem[sel], depth[sel] = cfg.elem_bytes(m), cfg.depth(sram)
+    rows_ = c["y_pad_0"] + c["y_size"] + c["y_pad_1"]
+    row = c["x_pad_0"] + c["x_size"] + c["x_pad_1"]
+    sram_hi = c["sram_base"] + np.where(loads, rows_ * row, c["y_size"] * c["x_size"]) - 1
+    names = {int(m): (isa.MemType.ACC if m == isa.MemType.ACC_8BIT else m).name for m in isa.MemType}
+    add(loads & (sram_hi >= depth),
+        lambda i: f"LOAD reaches {names[int(mt[i])]} index {sram_hi[i]}, outside the "
+        f"{names[int(mt[i])]} buffer of {depth[i]} elements")
+    add(stores & (sram_hi >= depth),
+        lambda i: f"STORE reaches OUT index {sram_hi[i]}, outside the OUT buffer of {depth[i]} elements")
+    last = c["dram_base"] + (c["y_size"] - 1) * c["x_stride"] + c["x_size"] - 1
+    end = (last + 1) * elem
+    add((loads | stores) & (c["y_size"] > 0) & (end > dram_bytes),
+        lambda i: f"DRAM access up to byte {end[i] - 1} (element {last[i]} of {elem[i]} bytes) "
+        f"is outside the {dram_bytes}-byte DRAM")
