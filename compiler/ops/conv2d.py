@@ -160,7 +160,8 @@ class Conv2d:
         s = self.spec
         if self.kb % (k.tile_oc * k.oc_threads) or s.out_height % (k.tile_h * k.h_threads):
             return False
-        if k.tile_h * s.stride < s.pad or k.tile_w * s.stride < s.pad:  # a tile all in padding
+        if not (_pads_ok(s.out_height, k.tile_h, s.stride, s.kernel, s.pad, s.height, self.target)
+                and _pads_ok(s.out_width, k.tile_w, s.stride, s.kernel, s.pad, s.width, self.target)):
             return False
         need = self.footprint(k)
         return all(need[n] <= self.target.scope(n).depth for n in need)
@@ -286,3 +287,15 @@ class Conv2d:
     def describe(self) -> dict[str, Any]:
         return {"op": self.op, **{k: v for k, v in asdict(self.spec).items() if k != "epilogue"},
                 "epilogue": self.spec.epilogue.to_json()}  # fmt: skip
+
+
+def _pads_ok(out: int, tile: int, stride: int, kernel: int, pad: int, size: int,
+             target: AcceleratorTarget) -> bool:  # fmt: skip
+    """Every input tile along one axis reads at least one real row and pads at most max_pad."""
+    span = (tile - 1) * stride + kernel
+    for start in range(0, out, tile):
+        low = start * stride - pad
+        before, after = max(-low, 0), max(low + span - size, 0)
+        if before + after >= span or max(before, after) > target.max_pad:
+            return False
+    return True

@@ -133,6 +133,8 @@ def _pattern(stage: str, where: str, loops: list[tuple[E.Var, int]], load: bool,
     if padded_vars - {d.var for d in dims}:
         raise ScheduleError(f"{where}: padding is only supported on loops inside the pragma")
     dims = _merge(dims)
+    if dims and (dims[-1].dram != 1 or dims[-1].sram != 1):  # rows of one element each
+        dims.append(_Dim(E.Var("_"), 1, 1, 1))
     if len(dims) > target.dma_max_dims:
         shown = ", ".join(f"{d.var}<{d.extent} (dram stride {d.dram}, sram stride {d.sram})" for d in dims)
         raise ScheduleError(f"{where}: the copy needs {len(dims)} dimensions ({shown}), more than the "
