@@ -1,0 +1,47 @@
+"""Compiled operators on the RTL, exact, and ResNet-18's layers with their cycle counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseSpec, Epilogue
+from compiler.target import AcceleratorTarget
+from hw.config import PRESETS
+from tests.compiler.conftest import CONFIGS, check_op
+from tests.compiler.ops.test_conv2d import RESNET18
+
+pytestmark = pytest.mark.rtl
+
+
+@pytest.fixture(scope="module")
+def rtl():  # type: ignore[no-untyped-def]
+    from sim.rtl.backend import RtlSimulator
+
+    sims: dict[str, RtlSimulator] = {}
+    return lambda cfg: sims.setdefault(cfg.name, RtlSimulator(cfg))
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=[c.name for c in CONFIGS])
+def test_conv_and_dense_points_on_rtl(cfg, rtl):
+    t = AcceleratorTarget(cfg)
+    conv = Conv2d(Conv2dSpec(t.batch, 2 * t.block_in, 6, 6, 2 * t.block_out, 3, 1, 1,
+                             Epilogue(multiplier=3, round=True, shift=5, clip=(-90, 90))), t)  # fmt: skip
+    for knobs in (conv.default_knobs(), Conv2dKnobs(tile_h=3, tile_w=6, oc_threads=2),
+                  Conv2dKnobs(tile_h=1, tile_w=6, tile_ic=2, oc_threads=2, h_threads=2)):  # fmt: skip
+        result = check_op(conv, backend=rtl(cfg), knobs=knobs)
+        assert result.stats.cycles and result.stats.gemm_uops == 2 * 2 * 36 * 9
+    dense = Dense(DenseSpec(2 * t.batch, 3 * t.block_in, 5 * t.block_out), t)
+    check_op(dense, backend=rtl(cfg))
+
+
+@pytest.mark.parametrize("layer", RESNET18, ids=[r[0] for r in RESNET18])
+def test_resnet18_layers_exact_on_rtl(layer, rtl):
+    cfg = PRESETS["vta"]
+    op = Conv2d(Conv2dSpec(*layer[1:]), AcceleratorTarget(cfg))
+    result = check_op(op, backend=rtl(cfg))
+    assert result.stats.cycles >= result.stats.gemm_uops
+
+
+def test_resnet18_classifier_exact_on_rtl(rtl):
+    cfg = PRESETS["vta"]
+    check_op(Dense(DenseSpec(1, 512, 1000), AcceleratorTarget(cfg)), backend=rtl(cfg))
