@@ -54,7 +54,9 @@ def run_compiled(op: Operator, compiled: CompiledOp, backend: Backend, seed: int
     }  # fmt: skip
 
 
-def compile_and_run(op: Operator, backend: Backend, *, schedule: str | None = None,
-                    vthreads: int | None = None, seed: int = 0) -> tuple[CompiledOp, dict[str, Any]]:  # fmt: skip
+def compile_and_run(
+    op: Operator, backend: Backend, *, schedule: str | None = None, vthreads: int | None = None,
+    seed: int = 0,
+) -> tuple[CompiledOp, dict[str, Any]]:
     compiled = compile_op(op, **schedule_source(op, schedule, vthreads))
     return compiled, run_compiled(op, compiled, backend, seed)

@@ -8,24 +8,11 @@ from hypothesis import strategies as st
 
 from compiler.errors import ScheduleError
 from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Epilogue
+from compiler.ops.resnet18 import CONVS as RESNET18
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
 from tests.compiler.conftest import CONFIGS, check_op
 
-# (name, N, C, H, W, K, kernel, stride, pad): every convolution of ResNet-18 at 224x224.
-RESNET18 = [
-    ("conv1", 1, 3, 224, 224, 64, 7, 2, 3),
-    ("layer1", 1, 64, 56, 56, 64, 3, 1, 1),
-    ("layer2_down", 1, 64, 56, 56, 128, 3, 2, 1),
-    ("layer2_skip", 1, 64, 56, 56, 128, 1, 2, 0),
-    ("layer2", 1, 128, 28, 28, 128, 3, 1, 1),
-    ("layer3_down", 1, 128, 28, 28, 256, 3, 2, 1),
-    ("layer3_skip", 1, 128, 28, 28, 256, 1, 2, 0),
-    ("layer3", 1, 256, 14, 14, 256, 3, 1, 1),
-    ("layer4_down", 1, 256, 14, 14, 512, 3, 2, 1),
-    ("layer4_skip", 1, 256, 14, 14, 512, 1, 2, 0),
-    ("layer4", 1, 512, 7, 7, 512, 3, 1, 1),
-]
 
 
 @pytest.mark.parametrize("layer", RESNET18, ids=[r[0] for r in RESNET18])

@@ -8,7 +8,7 @@ from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseSpec, Epil
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
 from tests.compiler.conftest import CONFIGS, check_op
-from tests.compiler.ops.test_conv2d import RESNET18
+from compiler.ops.resnet18 import CONVS as RESNET18
 
 pytestmark = pytest.mark.rtl
 

@@ -18,9 +18,9 @@ from hw.config import PRESETS
 TINY = AcceleratorTarget(PRESETS["tiny"])
 
 
-def _dense(knobs=DenseKnobs(tile_m=2, tile_k=2, tile_n=2, n_threads=2), spec=DenseSpec(4, 16, 16)):
-    op = Dense(spec, TINY)
-    return op, op.schedule(knobs)
+def _dense():  # type: ignore[no-untyped-def]
+    op = Dense(DenseSpec(4, 16, 16), TINY)
+    return op, op.schedule(DenseKnobs(tile_m=2, tile_k=2, tile_n=2, n_threads=2))
 
 
 def test_save_load_replay_gives_the_identical_program(tmp_path):
@@ -110,7 +110,8 @@ def test_tensorize_that_does_not_match():
     op, sched = _dense()
     records = [r if not isinstance(r, R.Tensorize) else R.Tensorize("gemm", "oi") for r in sched.records]
     _records_error(op, records, r"tensorize\(gemm, gemm\): the loops from the tensorize axis inward")
-    records = [r if not isinstance(r, R.Tensorize) else R.Tensorize("gemm", "bi", "conv") for r in sched.records]
+    records = [r if not isinstance(r, R.Tensorize) else R.Tensorize("gemm", "bi", "conv")
+               for r in sched.records]
     _records_error(op, records, "unknown intrinsic 'conv'")
     records = [r for r in sched.records if not isinstance(r, R.Tensorize)]
     _records_error(op, records, "a pass left it in the IR")

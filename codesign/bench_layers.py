@@ -1,0 +1,40 @@
+"""`codesign bench layers`: the ten ResNet-18 convolutions after the first, default schedule
+and virtual threads forced to 1: GEMM utilization and the gain of latency hiding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codesign.op_run import compile_and_run
+from compiler.ops import Conv2d
+from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs
+from compiler.target import AcceleratorTarget
+from hw.config import AcceleratorConfig
+from sim.backends import make_backend
+
+
+def run(cfg: AcceleratorConfig, backend_name: str = "rtl", layers: list[str] | None = None) -> dict[str, Any]:
+    backend = make_backend(backend_name, cfg)
+    target = AcceleratorTarget(cfg)
+    rows = []
+    for name, spec in conv_specs(BENCH_EPILOGUE)[1:]:
+        if layers and name not in layers:
+            continue
+        op = Conv2d(spec, target)
+        _, best = compile_and_run(op, backend)
+        _, single = compile_and_run(op, backend, vthreads=1)
+        rows.append({
+            "name": name, "correct": best["correct"] and single["correct"],
+            "cycles": best["cycles"], "gemm_uops": best["gemm_uops"],
+            "utilization": best["utilization"], "cycles_vthreads1": single["cycles"],
+            "compile_s": best["compile_s"], "knobs": best["schedule"]["knobs"],
+        })  # fmt: skip
+    timed = all(r["cycles"] for r in rows)
+    total = sum(r["cycles"] or 0 for r in rows)
+    return {
+        "config": cfg.name, "backend": backend_name, "epilogue": BENCH_EPILOGUE.to_json(),
+        "layers": rows, "correct": all(r["correct"] for r in rows),
+        "utilization": sum(r["gemm_uops"] for r in rows) / total if timed else None,
+        "latency_hiding_gain": sum(r["cycles_vthreads1"] for r in rows) / total if timed else None,
+        "max_compile_s": max(r["compile_s"] for r in rows),
+    }  # fmt: skip
