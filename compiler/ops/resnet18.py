@@ -27,4 +27,4 @@ BENCH_EPILOGUE = Epilogue(bias=False, shift=8, clip=(0, 127))
 
 def conv_specs(epilogue: Epilogue | None = None) -> list[tuple[str, Conv2dSpec]]:
     ep = epilogue or Epilogue()
-    return [(name, Conv2dSpec(*shape, epilogue=ep)) for name, *shape in CONVS]  # type: ignore[misc]
+    return [(str(row[0]), Conv2dSpec(*row[1:], epilogue=ep)) for row in CONVS]  # type: ignore[arg-type]

@@ -19,3 +19,22 @@ def test_vta_tiling_uses_whole_k_tiles():
 def test_no_tiling_is_an_error():
     with pytest.raises(ValueError, match="no tiling of a 3136x2x64 GEMM fits the buffers of tiny"):
         tiling_for(PRESETS["tiny"], (3136, 2, 64))  # K smaller than one block
+
+
+@pytest.mark.rtl
+def test_bench_layers_reports_utilization_and_gain_on_rtl():
+    from codesign.bench_layers import run
+
+    result = run(PRESETS["vta"], "rtl", ["layer3_skip", "layer4_skip"])
+    assert result["correct"] and [r["name"] for r in result["layers"]] == ["layer3_skip", "layer4_skip"]
+    total = sum(r["cycles"] for r in result["layers"])
+    assert result["utilization"] == sum(r["gemm_uops"] for r in result["layers"]) / total
+    assert result["latency_hiding_gain"] == sum(r["cycles_vthreads1"] for r in result["layers"]) / total
+    assert result["max_compile_s"] < 1.0
+
+
+def test_bench_layers_on_fsim_has_no_cycles():
+    from codesign.bench_layers import run
+
+    result = run(PRESETS["vta"], "fsim", ["layer4_skip"])
+    assert result["correct"] and result["utilization"] is None and result["layers"][0]["cycles"] is None

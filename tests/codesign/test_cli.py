@@ -129,3 +129,47 @@ def test_sim_run_errors(capsys, tmp_path, extra, message):
     blocked_gemm(PRESETS["tiny"], GemmTiling(4, 4, 4, 4, 2, 2, 1)).program.save(path)
     code, _, err = run(capsys, "sim", "run", str(path), *extra)
     assert code == 2 and message in err
+
+
+def test_op_conv2d_json_is_correct_and_complete(capsys):
+    from codesign.cli import main
+
+    assert main(["op", "conv2d", "--in", "1,20,6,6", "--out-channels", "12", "--kernel", "3",
+                 "--pad", "1", "--config", "tiny", "--json"]) == 0  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    for key in ("correct", "cycles", "gemm_uops", "utilization", "instructions", "dram_bytes_read",
+                "compile_s", "schedule"):  # fmt: skip
+        assert key in out
+    assert out["correct"] is True and out["cycles"] is None and out["utilization"] is None
+    assert out["gemm_uops"] == 3 * 5 * 36 * 9  # channel blocks of 4: 20 -> 5, 12 -> 3
+
+
+def test_op_schedule_file_round_trip(tmp_path, capsys):
+    from codesign.cli import main
+
+    path = tmp_path / "s.json"
+    base = ["op", "dense", "--m", "2", "--k", "40", "--n", "24", "--config", "tiny", "--json"]
+    assert main([*base, "--vthreads", "2", "--save-schedule", str(path)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main([*base, "--schedule", str(path)]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["correct"] and second["instructions"] == first["instructions"]
+    assert second["schedule"]["records"] == first["schedule"]["records"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--vthreads", "zero"], "--vthreads must be auto or a positive integer"),
+    (["--schedule", "/nonexistent.json"], "no such schedule file"),
+])  # fmt: skip
+def test_op_bad_arguments(args, message, capsys):
+    from codesign.cli import main
+
+    assert main(["op", "dense", "--m", "1", "--k", "16", "--n", "16", "--config", "tiny", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_op_bad_conv_shape(capsys):
+    from codesign.cli import main
+
+    assert main(["op", "conv2d", "--in", "1,2,3", "--out-channels", "4"]) == 2
+    assert "--in '1,2,3' must be four integers N,C,H,W" in capsys.readouterr().err
