@@ -187,7 +187,7 @@ class Conv2d:
                    + tiles * acc_elems * (s.epilogue.alu_ops + 1))  # fmt: skip
         if k.threads == 1:
             return compute + load
-        return max(compute, load) + load / steps * k.threads
+        return max(compute, load) + 0.5 * min(compute, load) + load / steps * k.threads
 
     def default_knobs(self, vthreads: int | None = None) -> Conv2dKnobs:
         """The best point under `estimate`: re-derived for every config, never a fixed table."""

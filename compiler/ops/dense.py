@@ -119,7 +119,7 @@ class Dense:
         compute = steps * (acc_elems * k.tile_k + 10) + tiles * acc_elems * (self.spec.epilogue.alu_ops + 1)
         if k.threads == 1:
             return compute + load
-        return max(compute, load) + load / steps * k.threads
+        return max(compute, load) + 0.5 * min(compute, load) + load / steps * k.threads
 
     def default_knobs(self, vthreads: int | None = None) -> DenseKnobs:
         pts = [p for p in self.points() if p.threads == vthreads or (vthreads is None and p.threads <= 2)]

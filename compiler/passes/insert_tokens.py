@@ -4,9 +4,14 @@ TVM's CoProcSync algorithm (reference/vta.md §5.7): between consecutive stateme
 queues, a push after the first and a pop before the second; for a loop whose body starts and ends
 on different queues, the loop-carried edge (a push at the end of the body, a pop at its start),
 with a push before the loop so the first iteration's pop succeeds and a pop after it that drains
-the last push.  Virtual-thread loops are transparent here: each thread gets its own protocol,
-and `inject_virtual_threads` interleaves them.  Load and store are not neighbours: a token
-between them is relayed through compute.
+the last push.  Load and store are not neighbours: a token between them is relayed through
+compute.  Virtual-thread loops are transparent: each thread gets its own protocol, and
+`inject_virtual_threads` interleaves them.
+
+One refinement: the compute->load carried edge of a load/GEMM loop only protects the inp/wgt
+buffers, which only GEMMs read.  Its entry push and exit pop are hoisted out of the enclosing
+loops (up to the virtual-thread or program level), so the loads of the next tile wait for the
+last GEMM of this one, not for its epilogue and store: the chain of tokens runs on across tiles.
 """
 
 from __future__ import annotations
@@ -14,46 +19,79 @@ from __future__ import annotations
 from compiler.tir import stmt as S
 
 _ORDER = {"load": 0, "compute": 1, "store": 2}
+_HOISTABLE = ("compute", "load")
+Pair = tuple[str, str]
 
 
 def insert_tokens(body: S.Stmt) -> S.Stmt:
-    node, _, _ = _sync(body)
-    return node
+    node, _, _, fix = _sync(body)
+    return _place(node, fix)
 
 
-def _sync(node: S.Stmt) -> tuple[S.Stmt, str | None, str | None]:
-    """(node with tokens, queue of its first statement, queue of its last)."""
+def _sync(node: S.Stmt) -> tuple[S.Stmt, str | None, str | None, list[Pair]]:
+    """(node with tokens, queue of its first statement, of its last, hoisted fix-up pairs)."""
     if isinstance(node, S.Seq):
         return _sync_seq(list(node.stmts))
     if isinstance(node, S.For):
-        body, first, last = _sync(node.body)
-        if node.kind == "vthread" or node.extent == 1 or first is None or first == last:
-            return S.For(node.var, node.extent, body, node.kind), first, last
-        assert last is not None
-        carried = S.For(node.var, node.extent, S.seq(*_pop(last, first), body, *_push(last, first)))
-        return S.seq(*_push(last, first), carried, *_pop(last, first)), last, first
+        return _sync_for(node)
     if isinstance(node, S.Attr):
-        body, first, last = _sync(node.body)
-        return S.Attr(node.key, node.value, node.stage, body), first, last
+        body, first, last, fix = _sync(node.body)
+        return S.Attr(node.key, node.value, node.stage, body), first, last, fix
     queue = S.queue_of(node)
-    return node, queue, queue
+    return node, queue, queue, []
 
 
-def _sync_seq(stmts: list[S.Stmt]) -> tuple[S.Stmt, str | None, str | None]:
+def _sync_for(node: S.For) -> tuple[S.Stmt, str | None, str | None, list[Pair]]:
+    body, first, last, fix = _sync(node.body)
+    if node.kind == "vthread":  # each thread places its own fix-ups
+        return S.For(node.var, node.extent, _place(body, fix), node.kind), first, last, []
+    if node.extent == 1 or first is None or first == last:
+        return S.For(node.var, node.extent, body, node.kind), first, last, fix
+    assert last is not None
+    if any(_pair_in(body, p) for p in fix):  # a hoisted chain would mix with this loop's tokens
+        body, fix = _place(body, fix), []
+    if (last, first) == _HOISTABLE and not _pair_in(body, _HOISTABLE):
+        chain = S.Sync("pop", last, first, True), body, S.Sync("push", last, first, True)
+        return S.For(node.var, node.extent, S.seq(*chain)), first, last, [*fix, (last, first)]
+    carried = S.For(node.var, node.extent, S.seq(*_pop(last, first), body, *_push(last, first)))
+    return _place(carried, [(last, first)]), last, first, fix
+
+
+def _sync_seq(stmts: list[S.Stmt]) -> tuple[S.Stmt, str | None, str | None, list[Pair]]:
     out: list[S.Stmt] = []
     first = last = None
+    fixes: list[Pair] = []
     for s in stmts:
-        node, f, lq = _sync(s)
+        node, f, lq, fix = _sync(s)
+        fixes.extend(fix)
         if f is None:
             out.append(node)
             continue
-        if last is not None and last != f:
+        if last is not None and last != f and (last, f) not in fix:
             out.extend(_push(last, f))
             out.extend(_pop(last, f))
         out.append(node)
         first = first or f
         last = lq
-    return S.seq(*out) if out else S.Seq(()), first, last
+    return S.seq(*out) if out else S.Seq(()), first, last, fixes
+
+
+def _place(node: S.Stmt, fix: list[Pair]) -> S.Stmt:
+    """`node` with the entry push before it and the exit pop after it of each fix-up pair."""
+    before: list[S.Stmt] = [S.Sync("push", src, dst, True) for src, dst in fix]
+    after: list[S.Stmt] = [S.Sync("pop", src, dst, True) for src, dst in reversed(fix)]
+    return S.seq(*before, node, *after) if fix else node
+
+
+def _pair_in(node: S.Stmt, pair: Pair) -> bool:
+    """Whether `node` holds a token of `pair` other than those of a hoisted chain."""
+    if isinstance(node, S.Sync):
+        return (node.src, node.dst) == pair and not node.chain
+    if isinstance(node, S.Seq):
+        return any(_pair_in(s, pair) for s in node.stmts)
+    if isinstance(node, S.For | S.Attr):
+        return _pair_in(node.body, pair)
+    return False
 
 
 def _push(src: str, dst: str) -> list[S.Stmt]:

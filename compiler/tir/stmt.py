@@ -140,6 +140,7 @@ class Sync:
     action: str  # "push" | "pop"
     src: str
     dst: str
+    chain: bool = False  # part of a hoisted loop-carried chain (see passes.insert_tokens)
 
 
 Stmt = Union[For, Seq, Store, Attr, Dma, Uop, Kernel, Sync]
