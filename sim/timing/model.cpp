@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <cstdint>
 #include <vector>
 
 namespace {
@@ -52,16 +53,30 @@ struct Tracer {
     }
 };
 
-// A union of intervals added in order of their starts: cycles counted once.
+// A union of intervals added in order of their starts: cycles counted once.  In the trace a
+// cycle covered twice belongs to the later interval (the instruction that started last), as
+// the rtl trace labels it.
 struct Cover {
     T until = 0, total = 0;
+    size_t last = SIZE_MAX;  // the trace record of the latest interval
     void add(T a, T b, Tracer& tr, T kind, T who, T label) {
-        T lo = std::max(a, until);
-        if (b > lo) {
-            total += b - lo;
-            tr.add(kind, lo, b, who * (T(1) << 32) + label);
-            until = b;
+        if (b <= until) return;
+        T tag = who * (T(1) << 32) + label;
+        total += b - std::max(a, until);
+        if (tr.on) {
+            if (a <= until && last != SIZE_MAX && tr.out[last + 3] == tag) {  // one piece
+                tr.out[last + 2] = b;
+                until = b;
+                return;
+            }
+            if (a < until && last != SIZE_MAX)
+                tr.out[last + 2] = std::max(tr.out[last + 1], a);  // hand the overlap over
+            else
+                a = std::max(a, until);
+            last = tr.out.size();
+            tr.add(kind, a, b, tag);
         }
+        until = b;
     }
 };
 
@@ -145,6 +160,7 @@ struct Model {
     Module mod[3];
     Tokens tok[4];
     Cover gemm;
+    T gemm_tail = -1, gemm_tail_insn = 0;
     T finish_cycles = -1;
     int status = S_DONE;
     T read_beats = 0, write_beats = 0;
@@ -152,7 +168,7 @@ struct Model {
     // memory process
     T now = 0;  // next cycle to simulate
     T horizon = NEVER;
-    T credit = 0;
+    T credit = 0, credit_cycle = -1;  // DRAM bandwidth credit after cycle credit_cycle
     bool write_turn = false;
     Ring<Burst, 128> rq;  // DRAM read queue
     Ring<Beat, 2> rslice;
@@ -205,6 +221,9 @@ struct Model {
         out_eb = p[P_OUT_ELEM_BYTES];
         fast = p[P_FAST] != 0;
         tr.on = p[P_TRACE] != 0;
+        // the DRAM model's credit accumulates from the harness's first cycle, two before the
+        // first counted one (reset and start)
+        credit = std::min(std::max(bpc, bus), 2 * bpc);
         for (int m = 0; m < 3; ++m) mod[m].id = m;
         for (T i = 0; i < n; ++i) {
             Module& m = mod[fi(i, F_MODULE)];
@@ -567,7 +586,9 @@ struct Model {
 
     // One cycle of the whole memory system.
     void cycle(T c) {
-        credit = std::min(std::max(bpc, bus), credit + bpc);
+        T cap = std::max(bpc, bus);  // credit accumulates every cycle, skipped ones included
+        credit = std::min(cap, credit + bpc * std::min(c - credit_cycle, cap));
+        credit_cycle = c;
         bool read_ready = !rq.empty() && rq.front().ready <= c;
         bool write_work = !wq.empty();
         bool r_offer, w_offer;
@@ -651,6 +672,11 @@ struct Model {
     T quiet_until(T c) {
         if (!rslice.empty() || st.active || !wq.empty() || fetch_busy(c)) return c;
         T t = fetch_request_time(c);
+        if (f_routed < n_insns && (!f_fifo.empty() || f_gather > 0)) {  // waits for queue room
+            const Module& md = mod[fi(f_routed, F_MODULE)];
+            T idx = routed_per[md.id] - depth;  // the entry whose start makes room
+            if (idx < T(md.starts.size())) t = std::min(t, idx < 0 ? c : md.starts[idx] + 1);
+        }
         if (!rq.empty()) t = std::min(t, rq.front().ready);
         for (int k = 1; k < 5; ++k) {
             const ReadDma& d = rd[k];
@@ -662,15 +688,153 @@ struct Model {
         return std::max(t, c);
     }
 
+    // ---- the fast path: one client streaming whole-beat elements, nothing else moving --------
+    // Every beat is then taken the cycle after the DRAM offers it, offers follow each other
+    // as soon as a burst is ready, and grants wait only for the requester and for a free id
+    // slot; so bursts are computed whole (offers, takes, element writes in closed form) instead
+    // of cycle by cycle.  The per-cycle state is rebuilt exactly where the fast path stops.
+    int streaming_client(T c) {
+        if (!fast || bpc < bus || st.active || !wq.empty() || !wq_pending.empty()) return 0;
+        if (fetch_busy(c) || rslice.n > 1) return 0;
+        int k = 0;
+        for (int i = 1; i < 5; ++i) {
+            if (!rd[i].active) continue;
+            if (k) return 0;
+            k = i;
+        }
+        if (!k) return 0;
+        const ReadDma& d = rd[k];
+        if (d.eb < bus || d.yp0 || d.yp1 || d.xp0 || d.xp1 || d.wnext > c) return 0;
+        if (d.gather == d.eb / bus && d.eb > bus && d.full_at < c) return 0;
+        for (int i = 0; i < rq.n; ++i)
+            if (rq.v[(rq.head + i) % 128].client != k) return 0;
+        if (!rslice.empty() && (rslice.front().client != k || rslice.front().visible > c)) return 0;
+        if (ids != rq.n + (!rslice.empty() && rslice.front().last ? 1 : 0)) return 0;
+        return k;
+    }
+
+    // Beats taken at cycles t1 .. t1 + count - 1 by client d (whole-beat elements, no padding).
+    void stream_takes(ReadDma& d, T t1, T count) {
+        T per = d.eb / bus;
+        if (per == 1) {
+            advance_elems(d, count, t1 + count - 1);
+            return;
+        }
+        T g = d.gather;
+        T t0 = g == 0 ? per : (per - g) % per;  // first take cycle (offset) that writes
+        T writes = t0 < count ? (count - 1 - t0) / per + 1 : 0;
+        d.gather = int(g == 0 ? (count - 1) % per + 1 : (g - 1 + count) % per + 1);
+        if (writes) advance_elems(d, writes, t1 + t0 + (writes - 1) * per);
+        if (d.gather == per) d.full_at = t1 + count;
+    }
+
+    void advance_elems(ReadDma& d, T n, T last_write) {
+        d.wx += n;
+        T rows = d.wx / d.x;
+        d.wx %= d.x;
+        d.wy += rows;
+        d.row_elem += rows * d.stride;
+        d.wnext = last_write + 1;
+        if (d.wy == d.rows) finish_read(d, last_write);
+    }
+
+    // A whole element waiting in the gather is written at full_at when no beat comes then.
+    void flush_gather(ReadDma& d, T before) {
+        T per = d.eb / bus;
+        if (per > 1 && d.active && d.gather == per && d.full_at < before) {
+            d.gather = 0;
+            advance_elems(d, 1, d.full_at);
+        }
+    }
+
+    // Runs the memory system from `now` with client k alone, until `stop` or the horizon.
+    void stream(int k, T stop) {
+        ReadDma& d = rd[k];
+        const T c = now;
+        stop = std::min(stop, fetch_request_time(c));
+        // the outstanding bursts' free cycles (take of their last beat + 1), oldest first;
+        // NEVER while not yet known
+        frees.clear();
+        T last_o = c - 1, last_take = NEVER, offers = 0;
+        if (!rslice.empty()) {  // the beat in the R slice is taken now
+            Beat b = rslice.front();
+            rslice.pop();
+            if (b.last) frees.push_back(c + 1);
+            flush_gather(d, c);
+            stream_takes(d, c, 1);
+            last_take = c;
+        }
+        size_t unknown = frees.size();  // the oldest burst whose free cycle is not known
+        for (int i = 0; i < rq.n; ++i) frees.push_back(NEVER);
+        for (;;) {
+            T lim = std::min(stop, horizon);
+            T g = NEVER;  // next grant
+            bool g_unknown = false;
+            if (d.active && d.req_row < d.y) {
+                g = std::max(d.req_time, c);
+                T out = T(frees.size());
+                if (out >= inflight) {  // wait for the oldest id slot among the last `inflight`
+                    T f = frees[out - inflight];
+                    if (f == NEVER) g_unknown = true;
+                    else g = std::max(g, f);
+                }
+            }
+            T o = rq.empty() ? NEVER : std::max(last_o + 1, rq.front().ready);  // next offer
+            if (!g_unknown && g <= o && g < lim) {  // (a grant and an offer in one cycle are
+                                                     // independent)
+                grant(k, g);
+                frees.push_back(NEVER);
+                continue;
+            }
+            if (o >= lim) break;
+            // the front burst's unsent beats offered from o on (up to lim), taken a cycle later
+            Burst& b = rq.front();
+            T n = std::min(b.beats - b.sent, lim - o);
+            T taken = std::min(n, lim - o - 1);
+            if (taken > 0) {
+                flush_gather(d, o + 1);
+                stream_takes(d, o + 1, taken);
+                last_take = o + taken;
+            }
+            tr.add(TR_READ, o, o + n, k);
+            offers += n;
+            read_beats += n;
+            b.sent += n;
+            last_o = o + n - 1;
+            bool done = b.sent == b.beats;
+            if (done) {
+                if (taken == n) frees[unknown++] = last_o + 2;
+                rq.pop();
+            }
+            if (taken < n) rslice.push(Beat{k, done, last_o + 1});  // taken at lim: waits
+        }
+        T lim = std::min(stop, horizon);
+        if (lim >= NEVER) lim = std::max(last_o, last_take) + 2;  // only this DMA was left
+        flush_gather(d, lim);
+        T end = std::max(c + 1, std::min(lim, horizon));
+        ids = 0;
+        for (T f : frees)
+            if (f > end) ++ids;
+        if (offers) write_turn = true;
+        T cap = std::max(bpc, bus);
+        credit = last_o == end - 1 ? cap - bus : cap;
+        credit_cycle = end - 1;
+        (void)last_take;
+        now = end;
+    }
+    std::vector<T> frees;
+
     void advance_memory(T limit) {
         horizon = limit;
         while (now < horizon) {
             if (!memory_active()) return;
+            if (int k = streaming_client(now)) {
+                stream(k, horizon);
+                continue;
+            }
             T q = quiet_until(now);
             if (q > now) {  // nothing moves before q: skip, the DRAM credit still accumulates
-                T skip = std::min(q, horizon) - now;
-                credit = std::min(std::max(bpc, bus), credit + bpc * std::min<T>(skip, bus + 1));
-                now += skip;
+                now += std::min(q, horizon) - now;
                 if (now >= horizon) return;
             }
             cycle(now);
@@ -782,6 +946,10 @@ struct Model {
         md.waiting_on = -1;
         md.starts.push_back(s);
         md.start_at = s;
+        if (md.id == M_COMPUTE && gemm_tail >= 0) {  // an empty accumulating GEMM's retire cycle
+            if (s != gemm_tail) gemm.add(gemm_tail, gemm_tail + 1, tr, TR_GEMM, 1, gemm_tail_insn);
+            gemm_tail = -1;
+        }
         pop_tokens(insn, s);
         if (f_routed < n_insns && fi(f_routed, F_MODULE) == md.id) {
             if (now > s + 1) now = s + 1;  // a full command queue gets room
@@ -815,7 +983,13 @@ struct Model {
             return;
         }
         md.retire_at = s + 1;
-        if (kind == K_LOOP && fi(insn, F_GEMM_ACC)) gemm.add(s, s + 2, tr, TR_GEMM, 1, label);
+        if (kind == K_LOOP && fi(insn, F_GEMM_ACC)) {
+            // its start cycle, and its retire cycle unless another instruction starts then
+            // (the GEMM busy event follows the instruction that started last)
+            gemm.add(s, s + 1, tr, TR_GEMM, 1, label);
+            gemm_tail = s + 1;
+            gemm_tail_insn = label;
+        }
         md.next = s + 1;
     }
 

@@ -26,11 +26,12 @@ def activity(raw: np.ndarray, cycles: int, cols: Columns) -> Activity:
 
     for sel, track_of in ((kind == _BUSY, lambda who: _MODULES[who]), (kind == _GEMM, lambda who: "gemm")):
         for lo, hi, tag in zip(a[sel].tolist(), b[sel].tolist(), c[sel].tolist(), strict=True):
-            act.tracks[track_of(tag >> 32)].append(Interval(lo, hi, label(tag & 0xFFFFFFFF)))
+            if hi > lo:
+                act.tracks[track_of(tag >> 32)].append(Interval(lo, hi, label(tag & 0xFFFFFFFF)))
     for k, track, name in ((_READ, "dram read", "read"), (_WRITE, "dram write", "write")):
         beats = np.zeros(max(cycles, 1), dtype=bool)
-        at = a[kind == k]
-        beats[at[at < cycles]] = True
+        for lo, hi in zip(a[kind == k].tolist(), b[kind == k].tolist(), strict=True):
+            beats[lo:hi] = True
         act.tracks[track] = [Interval(lo, hi, name) for lo, hi in runs(beats)]
     changes: dict[str, list[tuple[int, int]]] = {q: [] for q in QUEUES}
     sel = kind == _TOKEN
