@@ -3,8 +3,6 @@ of `codesign op` and `codesign bench layers`."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +10,7 @@ import numpy as np
 from compiler.errors import ScheduleError
 from compiler.ops import CompiledOp, Operator, compile_op, knobs_from_json
 from compiler.schedule import records as R
+from compiler.schedule.schedule import read_schedule_file
 from sim.backend import Backend
 
 
@@ -19,13 +18,7 @@ def schedule_source(op: Operator, path: str | None, vthreads: int | None) -> dic
     """Keyword arguments of `compile_op` for a schedule file, a forced thread count, or neither."""
     if path is None:
         return {"knobs": op.default_knobs(vthreads)}
-    p = Path(path)
-    if not p.is_file():
-        raise ScheduleError(f"{path}: no such schedule file")
-    try:
-        data = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise ScheduleError(f"{path}: not valid JSON ({exc})") from None
+    data = read_schedule_file(path)
     if isinstance(data, dict) and isinstance(data.get("knobs"), dict) and "records" not in data:
         return {"knobs": knobs_from_json(op, data["knobs"])}
     if isinstance(data, dict) and isinstance(data.get("records"), list):

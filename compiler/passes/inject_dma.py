@@ -18,7 +18,7 @@ from compiler.te import expr as E
 from compiler.te.affine import Affine, affine
 from compiler.te.tensor import Tensor
 from compiler.tir import stmt as S
-from compiler.tir.visit import perfect_nest, post_order
+from compiler.tir.visit import flat_index, perfect_nest, post_order
 from hw import isa
 
 
@@ -93,19 +93,6 @@ def _load_type(dst: S.Buffer, src: Tensor, target: AcceleratorTarget, where: str
     return scope.memory_type
 
 
-def _flat(t: Tensor, indices: tuple[E.Expr, ...], where: str) -> Affine:
-    """Element index of `t` at `indices` (lanes dropped): row-major over the outer dimensions."""
-    out, stride = Affine(), 1
-    for size, e in zip(reversed(t.shape[:-2]), reversed(indices[:-2]), strict=True):
-        form = affine(e)
-        if form is None:
-            raise ScheduleError(f"{where}: index {e} of {t.name} is not affine")
-        out = out + form.scale(stride)
-        stride *= size
-    base = t.base if isinstance(t, S.Buffer) else Affine()
-    return out + base
-
-
 def _pattern(stage: str, where: str, loops: list[tuple[E.Var, int]], load: bool, mem: isa.MemType,
              sram_t: S.Buffer, sram_idx: tuple[E.Expr, ...], dram_t: Tensor,
              dram_idx: tuple[E.Expr, ...], cond: E.Expr | None,
@@ -121,7 +108,7 @@ def _pattern(stage: str, where: str, loops: list[tuple[E.Var, int]], load: bool,
     if dram_t.shape[-2:] != sram_t.shape[-2:]:
         raise ScheduleError(f"{where}: {dram_t.name}'s elements {dram_t.shape[-2:]} differ from the "
                             f"scratchpad's {sram_t.shape[-2:]}")  # fmt: skip
-    dram, sram = _flat(dram_t, dram_idx, where), _flat(sram_t, sram_idx, where)
+    dram, sram = flat_index(dram_t, dram_idx, where), flat_index(sram_t, sram_idx, where)
     inner_vars = {v for v, _ in loops[:-2]}
     pads = _pads(cond, dram_idx, where, dram_t, inner_vars) if cond is not None else {}
     dims = []

@@ -11,10 +11,10 @@ from __future__ import annotations
 from compiler.errors import ScheduleError
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
-from compiler.te.affine import Affine, affine
+from compiler.te.affine import Affine
 from compiler.te.tensor import Tensor
 from compiler.tir import stmt as S
-from compiler.tir.visit import perfect_nest, post_order
+from compiler.tir.visit import flat_index, perfect_nest, post_order
 
 
 def tensorize(body: S.Stmt, target: AcceleratorTarget) -> S.Stmt:
@@ -33,14 +33,7 @@ def elem_index(buf: Tensor, indices: tuple[E.Expr, ...], where: str) -> Affine:
     """The SRAM element index of `buf[indices]` (lane indices dropped)."""
     if not isinstance(buf, S.Buffer):
         raise ScheduleError(f"{where}: {buf.name} is in DRAM, not in a scratchpad")
-    out, stride = Affine(), 1
-    for size, e in zip(reversed(buf.shape[:-2]), reversed(indices[:-2]), strict=True):
-        form = affine(e)
-        if form is None:
-            raise ScheduleError(f"{where}: index {e} of {buf.name} is not affine")
-        out = out + form.scale(stride)
-        stride *= size
-    return out + buf.base
+    return flat_index(buf, indices, where)
 
 
 def _gemm(node: S.Attr, target: AcceleratorTarget) -> S.Stmt:

@@ -301,15 +301,20 @@ class Schedule:
         return "\n".join(R.describe(r) for r in self.records)
 
 
-def load_records(path: str | Path) -> list[R.Record]:
-    """The records of a schedule file written by `Schedule.save`."""
+def read_schedule_file(path: str | Path) -> Any:
+    """The JSON content of a schedule file; a missing or malformed file is a ScheduleError."""
     p = Path(path)
     if not p.is_file():
         raise ScheduleError(f"{path}: no such schedule file")
     try:
-        data = json.loads(p.read_text())
+        return json.loads(p.read_text())
     except json.JSONDecodeError as exc:
         raise ScheduleError(f"{path}: not valid JSON ({exc})") from None
+
+
+def load_records(path: str | Path) -> list[R.Record]:
+    """The records of a schedule file written by `Schedule.save`."""
+    data = read_schedule_file(path)
     items = data.get("records") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise ScheduleError(f"{path}: expected an object with a list 'records'")

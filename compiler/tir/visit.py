@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compiler.errors import ScheduleError
 from compiler.te import expr as E
-from compiler.te.affine import Affine
+from compiler.te.affine import Affine, affine
+from compiler.te.tensor import Tensor
 from compiler.tir import stmt as S
 
 
@@ -36,6 +38,19 @@ def perfect_nest(node: S.Stmt) -> tuple[list[tuple[E.Var, int]], S.Stmt]:
             loops.append((node.var, node.extent))
         node = node.body
     return loops, node
+
+
+def flat_index(t: Tensor, indices: tuple[E.Expr, ...], where: str) -> Affine:
+    """Element index of `t[indices]`, lanes dropped: row-major over the outer dimensions, plus
+    the buffer's base for a scratchpad buffer."""
+    out, stride = Affine(), 1
+    for size, e in zip(reversed(t.shape[:-2]), reversed(indices[:-2]), strict=True):
+        form = affine(e)
+        if form is None:
+            raise ScheduleError(f"{where}: index {e} of {t.name} is not affine")
+        out = out + form.scale(stride)
+        stride *= size
+    return out + t.base if isinstance(t, S.Buffer) else out
 
 
 def bind_affine(form: Affine, var: E.Var, value: int) -> Affine:
