@@ -14,7 +14,6 @@ from hw.config import PRESETS
 from tests.compiler.conftest import CONFIGS, check_op
 
 
-
 @pytest.mark.parametrize("layer", RESNET18, ids=[r[0] for r in RESNET18])
 def test_resnet18_layers_exact_on_fsim(layer):
     op = Conv2d(Conv2dSpec(*layer[1:]), AcceleratorTarget(PRESETS["vta"]))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseSpec, Epilogue
+from compiler.ops.resnet18 import CONVS as RESNET18
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
 from tests.compiler.conftest import CONFIGS, check_op
-from compiler.ops.resnet18 import CONVS as RESNET18
 
 pytestmark = pytest.mark.rtl
 
