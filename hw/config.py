@@ -116,6 +116,12 @@ class AcceleratorConfig:
     def uop_elem_bytes(self) -> int:
         return self.uop_elem_bits // 8
 
+    @functools.cached_property
+    def acc_8bit_elem_bytes(self) -> int:
+        """A LOAD ACC_8BIT element: one acc tile of `inp_bits` lanes (each sign-extended into
+        acc), so it is as large as an out element."""
+        return self.batch * self.block_out * self.inp_bits // 8
+
     # -- depths and index widths ------------------------------------------------------------
     @functools.cached_property
     def inp_depth(self) -> int:
@@ -131,6 +137,11 @@ class AcceleratorConfig:
 
     @functools.cached_property
     def out_depth(self) -> int:
+        return self.acc_depth
+
+    @functools.cached_property
+    def acc_8bit_depth(self) -> int:
+        """LOAD ACC_8BIT writes the acc buffer."""
         return self.acc_depth
 
     @functools.cached_property
@@ -235,6 +246,7 @@ class AcceleratorConfig:
 _DERIVED = (
     "out_bits", "macs_per_cycle",
     "inp_elem_bytes", "wgt_elem_bytes", "acc_elem_bytes", "out_elem_bytes", "uop_elem_bytes",
+    "acc_8bit_elem_bytes",
     "inp_depth", "wgt_depth", "acc_depth", "out_depth", "uop_depth", "out_bytes",
     "inp_index_bits", "wgt_index_bits", "acc_index_bits", "uop_index_bits",
     "uop_elem_bits", "bus_bytes",

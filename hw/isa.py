@@ -47,6 +47,7 @@ class MemType(IntEnum):
     INP = 2
     ACC = 3
     OUT = 4
+    ACC_8BIT = 5  # LOAD only: inp_bits lanes sign-extended into acc (VTA's MEM_ID_ACC_8BIT)
 
 
 class AluOp(IntEnum):
@@ -311,7 +312,8 @@ _BOOL_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next", "reset", "use_
 
 
 def module_of(insn: Insn) -> Module:
-    """Fetch's routing rule: STORE to store; LOAD INP/WGT to load; everything else to compute."""
+    """Fetch's routing rule: STORE to store; LOAD INP/WGT to load; everything else (LOAD
+    UOP/ACC/ACC_8BIT, GEMM, ALU, FINISH) to compute."""
     if isinstance(insn, Store):
         return Module.STORE
     if isinstance(insn, Load) and insn.memory_type in (MemType.INP, MemType.WGT):

@@ -198,6 +198,16 @@ def _acc_load(w: _Writer, region: Region, sram_base: int, y: int, x: int, stride
     w.b.load(isa.MemType.ACC, region, sram_base, y_size=y, x_size=x, x_stride=stride, pads=pads)
 
 
+def _int8_input(w: _Writer, name: str, rows: int, cols: int) -> tuple[Region, np.ndarray]:
+    """An inp_bits tensor of acc-tile elements for LOAD ACC_8BIT, with both extremes and -1."""
+    bits = w.cfg.inp_bits
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    data = w.rng.integers(low, high, (rows, cols, *w.acc_shape), endpoint=True)
+    data.reshape(-1)[:3] = (low, high, -1)
+    data = data.astype(int_dtype(bits))
+    return w.b.region(name, data.shape, data.dtype, "input"), data
+
+
 # -- the cases -------------------------------------------------------------------------------------
 
 
@@ -302,6 +312,44 @@ def _prefix_sum(cfg: AcceleratorConfig) -> CaseProgram:
     return CaseProgram(w.finish(), {"src": data}, expected, {"alu_uops": _N - 1 + shifts})
 
 
+def _acc_8bit_padded(cfg: AcceleratorConfig) -> CaseProgram:
+    """LOAD ACC_8BIT with padding, a row stride and a DRAM offset over acc already holding int32
+    values: every acc byte is observed, so sign extension and the zero padding both show."""
+    w = _Writer(cfg, 11)
+    (y0, y1, x0, x1), y, x, base = (1, 1, 2, 1), 2, 3, 3
+    rows, cols = y0 + y + y1, x0 + x + x1
+    n = base + rows * cols + 3  # acc[0:n] observed: the window and int32 values around it
+    old, old_data = w.acc_input("old", 1, n, -(1 << 31), (1 << 31) - 1)
+    _acc_load(w, old, 0, 1, n, n)
+    src, data = _int8_input(w, "src", 3, 5)
+    w.b.load(isa.MemType.ACC_8BIT, src, base, y_size=y, x_size=x, x_stride=5, elem_offset=1,
+             pads=(y0, y1, x0, x1))  # fmt: skip
+    window = np.zeros((rows, cols, *w.acc_shape), dtype=np.int64)
+    window[y0 : y0 + y, x0 : x0 + x] = data[:2, 1 : 1 + x]  # elements 1.. of rows 0 and 1
+    acc = old_data[0].astype(np.int64)
+    acc[base : base + rows * cols] = window.reshape(-1, *w.acc_shape)
+    expected = w.observe("out", n, acc)
+    stats = {"acc_load_bytes": n * cfg.acc_elem_bytes + y * x * cfg.acc_8bit_elem_bytes,
+             "alu_uops": n * (cfg.acc_bits // cfg.out_bits - 1)}  # fmt: skip
+    return CaseProgram(w.finish(), {"old": old_data, "src": data}, expected, stats)
+
+
+def _acc_8bit_add(cfg: AcceleratorConfig) -> CaseProgram:
+    """A residual add: int32 acc values plus an int8 tensor brought in by LOAD ACC_8BIT."""
+    w = _Writer(cfg, 12)
+    acc_r, acc = w.acc_input("acc", 1, _N, -(1 << 31), (1 << 31) - 1)
+    res_r, res = _int8_input(w, "res", 1, _N)
+    _acc_load(w, acc_r, 0, 1, _N, _N)
+    w.b.load(isa.MemType.ACC_8BIT, res_r, _N, y_size=1, x_size=_N)
+    w.alu_loop(isa.AluOp.ADD, _N, src=_N)
+    total = alu_reference(isa.AluOp.ADD, acc[0], res[0], cfg.acc_bits)
+    expected = w.observe("out", _N, total)
+    shifts = _N * (cfg.acc_bits // cfg.out_bits - 1)
+    stats = {"acc_load_bytes": _N * (cfg.acc_elem_bytes + cfg.acc_8bit_elem_bytes),
+             "alu_uops": _N + shifts}  # fmt: skip
+    return CaseProgram(w.finish(), {"acc": acc, "res": res}, expected, stats)
+
+
 def _deadlock(cfg: AcceleratorConfig) -> CaseProgram:
     """Load waits for compute's token while compute waits for load's: no progress is possible."""
     b = ProgramBuilder(cfg)
@@ -335,5 +383,7 @@ CASES: list[Case] = [
     Case("alu_shift_left", _alu(isa.AluOp.SHR, imm=-3, low=-(1 << 30), high=(1 << 30) - 1)),
     Case("relu", _alu(isa.AluOp.MAX, imm=0, low=-1000, high=1000)),
     Case("alu_sequential_prefix_sum", _prefix_sum),
+    Case("acc_8bit_load_padded", _acc_8bit_padded),
+    Case("acc_8bit_residual_add", _acc_8bit_add),
     Case("deadlock", _deadlock),
 ]  # fmt: skip

@@ -25,7 +25,7 @@ from hw.program import Program
 from sim import alu
 from sim.backend import RunResult, SimulationError, Stats
 from sim.gemm import GemmUnit
-from sim.scratchpads import Scratchpads
+from sim.scratchpads import Scratchpads, sram_of
 
 _ORDER = (isa.Module.LOAD, isa.Module.COMPUTE, isa.Module.STORE)
 # GEMM products are small: BLAS threads only add contention (50x slower on a loaded 2-core host).
@@ -90,7 +90,7 @@ class _Machine:
         if insn.memory_type == isa.MemType.OUT:
             raise SimulationError("LOAD into the OUT buffer is not an instruction (STORE reads it)")
         nbytes = self.spads.load(insn)
-        key = f"{insn.memory_type.name.lower()}_load_bytes"
+        key = f"{sram_of(insn.memory_type).name.lower()}_load_bytes"  # ACC_8BIT counts as acc
         setattr(self.stats, key, getattr(self.stats, key) + nbytes)
 
     def _store(self, insn: isa.Store) -> None:

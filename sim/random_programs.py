@@ -3,9 +3,10 @@
 A program is a sequence of tasks, each `LOAD INP/WGT -> compute ops -> STORE`, with the token
 protocol of a double-buffered pipeline: task t uses SRAM half t % 2 of inp and wgt, so the loads
 of task t+1 may overlap the compute of task t.  Everything else is random: window sizes, strides,
-padding, micro-op loops and factors, GEMM reset, ALU ops and immediates, where results are
-stored, NOPs that only relay tokens on the load and store modules, and empty GEMM/ALU loops
-that still carry token flags.  Every access is in range, so any difference between backends
+padding, micro-op loops and factors, GEMM reset, ALU ops and immediates, accumulator loads
+of int32 (LOAD ACC) or int8 (LOAD ACC_8BIT, sign-extended) data, where results are stored,
+NOPs that only relay tokens on the load and store modules, and empty GEMM/ALU loops that still
+carry token flags.  Every access is in range, so any difference between backends
 is a bug.
 """
 
@@ -49,7 +50,8 @@ class _Generator:
         self.b = ProgramBuilder(cfg)
         shapes = {"A": (cfg.batch, cfg.block_in, cfg.inp_bits),
                   "W": (cfg.block_out, cfg.block_in, cfg.wgt_bits),
-                  "X": (cfg.batch, cfg.block_out, cfg.acc_bits)}  # fmt: skip
+                  "X": (cfg.batch, cfg.block_out, cfg.acc_bits),
+                  "X8": (cfg.batch, cfg.block_out, cfg.inp_bits)}  # fmt: skip
         self.inputs = {}
         self.regions: dict[str, Region] = {}
         for name, (rows, cols, bits) in shapes.items():
@@ -72,7 +74,8 @@ class _Generator:
             else:
                 self._load(isa.MemType.INP, "A", half, pop_next=t >= 2)
             self._load(isa.MemType.WGT, "W", half, push_next=True)
-            ops = [self.rng.choice(("gemm", "gemm", "alu", "acc")) for _ in range(self.rng.randint(1, 4))]
+            kinds = ("gemm", "gemm", "alu", "acc", "acc8")
+            ops = [self.rng.choice(kinds) for _ in range(self.rng.randint(1, 4))]
             for i, op in enumerate(ops):
                 first, last = i == 0, i == len(ops) - 1
                 flags = {"pop_prev": first, "pop_next": first and self._reclaim(),
@@ -102,13 +105,17 @@ class _Generator:
         self.b.load(m, self.regions[region], base, y_size=y, x_size=x, x_stride=stride,
                     elem_offset=offset, pads=pads, **flags)  # type: ignore[arg-type]
 
-    def _acc(self, half: int, flags: dict[str, bool]) -> None:
+    def _acc(self, half: int, flags: dict[str, bool], *, m: isa.MemType = isa.MemType.ACC) -> None:
         y, x, stride, offset = self._window()
         pads = tuple(self.rng.choice((0, 0, 1)) for _ in range(4))
         footprint = (pads[0] + y + pads[1]) * (pads[2] + x + pads[3])
-        self.b.load(isa.MemType.ACC, self.regions["X"], self.rng.randint(0, _SPAN - footprint),
+        region = self.regions["X8" if m == isa.MemType.ACC_8BIT else "X"]
+        self.b.load(m, region, self.rng.randint(0, _SPAN - footprint),
                     y_size=y, x_size=x, x_stride=stride, elem_offset=offset,
                     pads=pads, **flags)  # type: ignore[arg-type]
+
+    def _acc8(self, half: int, flags: dict[str, bool]) -> None:
+        self._acc(half, flags, m=isa.MemType.ACC_8BIT)
 
     def _store(self) -> None:
         y, x, stride, offset = self._window()

@@ -3,7 +3,8 @@
 Every SRAM is a numpy array indexed by element (one tile): uop words, inp (batch, block_in),
 wgt (block_out, block_in), acc (batch, block_out).  There is no separate out buffer: the out
 buffer always equals the low `out_bits` of acc (the RTL writes both together), so STORE
-truncates acc.
+truncates acc.  LOAD ACC_8BIT reads elements of `inp_bits` lanes and writes them, sign-extended,
+into acc.
 """
 
 from __future__ import annotations
@@ -35,8 +36,14 @@ def elem_layout(cfg: AcceleratorConfig, memory_type: isa.MemType) -> tuple[Any, 
         isa.MemType.WGT: (int_dtype(cfg.wgt_bits), (cfg.block_out, cfg.block_in)),
         isa.MemType.ACC: (int_dtype(cfg.acc_bits), (cfg.batch, cfg.block_out)),
         isa.MemType.OUT: (int_dtype(cfg.out_bits), (cfg.batch, cfg.block_out)),
+        isa.MemType.ACC_8BIT: (int_dtype(cfg.inp_bits), (cfg.batch, cfg.block_out)),
     }
     return layouts[memory_type]
+
+
+def sram_of(memory_type: isa.MemType) -> isa.MemType:
+    """The buffer a LOAD of `memory_type` writes (ACC_8BIT loads into acc)."""
+    return isa.MemType.ACC if memory_type == isa.MemType.ACC_8BIT else memory_type
 
 
 class Scratchpads:
@@ -82,11 +89,14 @@ class Scratchpads:
         )  # fmt: skip
 
     def load(self, insn: isa.Load) -> int:
-        """Execute a LOAD with zero padding; returns the bytes read from DRAM."""
-        m = insn.memory_type
-        dtype, shape = elem_layout(self.cfg, m)
+        """Execute a LOAD with zero padding; returns the bytes read from DRAM.
+
+        The lanes are converted to the SRAM's type on the way in: ACC_8BIT sign-extends.
+        """
+        m = sram_of(insn.memory_type)
+        dtype, shape = elem_layout(self.cfg, insn.memory_type)
         self.check_range(m, "LOAD", insn.sram_base, insn.sram_base + insn.sram_elems - 1)
-        raw = np.ascontiguousarray(self._dram_window(insn, m))
+        raw = np.ascontiguousarray(self._dram_window(insn, insn.memory_type))
         data: np.ndarray = raw.view(dtype).reshape(insn.y_size, insn.x_size, *shape)
         target = self.sram[m][insn.sram_base : insn.sram_base + insn.sram_elems]
         tile = target.reshape(-1, insn.row_elems, *shape)  # a view: rows of the SRAM window
@@ -100,7 +110,7 @@ class Scratchpads:
             self.mirror[m][window] = target
         elif m == isa.MemType.UOP:
             self.on_uop_load()
-        return insn.y_size * insn.x_size * self.cfg.elem_bytes(m)
+        return insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
 
     def store(self, insn: isa.Store) -> int:
         """Execute a STORE of the out buffer (acc truncated); returns the bytes written."""

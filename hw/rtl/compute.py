@@ -9,8 +9,9 @@ from amaranth.lib.wiring import In, Out
 from hw import isa
 from hw.config import AcceleratorConfig
 from hw.rtl import bus
-from hw.rtl.decode import insn_struct
-from hw.rtl.load import addr_bits, byte_count, load_dma
+from hw.rtl.decode import insn_struct, log2
+from hw.rtl.dma import Widening
+from hw.rtl.load import addr_bits, load_dma
 from hw.rtl.loops import LoopGenerator
 from hw.rtl.pipeline import UopPipeline, out_lanes
 from hw.rtl.sequencer import Sequencer
@@ -19,10 +20,16 @@ from hw.rtl.sequencer import Sequencer
 class Kind(enum.Enum, shape=3):  # type: ignore[call-arg]
     NOP = 0
     LOAD_UOP = 1
-    LOAD_ACC = 2
+    LOAD_ACC = 2  # and LOAD ACC_8BIT, through the same DMA
     GEMM = 3
     ALU = 4
     FINISH = 5
+
+
+def acc_8bit_widening(cfg: AcceleratorConfig) -> Widening:
+    """LOAD ACC_8BIT's element: an acc tile of `inp_bits` lanes, sign-extended to `acc_bits`."""
+    return Widening(lanes=cfg.batch * cfg.block_out, narrow_bits=cfg.inp_bits,
+                    wide_bits=cfg.acc_bits)  # fmt: skip
 
 
 class ComputeModule(wiring.Component):
@@ -35,7 +42,9 @@ class ComputeModule(wiring.Component):
     starts in the following cycle while it drains (no bubble between GEMM/ALU instructions); its
     token pushes travel with that micro-op and are sent after its acc write.
     LOAD UOP/ACC (two LoadDMAs, read clients `bus_uop`, `bus_acc`) and FINISH wait for the
-    pipeline to drain first.  `done` rises the cycle after FINISH retires.
+    pipeline to drain first.  LOAD ACC_8BIT runs on the acc DMA in its narrow format: elements of
+    `inp_bits` lanes, each sign-extended to `acc_bits`.  `done` rises the cycle after FINISH
+    retires.
     """
 
     def __init__(self, cfg: AcceleratorConfig):
@@ -65,7 +74,7 @@ class ComputeModule(wiring.Component):
         cfg = self.cfg
         m.submodules.seq = seq = Sequencer(pops=2, pushes=2)
         m.submodules.uop_dma = uop_dma = load_dma(cfg, isa.MemType.UOP)
-        m.submodules.acc_dma = acc_dma = load_dma(cfg, isa.MemType.ACC)
+        m.submodules.acc_dma = acc_dma = load_dma(cfg, isa.MemType.ACC, acc_8bit_widening(cfg))
         m.submodules.gen = gen = LoopGenerator(cfg)
         m.submodules.pipe = pipe = UopPipeline(cfg)
         mem = data.View(insn_struct(cfg, "mem"), self.cmd.payload)
@@ -97,6 +106,7 @@ class ComputeModule(wiring.Component):
             seq.push_req.eq(Mux(deferred, 0, push_flags)), gen.loop.ctrl.push.eq(push_flags),
             seq.done.eq(done), self.cmd.ready.eq(seq.start),
             uop_dma.cmd.eq(mem), acc_dma.cmd.eq(mem),
+            acc_dma.narrow.eq(mem.memory_type == isa.MemType.ACC_8BIT),
             uop_dma.start.eq(seq.start & (head == Kind.LOAD_UOP)),
             acc_dma.start.eq(seq.start & (head == Kind.LOAD_ACC)),
             gen.start.eq(seq.start & is_loop),
@@ -139,7 +149,8 @@ class ComputeModule(wiring.Component):
                     m.d.comb += head.eq(Kind.NOP)
                 with m.Elif(mem.memory_type == isa.MemType.UOP):
                     m.d.comb += head.eq(Kind.LOAD_UOP)
-                with m.Elif(mem.memory_type == isa.MemType.ACC):
+                with m.Elif((mem.memory_type == isa.MemType.ACC)
+                            | (mem.memory_type == isa.MemType.ACC_8BIT)):  # fmt: skip
                     m.d.comb += head.eq(Kind.LOAD_ACC)
             with m.Case(isa.Opcode.GEMM):
                 m.d.comb += head.eq(Kind.GEMM)
@@ -202,7 +213,11 @@ class ComputeModule(wiring.Component):
             self.ev_gemm_busy.eq(gemm_now | pipe.gemm_active), self.gemm_read.eq(pipe.gemm_read),
             self.ev_gemm_uop.eq(pipe.ev_gemm_uop), self.ev_alu_uop.eq(pipe.ev_alu_uop),
         ]  # fmt: skip
+        elems = Signal(32)  # x_size * y_size of the head LOAD: one multiplier for every count
+        m.d.comb += elems.eq(mem.x_size * mem.y_size)
         with m.If(seq.start & (head == Kind.LOAD_UOP)):
-            m.d.comb += self.ev_uop_bytes.eq(byte_count(mem, cfg.uop_elem_bytes))
+            m.d.comb += self.ev_uop_bytes.eq(elems << log2(cfg.uop_elem_bytes))
         with m.If(seq.start & (head == Kind.LOAD_ACC)):
-            m.d.comb += self.ev_acc_bytes.eq(byte_count(mem, cfg.acc_elem_bytes))
+            narrow = mem.memory_type == isa.MemType.ACC_8BIT
+            m.d.comb += self.ev_acc_bytes.eq(Mux(narrow, elems << log2(cfg.acc_8bit_elem_bytes),
+                                                 elems << log2(cfg.acc_elem_bytes)))  # fmt: skip

@@ -1,17 +1,20 @@
 """The 2-D read DMA: burst requests, beat-to-element unpacking, and the SRAM writer with padding.
 
 Element sizes are powers of two and may be smaller than a bus word (several elements per beat),
-equal to it, or several beats long; `Unpacker` handles all three.
+equal to it, or several beats long; `Unpacker` handles all three.  A DMA may also load a second,
+narrow element format whose lanes it sign-extends to the SRAM's (`Widening`, for LOAD ACC_8BIT).
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from dataclasses import dataclass
+
+from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.rtl import bus
-from hw.rtl.decode import log2
+from hw.rtl.decode import lanes, log2
 
 ADDR = bus.ADDR_BITS
 
@@ -29,16 +32,28 @@ class BurstRequester(wiring.Component):
     `dram_base + y * x_stride` (y < `y_size`).  Each row covers the bus words from its first to its
     last byte and is cut into bursts of at most `max_burst_beats`.  `busy` stays high until the
     last burst is accepted.  Timing: one setup cycle per row, then one burst per cycle that
-    `req.ready` allows.  Nothing is requested when x_size or y_size is 0.
+    `req.ready` allows.  Nothing is requested when x_size or y_size is 0.  With
+    `narrow_elem_bytes`, elements are that size while the `narrow` input is high (it must hold
+    from the cycle after `start` until `busy` falls).
     """
 
     def __init__(self, *, elem_bytes: int, bus_bytes: int, max_burst_beats: int,
-                 x_bits: int = 16):  # fmt: skip
+                 x_bits: int = 16, narrow_elem_bytes: int | None = None):  # fmt: skip
         self.elem_bytes, self.bus_bytes, self.max_burst = elem_bytes, bus_bytes, max_burst_beats
-        super().__init__({
+        self.narrow_elem_bytes = narrow_elem_bytes
+        members = {
             "start": In(1), "dram_base": In(ADDR), "y_size": In(16), "x_size": In(x_bits),
             "x_stride": In(16), "busy": Out(1), "req": Out(burst_request()),
-        })  # fmt: skip
+        }  # fmt: skip
+        if narrow_elem_bytes is not None:
+            members["narrow"] = In(1)
+        super().__init__(members)
+
+    def _shift(self, value: Value, eb: int) -> Value:
+        """`value` elements in bytes: << log2(element bytes), of the narrow format when selected."""
+        if self.narrow_elem_bytes is None:
+            return value << eb
+        return Mux(self.narrow, value << log2(self.narrow_elem_bytes), value << eb)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -54,7 +69,8 @@ class BurstRequester(wiring.Component):
         ]
         start_byte = Signal(ADDR)
         end_byte = Signal(ADDR)
-        m.d.comb += [start_byte.eq(row_elem << eb), end_byte.eq(start_byte + (x_size << eb) - 1)]
+        m.d.comb += [start_byte.eq(self._shift(row_elem, eb)),
+                     end_byte.eq(start_byte + self._shift(x_size, eb) - 1)]  # fmt: skip
         with m.FSM():
             with m.State("IDLE"), m.If(self.start):
                 m.d.sync += [row_elem.eq(self.dram_base), rows_left.eq(self.y_size),
@@ -189,34 +205,69 @@ class PadWriter(wiring.Component):
         return m
 
 
+@dataclass(frozen=True)
+class Widening:
+    """A narrow element format: `lanes` signed lanes of `narrow_bits`, each sign-extended to
+    `wide_bits` on its way into an SRAM of `lanes * wide_bits`-bit elements."""
+
+    lanes: int
+    narrow_bits: int
+    wide_bits: int
+
+    @property
+    def narrow_elem_bytes(self) -> int:
+        return self.lanes * self.narrow_bits // 8
+
+    def widen(self, value: Value) -> Value:
+        """Each narrow lane of `value`, sign-extended; lane 0 at the lowest bits."""
+        extra = self.wide_bits - self.narrow_bits
+        return Cat(*(Cat(lane, lane[-1].replicate(extra))
+                     for lane in lanes(value, self.lanes, self.narrow_bits)))  # fmt: skip
+
+
 class LoadDMA(wiring.Component):
     """2-D strided load with zero padding from DRAM into one SRAM, for one element size.
 
     `start` (with `cmd`, a LOAD instruction viewed through `mem_layout`) begins the transfer;
     `busy` is high from the next cycle until the last SRAM write.  Requests run ahead of the data
     (as many bursts as the memory master lets through), so a long load streams one beat per
-    cycle (one element per cycle for sub-word elements).
+    cycle (one element per cycle for sub-word elements).  With a `widening`, the transfer reads
+    elements of the narrow format instead when `narrow` is high with `start` (DRAM addresses in
+    narrow elements), and writes each one sign-extended: the same rows, padding and SRAM
+    addresses, one SRAM write per element.
     """
 
     def __init__(self, *, mem_layout: data.StructLayout, elem_bytes: int, depth: int,
-                 bus_bits: int, max_burst_beats: int):  # fmt: skip
+                 bus_bits: int, max_burst_beats: int, widening: Widening | None = None):  # fmt: skip
         self.elem_bits = elem_bytes * 8
         self.elem_bytes, self.bus_bits, self.max_burst = elem_bytes, bus_bits, max_burst_beats
         self.addr_bits = max(1, (depth - 1).bit_length())
-        super().__init__({
+        self.widening = widening
+        members = {
             "start": In(1), "cmd": In(mem_layout), "busy": Out(1),
             "bus": Out(bus.read_bus(bus_bits)),
             "sram": Out(bus.sram_write(self.addr_bits, self.elem_bits)),
-        })  # fmt: skip
+        }  # fmt: skip
+        if widening is not None:
+            assert widening.lanes * widening.wide_bits == self.elem_bits, widening
+            members["narrow"] = In(1)
+        super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
+        widening = self.widening
+        narrow_bytes = widening.narrow_elem_bytes if widening else None
         m.submodules.req = req = BurstRequester(
             elem_bytes=self.elem_bytes, bus_bytes=self.bus_bits // 8,
-            max_burst_beats=self.max_burst)  # fmt: skip
+            max_burst_beats=self.max_burst, narrow_elem_bytes=narrow_bytes)  # fmt: skip
         m.submodules.unpack = unpack = Unpacker(elem_bits=self.elem_bits, bus_bits=self.bus_bits)
+        per_beat = unpack.per_beat
+        if narrow_bytes is not None:
+            m.submodules.unpack_narrow = narrow_unpack = Unpacker(
+                elem_bits=narrow_bytes * 8, bus_bits=self.bus_bits)  # fmt: skip
+            per_beat = max(per_beat, narrow_unpack.per_beat)
         m.submodules.writer = writer = PadWriter(
-            elem_bits=self.elem_bits, addr_bits=self.addr_bits, per_beat=unpack.per_beat
+            elem_bits=self.elem_bits, addr_bits=self.addr_bits, per_beat=per_beat
         )
         cmd = self.cmd
         m.d.comb += [req.start.eq(self.start), writer.start.eq(self.start)]
@@ -230,13 +281,48 @@ class LoadDMA(wiring.Component):
             req.req.ready.eq(self.bus.ar_ready),
             self.bus.ar_addr.eq(req.req.addr),
             self.bus.ar_len.eq(req.req.len),
-            unpack.beat.valid.eq(self.bus.r_valid),
-            unpack.beat.payload.eq(self.bus.r_data),
-            self.bus.r_ready.eq(unpack.beat.ready),
-            unpack.idx.eq(writer.idx),
-            unpack.row_last.eq(writer.row_last),
             self.busy.eq(writer.busy),
         ]
-        wiring.connect(m, unpack.elem, writer.elem)
+        if narrow_bytes is None:
+            self._feed(m, unpack, writer)
+            wiring.connect(m, unpack.elem, writer.elem)
+        else:
+            self._feed_two(m, unpack, narrow_unpack, writer, req)
         wiring.connect(m, writer.sram, wiring.flipped(self.sram))
         return m
+
+    def _feed(self, m: Module, unpack: Unpacker, writer: PadWriter,
+              select: Value | None = None) -> None:  # fmt: skip
+        """The R beats into `unpack` (only while `select`, if given); it follows the writer."""
+        valid = self.bus.r_valid if select is None else self.bus.r_valid & select
+        m.d.comb += [
+            unpack.beat.valid.eq(valid),
+            unpack.beat.payload.eq(self.bus.r_data),
+            unpack.idx.eq(writer.idx),
+            unpack.row_last.eq(writer.row_last),
+        ]
+        if select is None:
+            m.d.comb += self.bus.r_ready.eq(unpack.beat.ready)
+        else:
+            with m.If(select):
+                m.d.comb += self.bus.r_ready.eq(unpack.beat.ready)
+
+    def _feed_two(self, m: Module, wide: Unpacker, narrow_unpack: Unpacker, writer: PadWriter,
+                  req: BurstRequester) -> None:  # fmt: skip
+        """Beats to the unpacker of the format latched at `start`; its elements, widened when
+        narrow, to the writer."""
+        assert self.widening is not None
+        narrow = Signal()
+        with m.If(self.start):
+            m.d.sync += narrow.eq(self.narrow)
+        m.d.comb += req.narrow.eq(narrow)
+        self._feed(m, wide, writer, ~narrow)
+        self._feed(m, narrow_unpack, writer, narrow)
+        for unpack, selected, payload in (
+            (wide, ~narrow, wide.elem.payload),
+            (narrow_unpack, narrow, self.widening.widen(narrow_unpack.elem.payload)),
+        ):  # fmt: skip
+            m.d.comb += unpack.elem.ready.eq(writer.elem.ready & selected)
+            with m.If(selected):
+                m.d.comb += [writer.elem.valid.eq(unpack.elem.valid),
+                             writer.elem.payload.eq(payload)]  # fmt: skip

@@ -10,7 +10,7 @@ from hw import isa
 from hw.config import AcceleratorConfig
 from hw.rtl import bus
 from hw.rtl.decode import insn_struct
-from hw.rtl.dma import LoadDMA
+from hw.rtl.dma import LoadDMA, Widening
 from hw.rtl.sequencer import Sequencer
 
 
@@ -18,10 +18,11 @@ def addr_bits(depth: int) -> int:
     return max(1, (depth - 1).bit_length())
 
 
-def load_dma(cfg: AcceleratorConfig, memory_type: isa.MemType) -> LoadDMA:
+def load_dma(cfg: AcceleratorConfig, memory_type: isa.MemType,
+             widening: Widening | None = None) -> LoadDMA:  # fmt: skip
     return LoadDMA(mem_layout=insn_struct(cfg, "mem"), elem_bytes=cfg.elem_bytes(memory_type),
                    depth=cfg.depth(memory_type), bus_bits=cfg.bus_bits,
-                   max_burst_beats=cfg.max_burst_beats)  # fmt: skip
+                   max_burst_beats=cfg.max_burst_beats, widening=widening)  # fmt: skip
 
 
 def byte_count(insn: data.View, elem_bytes: int):  # type: ignore[no-untyped-def]

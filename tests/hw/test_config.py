@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from hw import isa
 from hw.config import PRESETS, AcceleratorConfig, ConfigError, parse_override, preset, resolve
 
 
@@ -27,6 +28,22 @@ def test_rect_is_non_square():
     cfg = PRESETS["rect"]
     assert (cfg.batch, cfg.block_in, cfg.block_out, cfg.bus_bits) == (2, 8, 16, 128)
     assert cfg.inp_elem_bytes == 16 and cfg.wgt_elem_bytes == 128 and cfg.acc_elem_bytes == 128
+
+
+def test_acc_8bit_elements_are_out_sized_and_land_in_acc(preset_cfg):
+    cfg = preset_cfg
+    assert cfg.elem_bytes(isa.MemType.ACC_8BIT) == cfg.acc_8bit_elem_bytes == cfg.out_elem_bytes
+    assert cfg.acc_8bit_elem_bytes == cfg.batch * cfg.block_out * cfg.inp_bits // 8
+    assert cfg.depth(isa.MemType.ACC_8BIT) == cfg.acc_depth
+    assert cfg.max_elem_bytes == max(cfg.acc_elem_bytes, cfg.wgt_elem_bytes, cfg.inp_elem_bytes,
+                                     cfg.uop_elem_bytes)  # fmt: skip
+    assert cfg.derived()["acc_8bit_elem_bytes"] == cfg.out_elem_bytes
+
+
+def test_preset_fingerprints_are_unchanged():
+    """Fingerprints key every cache and every saved Program: derived values do not enter them."""
+    got = {name: cfg.fingerprint() for name, cfg in PRESETS.items()}
+    assert got == {"vta": "fb693d7d2e59f157", "tiny": "c1a1370746bbec81", "rect": "ef813a5ea413725a"}
 
 
 def test_config_is_frozen():

@@ -40,7 +40,8 @@ def test_vta_bit_positions_equal_hw_spec(kind):
 
 def test_opcodes_and_enums_match_vta():
     assert [isa.Opcode[n] for n in ("LOAD", "STORE", "GEMM", "FINISH", "ALU")] == [0, 1, 2, 3, 4]
-    assert [isa.MemType[n] for n in ("UOP", "WGT", "INP", "ACC", "OUT")] == [0, 1, 2, 3, 4]
+    assert [isa.MemType[n] for n in ("UOP", "WGT", "INP", "ACC", "OUT", "ACC_8BIT")] == [
+        0, 1, 2, 3, 4, 5]
     assert [isa.AluOp[n] for n in ("MIN", "MAX", "ADD", "SHR", "MUL")] == [0, 1, 2, 3, 4]
 
 
@@ -102,6 +103,7 @@ def test_routing_and_tokens():
     assert isa.module_of(isa.Load(memory_type=isa.MemType.WGT)) == isa.Module.LOAD
     assert isa.module_of(isa.Load(memory_type=isa.MemType.UOP)) == isa.Module.COMPUTE
     assert isa.module_of(isa.Load(memory_type=isa.MemType.ACC)) == isa.Module.COMPUTE
+    assert isa.module_of(isa.Load(memory_type=isa.MemType.ACC_8BIT)) == isa.Module.COMPUTE
     assert isa.module_of(isa.Store()) == isa.Module.STORE
     assert isa.module_of(isa.Finish()) == isa.Module.COMPUTE
     Q = isa.Queue
@@ -127,6 +129,24 @@ def test_format_insn():
     assert isa.format_insn(isa.Alu(alu_opcode=isa.AluOp.SHR, use_imm=True, imm=-3)).startswith(
         "ALU SHR imm=-3")
     assert isa.format_insn(isa.Finish(pop_next=True)) == "FINISH  [pop_next]"
+
+
+def test_acc_8bit_is_memory_type_5_in_vta_bits_9_7():
+    """The only change for ACC_8BIT is a value of memory_type: every other bit stays."""
+    fields = dict(sram_base=5, dram_base=77, y_size=2, x_size=3, x_stride=9, y_pad_0=1, x_pad_1=2,
+                  pop_prev=True, push_next=True)  # fmt: skip
+    acc8 = isa.encode_insn(isa.Load(memory_type=isa.MemType.ACC_8BIT, **fields), VTA)
+    acc = isa.encode_insn(isa.Load(memory_type=isa.MemType.ACC, **fields), VTA)
+    assert (acc8 >> 7) & 0b111 == 5 and acc8 ^ acc == (5 ^ 3) << 7
+    assert isa.decode_insn(acc8, VTA) == isa.Load(memory_type=isa.MemType.ACC_8BIT, **fields)
+    Q = isa.Queue
+    assert isa.token_queues(isa.decode_insn(acc8, VTA)) == ([Q.LOAD_TO_COMPUTE],
+                                                             [Q.COMPUTE_TO_STORE])
+    assert isa.format_insn(isa.Load(memory_type=isa.MemType.ACC_8BIT, sram_base=4, dram_base=2,
+                                    y_size=1, x_size=8, x_stride=8, x_pad_0=1)) == (
+        "LOAD ACC_8BIT sram=4 dram=2 y=1 x=8 stride=8 pad=(0,0,1,0)")
+    with pytest.raises(isa.EncodingError, match="Load has unknown memory_type 6"):
+        isa.decode_insn(isa.encode_insn(isa.Load(), VTA) | (6 << 7), VTA)
 
 
 def test_padding_covers_every_bit():

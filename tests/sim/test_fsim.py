@@ -114,6 +114,10 @@ def _acc_region(b, n=4):
      "STORE must read the OUT buffer, not ACC"),
     (lambda b: b.emit(isa.Load(memory_type=isa.MemType.OUT, x_size=1)),
      "LOAD into the OUT buffer is not an instruction"),
+    (lambda b: b.emit(isa.Store(memory_type=isa.MemType.ACC_8BIT, x_size=1, push_prev=True)),
+     "STORE must read the OUT buffer, not ACC_8BIT"),
+    (lambda b: b.load(isa.MemType.ACC_8BIT, _acc_region(b), 254, y_size=1, x_size=4),
+     r"#0 \(LOAD ACC_8BIT .*\): LOAD reaches ACC index 257, outside the ACC buffer of 256"),
     (lambda b: b.gemm(uop_bgn=0, uop_end=300), "uop_end 300 is outside the UOP buffer of 256"),
     (lambda b: b.gemm(uop_bgn=5, uop_end=3), "uop_end 3 is before uop_bgn 5"),
     (lambda b: b.gemm(uop_bgn=0, uop_end=1, iter_out=3, dst_factor_out=200),
@@ -133,6 +137,28 @@ def test_out_of_range_and_malformed_instructions(build, message):
 
     with pytest.raises(SimulationError, match=message):
         _run(program)
+
+
+def test_acc_8bit_load_counts_acc_bytes_and_feeds_the_alu():
+    """int8 residual -> acc (sign-extended) + int32 acc, stored as the low 8 bits."""
+    b = ProgramBuilder(TINY)
+    shape = (TINY.batch, TINY.block_out)
+    res = np.full((2, *shape), -3, dtype=np.int8)
+    acc = np.full((2, *shape), 1000, dtype=np.int32)
+    res_r, acc_r = b.region("res", res.shape, res.dtype, "input"), b.region("acc", acc.shape,
+                                                                            acc.dtype, "input")
+    out_r = b.region("out", (2, *shape), np.int8, "output")
+    b.load(isa.MemType.ACC, acc_r, 0, y_size=1, x_size=2)
+    b.load(isa.MemType.ACC_8BIT, res_r, 2, y_size=1, x_size=2)
+    b.load_uops(b.uops([isa.Uop(dst=0, src=2)]))
+    b.alu(uop_bgn=0, uop_end=1, iter_out=2, dst_factor_out=1, src_factor_out=1,
+          alu_opcode=isa.AluOp.ADD, push_next=True)  # fmt: skip
+    b.store(out_r, 0, y_size=1, x_size=2, pop_prev=True, push_prev=True)
+    b.finish(pop_next=True)
+    result = FunctionalSimulator(TINY).run(b.build(), {"res": res, "acc": acc})
+    np.testing.assert_array_equal(result.outputs["out"], np.full((2, *shape), 997 - 1024))
+    assert result.stats.acc_load_bytes == 2 * TINY.acc_elem_bytes + 2 * TINY.acc_8bit_elem_bytes
+    assert result.stats.compute_insns == 5 and result.stats.alu_uops == 2
 
 
 def test_wrong_config_and_malformed_word():

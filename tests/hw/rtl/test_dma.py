@@ -1,4 +1,5 @@
-"""LoadDMA (2-D strided load with padding) and the memory master, against numpy."""
+"""LoadDMA (2-D strided load with padding, optionally widening a narrow format) and the memory
+master, against numpy."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from amaranth.sim import Simulator
 from hw import isa
 from hw.config import PRESETS
 from hw.rtl.decode import insn_struct
-from hw.rtl.dma import LoadDMA
+from hw.rtl.dma import LoadDMA, Widening
 from hw.rtl.memory import ReadArbiter
 from tests.hw.rtl.rtlsim import Dram
 
@@ -24,9 +25,9 @@ BUS_BITS = 64
 class DmaBench(wiring.Component):
     """A LoadDMA behind the ReadArbiter, as in the accelerator."""
 
-    def __init__(self, elem_bytes: int, inflight: int) -> None:
+    def __init__(self, elem_bytes: int, inflight: int, widening: Widening | None = None) -> None:
         self.dma = LoadDMA(mem_layout=insn_struct(CFG, "mem"), elem_bytes=elem_bytes, depth=256,
-                           bus_bits=BUS_BITS, max_burst_beats=4)  # fmt: skip
+                           bus_bits=BUS_BITS, max_burst_beats=4, widening=widening)  # fmt: skip
         self.arb = ReadArbiter(clients=1, bus_bits=BUS_BITS, inflight=inflight)
         super().__init__({})
 
@@ -64,11 +65,16 @@ LOADS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("elem_bytes", [4, 8, 32])
-@pytest.mark.parametrize("p_ready", [1.0, 0.6])
-def test_load_dma_writes_padded_rows(elem_bytes: int, p_ready: float) -> None:
-    bench = DmaBench(elem_bytes, inflight=3)
-    dma = bench.dma
+def widened(rows: list[bytes], w: Widening) -> list[bytes]:
+    """Each element's `narrow_bits` lanes sign-extended to `wide_bits` (numpy reference)."""
+    narrow, wide = (np.dtype(f"<i{bits // 8}") for bits in (w.narrow_bits, w.wide_bits))
+    return [np.frombuffer(row, narrow).astype(wide).tobytes() for row in rows]
+
+
+def run_loads(bench: DmaBench, elem_bytes: int, loads: list[tuple[isa.Load, bool]], *,
+              p_ready: float) -> None:  # fmt: skip
+    """Run `loads` (each with its `narrow` flag) back to back; check every SRAM write."""
+    dma, widening = bench.dma, bench.dma.widening
     rng = np.random.default_rng(elem_bytes)
     image = rng.integers(0, 256, 4096, dtype=np.uint8)
     ports = {n: getattr(bench.arb.mem, n)
@@ -77,14 +83,18 @@ def test_load_dma_writes_padded_rows(elem_bytes: int, p_ready: float) -> None:
     dram = Dram(image, ports, bus_bytes=BUS_BITS // 8, latency=7, p_ready=p_ready, seed=1)
     layout = insn_struct(CFG, "mem")
 
-    async def run_one(ctx: Any, load: isa.Load) -> list[bytes]:
+    async def run_one(ctx: Any, load: isa.Load, narrow: bool) -> list[bytes]:
         written: dict[int, bytes] = {}
         word = isa.encode_insn(load, CFG)
         ctx.set(dma.cmd, layout.const({f.name: (word >> f.offset) & ((1 << f.width) - 1)
                                        for f in isa.layouts(CFG)["mem"].fields}))  # fmt: skip
+        if widening is not None:
+            ctx.set(dma.narrow, narrow)
         ctx.set(dma.start, 1)
         await dram.step(ctx)
         ctx.set(dma.start, 0)
+        if widening is not None:
+            ctx.set(dma.narrow, not narrow)  # only its value with `start` counts
 
         def monitor(ctx: Any) -> None:
             if ctx.get(dma.sram.en):
@@ -98,12 +108,41 @@ def test_load_dma_writes_padded_rows(elem_bytes: int, p_ready: float) -> None:
         return [written.get(load.sram_base + i, b"?") for i in range(n)]
 
     async def bench_proc(ctx: Any) -> None:
-        for load in LOADS:
-            got = await run_one(ctx, load)
-            assert got == expected_sram(image, load, elem_bytes), load
+        for load, narrow in loads:
+            got = await run_one(ctx, load, narrow)
+            if narrow:
+                assert widening is not None
+                want = widened(expected_sram(image, load, widening.narrow_elem_bytes), widening)
+            else:
+                want = expected_sram(image, load, elem_bytes)
+            assert got == want, (load, narrow)
         assert dram.max_inflight <= 3
 
     sim = Simulator(bench)
     sim.add_clock(1e-6)
     sim.add_testbench(bench_proc)
     sim.run()
+
+
+@pytest.mark.parametrize("elem_bytes", [4, 8, 32])
+@pytest.mark.parametrize("p_ready", [1.0, 0.6])
+def test_load_dma_writes_padded_rows(elem_bytes: int, p_ready: float) -> None:
+    run_loads(DmaBench(elem_bytes, inflight=3), elem_bytes, [(load, False) for load in LOADS],
+              p_ready=p_ready)  # fmt: skip
+
+
+# On the 64-bit bus: narrow elements of 1 to 16 bytes (several per beat, one beat, two beats),
+# wide ones of 4 to 32 bytes (two per beat up to four beats).
+@pytest.mark.parametrize(("lanes", "narrow_bits", "wide_bits"),
+                         [(1, 8, 32), (2, 8, 16), (4, 8, 32), (8, 8, 32), (8, 16, 32),
+                          (16, 8, 16)])  # fmt: skip
+@pytest.mark.parametrize("p_ready", [1.0, 0.6])
+def test_widening_dma_sign_extends_narrow_loads(lanes: int, narrow_bits: int, wide_bits: int,
+                                                p_ready: float) -> None:  # fmt: skip
+    """Narrow (ACC_8BIT-like) and wide loads interleaved on one DMA: each narrow lane is
+    sign-extended, with the same padding, strides and SRAM addresses as a wide load."""
+    widening = Widening(lanes=lanes, narrow_bits=narrow_bits, wide_bits=wide_bits)
+    elem_bytes = lanes * wide_bits // 8
+    loads = [(load, narrow) for load in LOADS for narrow in (True, False)]
+    run_loads(DmaBench(elem_bytes, inflight=3, widening=widening), elem_bytes, loads,
+              p_ready=p_ready)  # fmt: skip
