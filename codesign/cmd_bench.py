@@ -1,10 +1,11 @@
-"""`codesign bench fsim|cosim [--json]`: benchmarks that print JSON."""
+"""`codesign bench fsim|cosim|timing|fidelity [--json]`: benchmarks that print JSON."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import sys
 
 from codesign.cli import add_config_args
 from hw.config import resolve
@@ -23,6 +24,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_args(cosim)
     cosim.add_argument("--json", action="store_true")
     cosim.set_defaults(run=_cosim)
+    timing = group.add_parser("timing", help="timing model speed on the long blocked GEMM")
+    add_config_args(timing)
+    timing.add_argument("--repeats", type=int, default=5)
+    timing.add_argument("--json", action="store_true")
+    timing.set_defaults(run=_timing)
+    fid = group.add_parser("fidelity", help="timing model vs RTL: cycles, errors, speed ratio")
+    add_config_args(fid)
+    fid.add_argument("--classes", default=None, metavar="A,B",
+                     help="program classes to run (default all: conformance, random, gemm)")  # fmt: skip
+    fid.add_argument("--random", type=int, default=200, metavar="N",
+                     help="random differential programs (default 200)")  # fmt: skip
+    fid.add_argument("--json", action="store_true")
+    fid.set_defaults(run=_fidelity)
     layers = group.add_parser("layers", help="ResNet-18 convolutions: utilization, latency hiding")
     add_config_args(layers)
     layers.add_argument("--backend", default="rtl", help="fsim, rtl or timing (default rtl)")
@@ -66,3 +80,28 @@ def _layers(args: argparse.Namespace) -> int:
                   f"{r['cycles_vthreads1'] or '-':>12}")  # fmt: skip
         print(f"utilization {result['utilization']}, latency hiding gain {result['latency_hiding_gain']}")
     return 0 if result["correct"] else 1
+
+
+def _timing(args: argparse.Namespace) -> int:
+    from codesign import bench_timing
+
+    _print(bench_timing.run(resolve(args.config, args.set), repeats=args.repeats), args.json)
+    return 0
+
+
+def _fidelity(args: argparse.Namespace) -> int:
+    from codesign import bench_fidelity
+
+    if args.random < 0:
+        raise ValueError(f"--random must be at least 0, not {args.random}")
+    classes = args.classes.split(",") if args.classes else None
+    cfg = resolve(args.config, args.set)
+    progress = bench_fidelity.stderr_progress() if sys.stderr.isatty() else None
+    report = bench_fidelity.run(cfg, classes=classes, random_count=args.random, progress=progress)
+    if progress is not None:
+        print(file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        print(bench_fidelity.table(report))
+    return 0

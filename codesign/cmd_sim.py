@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--random-inputs", type=int, metavar="SEED", help="random input data")
     run.add_argument("--outputs", help="write the output regions to this .npz")
     run.add_argument("--vcd", help="rtl: also write a waveform of the run (signal-level mode)")
+    run.add_argument("--trace", metavar="FILE.json",
+                     help="timing/rtl: write a Chrome/Perfetto trace of every module's activity")  # fmt: skip
     run.add_argument("--json", action="store_true")
     run.set_defaults(run=_run)
 
@@ -44,7 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _selftest(args: argparse.Namespace) -> int:
     cfg = resolve(args.config, args.set)
     options = {"seed": args.seed} if args.backend == "fsim" else {}
-    report = run_suite(make_backend(args.backend, cfg, **options))
+    backend = make_backend(args.backend, cfg, **options)
+    if args.backend == "timing":
+        from sim.timing.selftest import run_timing_suite
+
+        report = run_timing_suite(backend)  # type: ignore[arg-type]
+    else:
+        report = run_suite(backend)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
@@ -68,7 +76,7 @@ def _inputs(args: argparse.Namespace, program: Program) -> dict[str, np.ndarray]
     if args.random_inputs is not None:
         return random_inputs(program, args.random_inputs)
     if args.inputs is None:
-        if program.regions_with_role("input"):
+        if program.regions_with_role("input") and args.backend != "timing":  # timing moves no data
             raise ProgramError("the program has input regions: pass --inputs or --random-inputs")
         return {}
     if not Path(args.inputs).is_file():
@@ -82,11 +90,18 @@ def _run(args: argparse.Namespace) -> int:
     cfg = config_for(program, args.config, args.set)
     if args.vcd and args.backend != "rtl":
         raise ProgramError("--vcd needs --backend rtl")
+    if args.trace and args.backend not in ("timing", "rtl"):
+        raise ProgramError("--trace needs --backend timing or rtl (fsim has no notion of time)")
+    if args.vcd and args.trace:
+        raise ProgramError("--vcd and --trace are separate runs: give one of them")
     inputs = _inputs(args, program)
     if args.vcd:
         from sim.rtl.signal import run_with_vcd
 
         result = run_with_vcd(cfg, program, inputs, args.vcd)
+    elif args.trace:
+        result, activity = make_backend(args.backend, cfg).run_traced(program, inputs)  # type: ignore[attr-defined]
+        activity.write(args.trace)
     else:
         result = make_backend(args.backend, cfg).run(program, inputs)
     if args.outputs:

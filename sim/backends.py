@@ -7,15 +7,20 @@ from typing import Any
 from hw.config import AcceleratorConfig
 from sim.backend import Backend
 
-NAMES = ("fsim", "rtl")
+NAMES = ("fsim", "timing", "rtl")
 
 
 def make_backend(name: str, cfg: AcceleratorConfig, **options: Any) -> Backend:
-    """`fsim` (options: seed) or `rtl` (options: see sim.rtl.backend.RtlSimulator)."""
+    """`fsim` (options: seed), `timing` (options: see sim.timing.TimingSimulator) or `rtl`
+    (options: see sim.rtl.backend.RtlSimulator)."""
     if name == "fsim":
         from sim.fsim import FunctionalSimulator
 
         return FunctionalSimulator(cfg, **options)
+    if name == "timing":
+        from sim.timing import TimingSimulator
+
+        return TimingSimulator(cfg, **options)
     if name == "rtl":
         from sim.rtl.backend import RtlSimulator
 

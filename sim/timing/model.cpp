@@ -695,7 +695,7 @@ struct Model {
     // of cycle by cycle.  The per-cycle state is rebuilt exactly where the fast path stops.
     int streaming_client(T c) {
         if (!fast || bpc < bus || st.active || !wq.empty() || !wq_pending.empty()) return 0;
-        if (fetch_busy(c) || rslice.n > 1) return 0;
+        if (fetch_busy(c) || rslice.n > 1 || fetch_request_time(c) <= c + 1) return 0;
         int k = 0;
         for (int i = 1; i < 5; ++i) {
             if (!rd[i].active) continue;

@@ -1,0 +1,78 @@
+"""`codesign bench fidelity`: the timing model against the RTL, program by program.
+
+The corpus is sim.fidelity's (conformance suite, random differential programs over DRAM
+latencies and bandwidths) plus the long blocked GEMMs of `codesign bench` (ResNet-18's conv2 as
+bench fsim/cosim run it, and a 1024x512x64 GEMM with two and with one virtual thread).  More
+classes (compiled ResNet-18 layers) join through `EXTRA_SOURCES`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from codesign.bench_fsim import K, M, N, tiling_for
+from hw.config import AcceleratorConfig
+from sim import fidelity
+from sim.fidelity import CorpusProgram, FidelityReport
+
+SMALL_GEMM = (1024, 512, 64)
+
+
+def long_gemms(cfg: AcceleratorConfig) -> list[CorpusProgram]:
+    conv2 = tiling_for(cfg, (M, K, N))
+    small = tiling_for(cfg, SMALL_GEMM)
+    tilings = {f"gemm_{M}x{K}x{N}_vt2": conv2, "gemm_1024x512x64_vt2": small,
+               "gemm_1024x512x64_vt1": dataclasses.replace(small, virtual_threads=1)}  # fmt: skip
+    return fidelity.gemm_programs(cfg, tilings)
+
+
+# Program classes beyond sim.fidelity.SOURCES, by name.  Compiled ResNet-18 layers go here.
+EXTRA_SOURCES: Mapping[str, fidelity.Source] = {"gemm": long_gemms}
+
+
+def run(cfg: AcceleratorConfig, *, classes: Sequence[str] | None = None, random_count: int = 200,
+        progress: Callable[[str], None] | None = None) -> FidelityReport:  # fmt: skip
+    sources = {**EXTRA_SOURCES, "random": lambda c: fidelity.random_programs(c, random_count)}
+    programs = fidelity.corpus(cfg, classes=classes, extra=sources)
+    return fidelity.compare(cfg, programs, progress=progress)
+
+
+def stderr_progress(total_hint: str = "") -> Callable[[str], None]:
+    count = [0]
+
+    def show(name: str) -> None:
+        count[0] += 1
+        print(f"\r[{count[0]}{total_hint}] {name:40s}", end="", file=sys.stderr, flush=True)
+
+    return show
+
+
+def table(report: FidelityReport) -> str:
+    lines = [f"{'program':32s} {'class':12s} {'lat':>4s} {'B/cyc':>5s} {'rtl':>10s} "
+             f"{'timing':>10s} {'error':>8s}"]  # fmt: skip
+    for r in report.programs:
+        lines.append(f"{r.name:32s} {r.klass:12s} {r.dram_latency_cycles:4d} "
+                     f"{r.dram_bytes_per_cycle:5d} {r.cycles_rtl:10d} {r.cycles_timing:10d} "
+                     f"{100 * r.error:7.2f}%")  # fmt: skip
+    lines.append("")
+    lines.append(f"{'class':12s} {'programs':>8s} {'MAPE':>8s} {'max':>8s}")
+    for klass, s in {**report.classes(), "all": _all(report)}.items():
+        lines.append(f"{klass:12s} {s['count']:8d} {100 * s['mape']:7.2f}% {100 * s['max_error']:7.2f}%")
+    lines.append("")
+    lines.append("busy-cycle error on the long programs (max |timing - rtl| / rtl):")
+    for module, error in report.busy_errors().items():
+        lines.append(f"  {module:20s} {100 * error:7.2f}%")
+    ratio = report.speed_ratio
+    lines.append(f"speed ratio rtl/timing on the long programs: "
+                 f"{'n/a' if ratio is None else f'{ratio:.0f}x'}")  # fmt: skip
+    mismatches = report.functional_mismatches()
+    lines.append(f"functional counters equal to fsim's: "
+                 f"{'all' if not mismatches else 'NOT ' + ', '.join(mismatches)}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _all(report: FidelityReport) -> dict[str, Any]:
+    return {"count": len(report.programs), "mape": report.mape, "max_error": report.max_error}
