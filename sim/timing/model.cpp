@@ -148,6 +148,8 @@ struct Module {
     T pipe_lo = -1, pipe_hi = -1;  // last loop instruction's pipeline activity [lo, hi)
     T drain_at = 0;  // cycle from which LOAD/NOP/FINISH may start (pipeline and pushes done)
     int waiting_on = -1;  // queue it waits on (for the deadlock report), 4: queue room
+    size_t seen = 0;  // starts before `seen_at` (see Model::started_before)
+    T seen_at = 0;
 };
 
 struct Model {
@@ -253,10 +255,18 @@ struct Model {
     bool fetch_may_request(T c) { return fetch_request_time(c) <= c; }
 
     bool queue_room_at(int m, T c) {  // whether module m's command queue takes a write at c
-        Module& md = mod[m];
-        T routed = routed_per[m];  // all routed before c (one route per cycle)
-        T started = std::lower_bound(md.starts.begin(), md.starts.end(), c) - md.starts.begin();
-        return routed - started < depth;
+        return routed_per[m] - started_before(mod[m], c) < depth;  // routed: all before c
+    }
+
+    // Instructions module md started before cycle c (queries come in nondecreasing c, and
+    // starts are recorded before the memory process simulates their cycle).
+    T started_before(Module& md, T c) {
+        if (c < md.seen_at) {
+            return std::lower_bound(md.starts.begin(), md.starts.end(), c) - md.starts.begin();
+        }
+        md.seen_at = c;
+        while (md.seen < md.starts.size() && md.starts[md.seen] < c) ++md.seen;
+        return T(md.seen);
     }
     T routed_per[3] = {0, 0, 0};
 
@@ -303,7 +313,7 @@ struct Model {
     // Whether fetch's data path can move in cycle c (a beat to take or an instruction to route).
     bool fetch_busy(T c) {
         if (f_routed >= n_insns || (f_fifo.empty() && f_gather == 0)) return false;
-        if (f_gather < f_per_insn_beats && !f_fifo.empty()) return true;
+        if (f_per_insn_beats > 1 && f_gather < f_per_insn_beats && !f_fifo.empty()) return true;
         return queue_room_at(int(fi(f_routed, F_MODULE)), c);
     }
 
