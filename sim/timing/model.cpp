@@ -468,9 +468,10 @@ struct Model {
     void store_cycle(T c, bool w_accepted) {
         auto& s = st;
         if (!s.active) return;
+        bool slice_full = s.w_slice.full();  // its level before this cycle's pop (SyncFIFO)
         if (w_accepted) s.w_slice.pop();
         // packer output into the W slice
-        bool fire = s.ob_valid && s.ahead != 0 && !s.w_slice.full();
+        bool fire = s.ob_valid && s.ahead != 0 && !slice_full;
         int ahead_next = s.ahead;
         bool ob_next = s.ob_valid && !fire;
         if (fire) {
