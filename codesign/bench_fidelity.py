@@ -2,8 +2,9 @@
 
 The corpus is sim.fidelity's (conformance suite, random differential programs over DRAM
 latencies and bandwidths) plus the long blocked GEMMs of `codesign bench` (ResNet-18's conv2 as
-bench fsim/cosim run it, and a 1024x512x64 GEMM with two and with one virtual thread).  More
-classes (compiled ResNet-18 layers) join through `EXTRA_SOURCES`.
+bench fsim/cosim run it, and a 1024x512x64 GEMM with two and with one virtual thread) and the
+ResNet-18 layers compiled as `codesign bench layers` compiles them.  More classes join through
+`EXTRA_SOURCES`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,25 @@ def long_gemms(cfg: AcceleratorConfig) -> list[CorpusProgram]:
     return fidelity.gemm_programs(cfg, tilings)
 
 
-# Program classes beyond sim.fidelity.SOURCES, by name.  Compiled ResNet-18 layers go here.
-EXTRA_SOURCES: Mapping[str, fidelity.Source] = {"gemm": long_gemms}
+def resnet18_layers(cfg: AcceleratorConfig) -> list[CorpusProgram]:
+    """The ten ResNet-18 convolutions after the first, as `codesign bench layers` compiles them
+    (default schedule, bench epilogue), with seeded inputs."""
+    from compiler.ops import Conv2d, compile_op
+    from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs
+    from compiler.target import AcceleratorTarget
+
+    target = AcceleratorTarget(cfg)
+    out = []
+    for name, spec in conv_specs(BENCH_EPILOGUE)[1:]:
+        op = Conv2d(spec, target)
+        compiled = compile_op(op, knobs=op.default_knobs(None))
+        out.append(CorpusProgram(f"resnet18_{name}", "resnet18", compiled.built.program,
+                                 op.random_inputs(0), long=True))  # fmt: skip
+    return out
+
+
+# Program classes beyond sim.fidelity.SOURCES, by name.
+EXTRA_SOURCES: Mapping[str, fidelity.Source] = {"gemm": long_gemms, "resnet18": resnet18_layers}
 
 
 def run(cfg: AcceleratorConfig, *, classes: Sequence[str] | None = None, random_count: int = 200,
