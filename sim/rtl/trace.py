@@ -85,7 +85,8 @@ def _token_changes(bits: dict[str, np.ndarray], per_module: dict[str, list[tuple
             else:
                 nxt = starts[m][k + 1] if k + 1 < len(starts[m]) else len(busy)
                 idle = np.flatnonzero(~busy[s:nxt])
-                at = s + (int(idle[0]) if idle.size else nxt - s)  # retire + 1
+                # retire + 1: the last busy cycle before an idle one, or the next start
+                at = s + int(idle[0]) if idle.size else nxt + 1
             for q in pushes:
                 changes.setdefault(q.short, []).append((at, +1))
     return changes
