@@ -7,7 +7,7 @@ import json
 
 from codesign.cli import add_config_args
 from codesign.op_run import compile_and_run
-from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec, Epilogue, Operator
+from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, Epilogue, Operator
 from compiler.target import AcceleratorTarget
 from hw.config import resolve
 from sim.backends import NAMES, make_backend
@@ -31,6 +31,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     dense.add_argument("--n", type=int, required=True)
     _common(dense)
     dense.set_defaults(run=_run, make=_dense)
+    for kind, text in (("add", "clip(a + b) of two int8 tensors (residual add)"),
+                       ("clip", "clip of one int8 tensor (ReLU with --low 0)")):  # fmt: skip
+        p = group.add_parser(kind, help=text)
+        p.add_argument("--shape", required=True, metavar="N,C,H,W")
+        p.add_argument("--low", type=int, default=-128)
+        p.add_argument("--high", type=int, default=127)
+        _common(p)
+        p.set_defaults(run=_run, make=_eltwise)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -54,12 +62,22 @@ def _epilogue(args: argparse.Namespace) -> Epilogue:
 
 
 def _conv(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
-    try:
-        n, c, h, w = (int(v) for v in args.shape.split(","))
-    except ValueError:
-        raise ValueError(f"--in {args.shape!r} must be four integers N,C,H,W") from None
+    n, c, h, w = _four(args.shape, "--in")
     spec = Conv2dSpec(n, c, h, w, args.out_channels, args.kernel, args.stride, args.pad, _epilogue(args))
     return Conv2d(spec, target)
+
+
+def _eltwise(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
+    n, c, h, w = _four(args.shape, "--shape")
+    return Eltwise(EltwiseSpec(args.action, n, c, h, w, (args.low, args.high)), target)
+
+
+def _four(text: str, flag: str) -> tuple[int, int, int, int]:
+    try:
+        n, c, h, w = (int(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"{flag} {text!r} must be four integers N,C,H,W") from None
+    return n, c, h, w
 
 
 def _dense(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:

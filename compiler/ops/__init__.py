@@ -13,6 +13,7 @@ from compiler.errors import ScheduleError
 from compiler.ops.common import Epilogue
 from compiler.ops.conv2d import Conv2d, Conv2dKnobs, Conv2dSpec
 from compiler.ops.dense import Dense, DenseKnobs, DenseSpec
+from compiler.ops.elementwise import Eltwise, EltwiseKnobs, EltwiseSpec
 from compiler.schedule import records as R
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
@@ -60,7 +61,7 @@ def compile_op(op: Operator, knobs: Any = None, records: list[R.Record] | None =
 
 
 def knobs_from_json(op: Operator, data: dict[str, Any]) -> Any:
-    cls = Conv2dKnobs if isinstance(op, Conv2d) else DenseKnobs
+    cls = {Conv2d: Conv2dKnobs, Dense: DenseKnobs, Eltwise: EltwiseKnobs}[type(op)]  # type: ignore[index]
     try:
         return cls(**data)
     except TypeError as exc:
@@ -68,4 +69,5 @@ def knobs_from_json(op: Operator, data: dict[str, Any]) -> Any:
 
 
 __all__ = ["CompiledOp", "Conv2d", "Conv2dKnobs", "Conv2dSpec", "Dense", "DenseKnobs", "DenseSpec",
-           "Epilogue", "Operator", "compile_op", "knobs_from_json"]  # fmt: skip
+           "Eltwise", "EltwiseKnobs", "EltwiseSpec", "Epilogue", "Operator", "compile_op",
+           "knobs_from_json"]  # fmt: skip

@@ -173,3 +173,11 @@ def test_op_bad_conv_shape(capsys):
 
     assert main(["op", "conv2d", "--in", "1,2,3", "--out-channels", "4"]) == 2
     assert "--in '1,2,3' must be four integers N,C,H,W" in capsys.readouterr().err
+
+
+def test_op_add_json(capsys):
+    from codesign.cli import main
+
+    assert main(["op", "add", "--shape", "1,8,4,4", "--low", "0", "--config", "tiny", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["correct"] is True and out["op"] == "add" and out["stats"]["acc_load_bytes"] == 2 * 2 * 16 * 4

@@ -1,0 +1,127 @@
+"""Element-wise int8 operators on the ALU: the residual add of two tensors (with clip), and
+clip/ReLU of one tensor.  Both operands reach the acc scope through the sign-extending 8-bit
+accumulator load (MEM_ID_ACC_8BIT); layout NCHW{batch}n{block_out}c = (N/b, C/co, H, W, b, co).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import ScheduleError
+from compiler.ops.common import best, check_knobs, divisors
+from compiler.schedule.schedule import Schedule
+from compiler.target.accel import AcceleratorTarget
+from compiler.te import expr as E
+from compiler.te.tensor import Tensor, compute, placeholder
+
+
+@dataclass(frozen=True)
+class EltwiseSpec:
+    """`add`: clip(a + b); `clip`: clip(a).  Shapes in NCHW, channels padded to blocks."""
+
+    kind: str
+    batch: int
+    channels: int
+    height: int
+    width: int
+    clip: tuple[int, int] = (-128, 127)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("add", "clip"):
+            raise ValueError(f"element-wise kind must be add or clip, not {self.kind!r}")
+        if min(self.batch, self.channels, self.height, self.width) < 1:
+            raise ValueError("element-wise shape must be positive")
+
+
+@dataclass(frozen=True)
+class EltwiseKnobs:
+    tile_h: int = 1
+    threads: int = 1
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Eltwise:
+    op = "eltwise"
+
+    def __init__(self, spec: EltwiseSpec, target: AcceleratorTarget) -> None:
+        self.spec, self.target = spec, target
+        if target.acc_load_type(target.inp_dtype) is None:
+            raise ScheduleError("this accelerator has no 8-bit accumulator load for int8 operands")
+        if spec.batch % target.batch:
+            raise ScheduleError(f"batch {spec.batch} is not a multiple of the core's batch {target.batch}")
+        self.nb, self.cb = spec.batch // target.batch, -(-spec.channels // target.block_out)
+        self.operands = ("a", "b") if spec.kind == "add" else ("a",)
+
+    def tensors(self) -> dict[str, Tensor]:
+        s, t = self.spec, self.target
+        shape = (self.nb, self.cb, s.height, s.width, t.batch, t.block_out)
+        ins = {n: placeholder(shape, t.inp_dtype, n) for n in self.operands}
+        acc, (lo, hi) = t.acc_dtype, s.clip
+
+        def body(n, c, y, x, bi, oi):  # type: ignore[no-untyped-def]
+            v = E.cast(acc, ins["a"][n, c, y, x, bi, oi])
+            if "b" in ins:
+                v = v + E.cast(acc, ins["b"][n, c, y, x, bi, oi])
+            return E.minimum(E.maximum(v, lo), hi)
+
+        res = compute(shape, body, "res")
+        out = compute(shape, lambda n, c, y, x, bi, oi: E.cast(t.out_dtype, res[n, c, y, x, bi, oi]), "out")
+        return {**ins, "out": out}
+
+    def space(self) -> dict[str, list[int]]:
+        return {"tile_h": divisors(self.spec.height), "threads": [1, 2, 4]}
+
+    def points(self) -> list[EltwiseKnobs]:
+        return [EltwiseKnobs(*v) for v in itertools.product(*self.space().values())]
+
+    def fits(self, k: EltwiseKnobs) -> bool:
+        rows = self.spec.height // k.tile_h
+        need = k.threads * len(self.operands) * k.tile_h * self.spec.width
+        return rows % k.threads == 0 and need <= self.target.scope("acc").depth
+
+    def estimate(self, k: EltwiseKnobs) -> float | None:
+        if not self.fits(k):
+            return None
+        cfg = self.target.cfg
+        tiles = self.nb * self.cb * (self.spec.height // k.tile_h)
+        elems = k.tile_h * self.spec.width
+        load = len(self.operands) * (elems * cfg.out_elem_bytes / cfg.bus_bytes + cfg.dram_latency_cycles)
+        return tiles * (load + elems * (len(self.operands) + 1)) / min(k.threads, 2)
+
+    def default_knobs(self, vthreads: int | None = None) -> EltwiseKnobs:
+        pts = [p for p in self.points() if p.threads == vthreads or (vthreads is None and p.threads <= 2)]
+        return best(pts, self.estimate)  # type: ignore[no-any-return]
+
+    def schedule(self, k: EltwiseKnobs) -> Schedule:
+        check_knobs(k, self.space(), "eltwise")
+        s = Schedule(self.tensors()["out"])
+        s.set_scope("res", "acc")
+        s.split("out", "y", k.tile_h)
+        s.virtual_thread("out", "y.o", k.threads)
+        s.reorder("out", "y.o.vt", "n", "c", "y.o.vi")
+        for name in self.operands:
+            cached = s.cache_read(name, "acc", ["res"])
+            s.compute_at(cached, "out", "y.o.vi")
+            s.pragma(cached, "i2", "dma_copy")
+        s.compute_at("res", "out", "y.o.vi")
+        s.pragma("res", "n", "alu")
+        s.pragma("out", "y.i", "dma_copy")
+        return s
+
+    def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        shape = self.tensors()["out"].shape
+        return {n: rng.integers(-128, 128, shape).astype(np.int8) for n in self.operands}
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        v = sum(inputs[n].astype(np.int32) for n in self.operands)
+        return np.clip(v, *self.spec.clip).astype(np.int8)  # type: ignore[no-any-return]
+
+    def describe(self) -> dict[str, Any]:
+        return {"op": self.spec.kind, **{k: v for k, v in asdict(self.spec).items() if k != "kind"}}
