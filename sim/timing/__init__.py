@@ -14,7 +14,9 @@ SimulationError naming the blocked instructions, as fsim does.
 from __future__ import annotations
 
 import ctypes
+import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +66,13 @@ class _Library:
         return cls._loaded[path]
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    cols: decode.Columns
+    rows: np.ndarray
+    functional: dict[str, int]
+
+
 class TimingSimulator:
     """Backend `timing`.  `fast=False` steps long streaming reads cycle by cycle (for tests of
     the closed-form fast path; same results)."""
@@ -84,6 +93,7 @@ class TimingSimulator:
         self.fast = fast
         self._lib = _Library.load()
         self._handle = ctypes.c_void_p(self._lib.lib.tm_new())
+        self._prepared: weakref.WeakKeyDictionary[Program, _Prepared] = weakref.WeakKeyDictionary()
 
     def __del__(self) -> None:
         handle = getattr(self, "_handle", None)
@@ -100,12 +110,24 @@ class TimingSimulator:
         stats, act = self._simulate(program, trace=True)
         return RunResult({}, stats, np.zeros(0, dtype=np.uint8)), act
 
+    def _prepare(self, program: Program) -> _Prepared:
+        """Decoded, checked rows of `program`, once per program and simulator (programs are
+        immutable; a sweep runs one program under many DRAM models)."""
+        prepared = self._prepared.get(program)
+        if prepared is None:
+            cfg = self.config
+            program.check_config(cfg)
+            cols = decode.columns(program, cfg)
+            decode.check(cols, cfg, program.dram_bytes, lambda i: _describe(program, cfg, i))
+            rows = np.ascontiguousarray(decode.rows(cols, cfg))
+            prepared = _Prepared(cols, rows, decode.functional_stats(cols, cfg))
+            self._prepared[program] = prepared
+        return prepared
+
     def _simulate(self, program: Program, *, trace: bool):  # type: ignore[no-untyped-def]
         cfg = self.config
-        program.check_config(cfg)
-        cols = decode.columns(program, cfg)
-        decode.check(cols, cfg, program.dram_bytes, lambda i: _describe(program, cfg, i))
-        rows = np.ascontiguousarray(decode.rows(cols, cfg))
+        prepared = self._prepare(program)
+        cols, rows = prepared.cols, prepared.rows
         params = np.array([
             cfg.bus_bytes, cfg.max_burst_beats, cfg.mem_inflight, self.dram_latency_cycles,
             self.dram_bytes_per_cycle, cfg.cmd_queue_depth, (1 << cfg.token_counter_bits) - 1,
@@ -118,7 +140,7 @@ class TimingSimulator:
                             params.ctypes.data_as(_I64P), out.ctypes.data_as(_I64P))  # fmt: skip
         if status != _DONE:
             raise SimulationError(self._failure(status, out, program))
-        stats = Stats(cycles=int(out[1]), **_timing_counters(out), **decode.functional_stats(cols, cfg))
+        stats = Stats(cycles=int(out[1]), **_timing_counters(out), **prepared.functional)
         if not trace:
             return stats, None
         raw = np.zeros(int(lib.tm_trace_length(self._handle)), dtype=np.int64)
