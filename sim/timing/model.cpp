@@ -671,15 +671,10 @@ struct Model {
         if (b.last) ++ids_freed;
     }
 
-    bool memory_active() {
-        if (!rq.empty() || !rslice.empty() || st.active || !wq.empty() || fetch_busy(now))
-            return true;
-        for (int k = 1; k < 5; ++k)
-            if (rd[k].active) return true;
-        return fetch_request_time(now) < NEVER;
-    }
+    bool memory_active() { return quiet_until(now) < NEVER; }
 
-    // Earliest cycle >= c at which the memory system may do something.
+    // Earliest cycle >= c at which the memory system may do something; NEVER when it waits
+    // only on the modules (which then wake it).
     T quiet_until(T c) {
         if (!rslice.empty() || st.active || !wq.empty() || fetch_busy(c)) return c;
         T t = fetch_request_time(c);
@@ -838,12 +833,12 @@ struct Model {
     void advance_memory(T limit) {
         horizon = limit;
         while (now < horizon) {
-            if (!memory_active()) return;
             if (int k = streaming_client(now)) {
                 stream(k, horizon);
                 continue;
             }
             T q = quiet_until(now);
+            if (q >= NEVER) return;  // nothing until a module acts
             if (q > now) {  // nothing moves before q: skip, the DRAM credit still accumulates
                 now += std::min(q, horizon) - now;
                 if (now >= horizon) return;
