@@ -32,7 +32,9 @@ def long_gemms(cfg: AcceleratorConfig) -> list[CorpusProgram]:
 
 def resnet18_layers(cfg: AcceleratorConfig) -> list[CorpusProgram]:
     """The ten ResNet-18 convolutions after the first, as `codesign bench layers` compiles them
-    (default schedule, bench epilogue), with seeded inputs."""
+    (default schedule, bench epilogue), with seeded inputs; none on a config the layers do not
+    map to (batch 1 on a core of batch 2, for instance)."""
+    from compiler.errors import ScheduleError
     from compiler.ops import Conv2d, compile_op
     from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs
     from compiler.target import AcceleratorTarget
@@ -40,8 +42,11 @@ def resnet18_layers(cfg: AcceleratorConfig) -> list[CorpusProgram]:
     target = AcceleratorTarget(cfg)
     out = []
     for name, spec in conv_specs(BENCH_EPILOGUE)[1:]:
-        op = Conv2d(spec, target)
-        compiled = compile_op(op, knobs=op.default_knobs(None))
+        try:
+            op = Conv2d(spec, target)
+            compiled = compile_op(op, knobs=op.default_knobs(None))
+        except ScheduleError:
+            continue
         out.append(CorpusProgram(f"resnet18_{name}", "resnet18", compiled.built.program,
                                  op.random_inputs(0), long=True))  # fmt: skip
     return out

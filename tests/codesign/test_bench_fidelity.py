@@ -57,3 +57,11 @@ def test_bench_fidelity_json_and_table(capsys):
     lines = out.splitlines()
     assert code == 0 and lines[0].split()[:3] == ["program", "class", "lat"]
     assert any(line.startswith("random ") for line in lines) and "speed ratio" in out
+
+
+def test_resnet18_layers_where_they_map():
+    layers = bench_fidelity.resnet18_layers(PRESETS["tiny"])
+    assert len(layers) == 10 and all(p.long and p.klass == "resnet18" for p in layers)
+    assert layers[0].name == "resnet18_layer1" and set(layers[0].inputs) == {
+        r.name for r in layers[0].program.regions_with_role("input")}
+    assert bench_fidelity.resnet18_layers(PRESETS["rect"]) == []  # batch 1 on a batch-2 core
