@@ -317,6 +317,18 @@ struct Model {
         return queue_room_at(int(fi(f_routed, F_MODULE)), c);
     }
 
+    // Earliest cycle >= c at which fetch may act while it is not busy: request a burst, or
+    // route an instruction into room that a module start has already made.
+    T fetch_wake(T c) {
+        T t = fetch_request_time(c);
+        if (f_routed < n_insns && (!f_fifo.empty() || f_gather > 0)) {  // waits for queue room
+            Module& md = mod[fi(f_routed, F_MODULE)];
+            T idx = routed_per[md.id] - depth;  // the entry whose start makes room
+            if (idx < T(md.starts.size())) t = std::min(t, idx < 0 ? c : md.starts[idx] + 1);
+        }
+        return std::max(t, c);
+    }
+
     // Earliest cycle >= c at which fetch may request a burst (NEVER while it waits for room).
     T fetch_request_time(T c) {
         if (f_req_left == 0) return NEVER;
@@ -677,12 +689,7 @@ struct Model {
     // only on the modules (which then wake it).
     T quiet_until(T c) {
         if (!rslice.empty() || st.active || !wq.empty() || fetch_busy(c)) return c;
-        T t = fetch_request_time(c);
-        if (f_routed < n_insns && (!f_fifo.empty() || f_gather > 0)) {  // waits for queue room
-            const Module& md = mod[fi(f_routed, F_MODULE)];
-            T idx = routed_per[md.id] - depth;  // the entry whose start makes room
-            if (idx < T(md.starts.size())) t = std::min(t, idx < 0 ? c : md.starts[idx] + 1);
-        }
+        T t = fetch_wake(c);
         if (!rq.empty()) t = std::min(t, rq.front().ready);
         for (int k = 1; k < 5; ++k) {
             const ReadDma& d = rd[k];
@@ -701,7 +708,7 @@ struct Model {
     // of cycle by cycle.  The per-cycle state is rebuilt exactly where the fast path stops.
     int streaming_client(T c) {
         if (!fast || bpc < bus || st.active || !wq.empty() || !wq_pending.empty()) return 0;
-        if (fetch_busy(c) || rslice.n > 1 || fetch_request_time(c) <= c + 1) return 0;
+        if (fetch_busy(c) || fetch_wake(c) <= c + 1) return 0;
         int k = 0;
         for (int i = 1; i < 5; ++i) {
             if (!rd[i].active) continue;
@@ -710,13 +717,22 @@ struct Model {
         }
         if (!k) return 0;
         const ReadDma& d = rd[k];
-        if (d.eb < bus || d.yp0 || d.yp1 || d.xp0 || d.xp1 || d.wnext > c) return 0;
-        if (d.gather == d.eb / bus && d.eb > bus && d.full_at < c) return 0;
         for (int i = 0; i < rq.n; ++i)
             if (rq.v[(rq.head + i) % 128].client != k) return 0;
-        if (!rslice.empty() && (rslice.front().client != k || rslice.front().visible > c)) return 0;
-        if (ids != rq.n + (!rslice.empty() && rslice.front().last ? 1 : 0)) return 0;
-        return k;
+        int lasts = 0;
+        for (int i = 0; i < rslice.n; ++i) {
+            const Beat& b = rslice.v[(rslice.head + i) % 2];
+            if (b.client != k) return 0;
+            lasts += b.last;
+        }
+        if (ids != rq.n + lasts) return 0;
+        // whole beats, no padding: whole bursts in closed form (a few cycles apart stepped)
+        if (d.eb >= bus && !d.yp0 && !d.yp1 && !d.xp0 && !d.xp1) {
+            bool steady = d.wnext <= c && !(d.gather == d.eb / bus && d.eb > bus && d.full_at < c) &&
+                          rslice.n <= 1 && (rslice.empty() || rslice.front().visible <= c);
+            return steady ? k : 0;
+        }
+        return -k;  // padding or narrow elements: beat by beat
     }
 
     // Beats taken at cycles t1 .. t1 + count - 1 by client d (whole-beat elements, no padding).
@@ -757,7 +773,7 @@ struct Model {
     void stream(int k, T stop) {
         ReadDma& d = rd[k];
         const T c = now;
-        stop = std::min(stop, fetch_request_time(c));
+        stop = std::min(stop, fetch_wake(c));
         // the outstanding bursts' free cycles (take of their last beat + 1), oldest first;
         // NEVER while not yet known
         frees.clear();
@@ -830,11 +846,179 @@ struct Model {
     }
     std::vector<T> frees;
 
+    // ---- the general fast path: one client, any element size, padding -----------------------
+    // The same regime as `stream`, but the client may stall the R channel (padding, elements
+    // narrower than a beat): each beat is offered when the DRAM may (ready, one per cycle, the
+    // R slice holding at most two), taken when the client may, and the pad writer advances in
+    // runs; the per-cycle state is rebuilt exactly at the stop, as in `stream`.
+    T wpos(const ReadDma& d) const { return d.wy * d.row_len + d.wx; }
+
+    void set_wpos(ReadDma& d, T pos) {
+        d.wy = pos / d.row_len;
+        d.wx = pos % d.row_len;
+        d.row_elem = d.base + d.stride * std::min(std::max<T>(d.wy - d.yp0, 0), d.y);
+    }
+
+    T next_data_pos(const ReadDma& d, T pos) const {
+        T total = d.rows * d.row_len, y = pos / d.row_len, x = pos % d.row_len;
+        if (y < d.yp0) return d.yp0 * d.row_len + d.xp0;
+        if (y >= d.yp0 + d.y) return total;
+        if (x < d.xp0) return y * d.row_len + d.xp0;
+        if (x < d.xp0 + d.x) return pos;
+        return y + 1 < d.yp0 + d.y ? (y + 1) * d.row_len + d.xp0 : total;
+    }
+
+    // The cycle the writer reaches the next data element (after its padding), and whether the
+    // DMA is finished.
+    T data_slot(const ReadDma& d) const { return d.wnext + next_data_pos(d, wpos(d)) - wpos(d); }
+
+    void pads_until(ReadDma& d, T lim) {  // padding written before cycle lim
+        if (!d.active) return;
+        T pos = wpos(d), run = std::min(next_data_pos(d, pos) - pos, lim - d.wnext);
+        if (run <= 0) return;
+        d.wnext += run;
+        set_wpos(d, pos + run);
+        if (pos + run == d.rows * d.row_len) finish_read(d, d.wnext - 1);
+    }
+
+    void data_writes(ReadDma& d, T first, T n) {  // n data elements at first .. first + n - 1
+        pads_until(d, first);
+        d.wnext = first + n;
+        T pos = wpos(d) + n;
+        set_wpos(d, pos);
+        if (pos == d.rows * d.row_len) finish_read(d, first + n - 1);
+    }
+
+    // Elements of the next data element's beat that the writer takes from it (narrow elements:
+    // up to the beat's last position or the row's end).
+    T beat_elems(const ReadDma& d, T sub) const {
+        T pos = next_data_pos(d, wpos(d));
+        T row = pos / d.row_len - d.yp0, col = pos % d.row_len - d.xp0;
+        T idx = (d.base + row * d.stride + col) % sub;
+        return std::min(sub - idx, d.x - col);
+    }
+
+    struct Pend {
+        T o;
+        bool last;
+    };
+
+    void chain(int k) {
+        ReadDma& d = rd[k];
+        const T c = now;
+        const T stop = std::min(horizon, fetch_wake(c));
+        const T per = d.eb > bus ? d.eb / bus : 1, sub = d.eb < bus ? bus / d.eb : 1;
+        Pend pend[2];
+        int np = 0;
+        T last_o = c - 1, taken1 = c - 1, taken0 = c - 2, offers = 0;  // last two takes
+        frees.clear();
+        for (int i = 0; i < rslice.n; ++i) {
+            const Beat& b = rslice.v[(rslice.head + i) % 2];
+            pend[np++] = Pend{b.visible - 1, b.last};
+            last_o = b.visible - 1;
+            if (b.last) frees.push_back(NEVER);
+        }
+        rslice.clear();
+        for (int i = 0; i < rq.n; ++i) frees.push_back(NEVER);
+        size_t unknown = 0;
+        T gather_free = c;  // from when the gather takes an element's first beat
+        auto lim = [&] { return std::min(stop, horizon); };
+        // an element already gathered is written when the writer reaches it
+        auto write_full = [&]() {
+            if (per > 1 && d.active && d.gather == per) {
+                T w = std::max(data_slot(d), d.full_at);
+                if (w < lim()) {
+                    data_writes(d, w, 1);
+                    d.gather = 0;
+                    gather_free = w;
+                }
+            }
+        };
+        write_full();
+        for (;;) {
+            // takes, in order, while the client can take them before the stop
+            while (np > 0 && d.active) {
+                T visible = std::max(pend[0].o + 1, taken1 + 1), a;
+                if (per > 1) {
+                    if (d.gather == per) break;  // waits for its write
+                    a = d.gather == 0 ? std::max(visible, gather_free) : visible;
+                    if (a >= lim()) break;
+                    if (++d.gather == per) d.full_at = a + 1;
+                } else {
+                    T first = std::max(visible, data_slot(d));
+                    T n = sub > 1 ? beat_elems(d, sub) : 1;
+                    a = first + n - 1;
+                    if (first >= lim()) break;
+                    if (a >= lim()) {  // part of the beat's elements before the stop
+                        data_writes(d, first, lim() - first);
+                        break;
+                    }
+                    data_writes(d, first, n);
+                }
+                taken0 = taken1;
+                taken1 = a;
+                if (pend[0].last) frees[unknown++] = a + 1;
+                pend[0] = pend[1];
+                --np;
+                write_full();
+            }
+            T L = lim();
+            T g = NEVER;  // next grant
+            bool g_unknown = false;
+            if (d.active && d.req_row < d.y) {
+                g = std::max(d.req_time, c);
+                T out = T(frees.size());
+                if (out >= inflight) {
+                    T f = frees[out - inflight];
+                    if (f == NEVER) g_unknown = true;
+                    else g = std::max(g, f);
+                }
+            }
+            T o = NEVER;  // next offer: the R slice holds two beats at most
+            if (!rq.empty() && np < 2) {
+                T before = np == 0 ? taken0 : taken1;  // the take two beats back
+                o = std::max({c, last_o + 1, rq.front().ready, before + 1});
+            }
+            if (!g_unknown && g <= o && g < L) {
+                grant(k, g);
+                frees.push_back(NEVER);
+                continue;
+            }
+            if (o >= L) break;
+            Burst& b = rq.front();
+            ++b.sent;
+            ++offers;
+            ++read_beats;
+            tr.add(TR_READ, o, o + 1, k);
+            last_o = o;
+            bool done = b.sent == b.beats;
+            pend[np++] = Pend{o, done};
+            if (done) rq.pop();
+        }
+        T end = std::max(c + 1, lim());
+        if (end >= NEVER) end = std::max(last_o, taken1) + 2;  // (the DMA is done)
+        if (d.active) {
+            pads_until(d, end);
+            write_full();
+        }
+        end = std::max(c + 1, std::min(end, horizon));
+        for (int i = 0; i < np; ++i) rslice.push(Beat{k, pend[i].last, pend[i].o + 1});
+        ids = 0;
+        for (T f : frees)
+            if (f > end) ++ids;
+        if (offers) write_turn = true;
+        T cap = std::max(bpc, bus);
+        credit = last_o == end - 1 ? cap - bus : cap;
+        credit_cycle = end - 1;
+        now = end;
+    }
+
     void advance_memory(T limit) {
         horizon = limit;
         while (now < horizon) {
             if (int k = streaming_client(now)) {
-                stream(k, horizon);
+                if (k > 0) stream(k, horizon);
+                else chain(-k);
                 continue;
             }
             T q = quiet_until(now);

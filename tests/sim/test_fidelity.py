@@ -13,6 +13,7 @@ from sim import fidelity
 from sim.fidelity import CorpusProgram, FidelityReport, ProgramFidelity
 from sim.workloads import GemmTiling
 from tests.sim.rtl.stub_accel import needs_verilator
+from tests.sim.test_timing import STRESS
 
 MAPE_LIMIT = 0.03
 MAX_ERROR_LIMIT = 0.10
@@ -68,11 +69,11 @@ def _fixed_corpus(cfg) -> list[CorpusProgram]:
     return programs
 
 
-@pytest.mark.parametrize("name", ["vta", "tiny", "rect"])
+@pytest.mark.parametrize("cfg", [PRESETS["vta"], PRESETS["tiny"], PRESETS["rect"], STRESS],
+                         ids=["vta", "tiny", "rect", "stress"])  # fmt: skip
 @pytest.mark.rtl
 @needs_verilator[1]
-def test_fidelity_on_a_fixed_corpus(name):
-    cfg = PRESETS[name]
+def test_fidelity_on_a_fixed_corpus(cfg):
     report = fidelity.compare(cfg, _fixed_corpus(cfg), timing_repeats=1)
     worst = max(report.programs, key=lambda r: abs(r.error))
     assert report.mape <= MAPE_LIMIT, f"MAPE {report.mape:.4f}; worst {worst.name}: {worst.error:.4f}"
