@@ -851,50 +851,56 @@ struct Model {
     // narrower than a beat): each beat is offered when the DRAM may (ready, one per cycle, the
     // R slice holding at most two), taken when the client may, and the pad writer advances in
     // runs; the per-cycle state is rebuilt exactly at the stop, as in `stream`.
-    T wpos(const ReadDma& d) const { return d.wy * d.row_len + d.wx; }
+    // Pad writes from the writer's position to its next data element (or to the end).
+    T pads_ahead(const ReadDma& d) const {
+        T y = d.wy, x = d.wx;
+        if (d.y == 0 || y >= d.yp0 + d.y) return (d.rows - y) * d.row_len - x;
+        if (y < d.yp0) return (d.yp0 - y) * d.row_len - x + d.xp0;
+        if (x < d.xp0) return d.xp0 - x;
+        if (x < d.xp0 + d.x) return 0;
+        if (y + 1 < d.yp0 + d.y) return d.row_len - x + d.xp0;
+        return (d.rows - y) * d.row_len - x;
+    }
 
-    void set_wpos(ReadDma& d, T pos) {
-        d.wy = pos / d.row_len;
-        d.wx = pos % d.row_len;
+    void advance_pos(ReadDma& d, T n) {  // the writer moves n positions (division-free mostly)
+        d.wx += n;
+        if (d.wx >= d.row_len) {
+            T rows = d.wx / d.row_len;
+            d.wx -= rows * d.row_len;
+            d.wy += rows;
+        }
         d.row_elem = d.base + d.stride * std::min(std::max<T>(d.wy - d.yp0, 0), d.y);
     }
 
-    T next_data_pos(const ReadDma& d, T pos) const {
-        T total = d.rows * d.row_len, y = pos / d.row_len, x = pos % d.row_len;
-        if (y < d.yp0) return d.yp0 * d.row_len + d.xp0;
-        if (y >= d.yp0 + d.y) return total;
-        if (x < d.xp0) return y * d.row_len + d.xp0;
-        if (x < d.xp0 + d.x) return pos;
-        return y + 1 < d.yp0 + d.y ? (y + 1) * d.row_len + d.xp0 : total;
-    }
-
-    // The cycle the writer reaches the next data element (after its padding), and whether the
-    // DMA is finished.
-    T data_slot(const ReadDma& d) const { return d.wnext + next_data_pos(d, wpos(d)) - wpos(d); }
+    // The cycle the writer reaches its next data element (after the padding before it).
+    T data_slot(const ReadDma& d) const { return d.wnext + pads_ahead(d); }
 
     void pads_until(ReadDma& d, T lim) {  // padding written before cycle lim
         if (!d.active) return;
-        T pos = wpos(d), run = std::min(next_data_pos(d, pos) - pos, lim - d.wnext);
+        T run = std::min(pads_ahead(d), lim - d.wnext);
         if (run <= 0) return;
         d.wnext += run;
-        set_wpos(d, pos + run);
-        if (pos + run == d.rows * d.row_len) finish_read(d, d.wnext - 1);
+        advance_pos(d, run);
+        if (d.wy >= d.rows) finish_read(d, d.wnext - 1);
     }
 
     void data_writes(ReadDma& d, T first, T n) {  // n data elements at first .. first + n - 1
         pads_until(d, first);
         d.wnext = first + n;
-        T pos = wpos(d) + n;
-        set_wpos(d, pos);
-        if (pos == d.rows * d.row_len) finish_read(d, first + n - 1);
+        advance_pos(d, n);
+        if (d.wy >= d.rows) finish_read(d, first + n - 1);
     }
 
     // Elements of the next data element's beat that the writer takes from it (narrow elements:
     // up to the beat's last position or the row's end).
     T beat_elems(const ReadDma& d, T sub) const {
-        T pos = next_data_pos(d, wpos(d));
-        T row = pos / d.row_len - d.yp0, col = pos % d.row_len - d.xp0;
-        T idx = (d.base + row * d.stride + col) % sub;
+        T row_elem = d.row_elem, col = d.wx - d.xp0;
+        if (pads_ahead(d) > 0) {  // the first element of the current row or of a later one
+            T row = d.wy < d.yp0 ? 0 : d.wx < d.xp0 ? d.wy - d.yp0 : d.wy - d.yp0 + 1;
+            row_elem = d.base + d.stride * row;
+            col = 0;
+        }
+        T idx = (row_elem + col) & (sub - 1);
         return std::min(sub - idx, d.x - col);
     }
 
