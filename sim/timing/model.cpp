@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <cstdint>
 #include <vector>
 
 namespace {
@@ -104,8 +103,6 @@ struct Tokens {
     }
 };
 
-struct Model;
-
 // ---- the read side: one DMA engine per client ------------------------------------------------
 struct ReadDma {
     bool active = false;
@@ -113,12 +110,10 @@ struct ReadDma {
     T eb = 0, base = 0, y = 0, x = 0, stride = 0, yp0 = 0, yp1 = 0, xp0 = 0, xp1 = 0;
     // burst requester
     T req_row = 0, req_word = 0, req_left = 0, req_time = NEVER;
-    bool req_setup = false;
     // pad writer + unpacker
     T wy = 0, wx = 0, rows = 0, row_len = 0, wnext = 0, row_elem = 0;
     int gather = 0;
     T full_at = NEVER;
-    T last_write = -1;
 };
 
 struct Beat {
@@ -200,7 +195,6 @@ struct Model {
         struct E { T visible, idx; bool row_last; };
         Ring<E, 4> fifo;
         bool ob_valid = false, ob_row_end = false;
-        int merged = 0;  // sub-word elements held by the packer
         T left = 0;
         bool split_row_last = false;
         T beat_no = 0;
@@ -375,7 +369,6 @@ struct Model {
 
     void finish_read(ReadDma& d, T last_write) {
         d.active = false;
-        d.last_write = last_write;
         Module& m = mod[d.module];
         m.done_at = last_write + 1;
         wake(d.module, last_write + 1);
@@ -507,12 +500,9 @@ struct Model {
                 T per = bus / out_eb;
                 bool flush = s.fifo.front().idx % per == per - 1 || s.fifo.front().row_last;
                 if (!flush || ob_free) {
-                    if (flush) {
+                    if (flush) {  // the merged beat goes to the output register
                         s.ob_row_end = s.fifo.front().row_last;
                         ob_next = true;
-                        s.merged = 0;
-                    } else {
-                        ++s.merged;
                     }
                     s.fifo.pop();
                 }
@@ -598,7 +588,6 @@ struct Model {
         s.in_flight = false;
         s.fifo.clear();
         s.ob_valid = false;
-        s.merged = 0;
         s.left = 0;
         s.beat_no = 0;
         s.w_slice.clear();
@@ -630,11 +619,11 @@ struct Model {
         for (int k = 1; k < 5; ++k) {
             ReadDma& d = rd[k];
             if (!d.active) continue;
-            if (client_cycle(d, c, head_client == k)) take_beat(c);
+            if (client_cycle(d, c, head_client == k)) take_beat();
         }
         if (head_client == 0) {  // fetch: the beat FIFO always has room (credits)
             f_fifo.push(c + 1);
-            take_beat(c);
+            take_beat();
         }
         fetch_cycle(c);
         // DRAM: a read beat into the R slice
@@ -677,7 +666,7 @@ struct Model {
     }
     int ids_freed = 0;
 
-    void take_beat(T c) {
+    void take_beat() {
         Beat b = rslice.front();
         rslice.pop();
         if (b.last) ++ids_freed;
@@ -841,7 +830,6 @@ struct Model {
         T cap = std::max(bpc, bus);
         credit = last_o == end - 1 ? cap - bus : cap;
         credit_cycle = end - 1;
-        (void)last_take;
         now = end;
     }
     std::vector<T> frees;
@@ -1277,12 +1265,8 @@ void tm_free(void* handle) { delete static_cast<Model*>(handle); }
 int tm_run(void* handle, const int64_t* fields, int64_t n, const int64_t* params,
            int64_t* result) {
     Model* m = static_cast<Model*>(handle);
-    Tracer keep;
-    std::swap(keep.out, m->tr.out);
     *m = Model();
     m->init(fields, n, params);
-    keep.out.clear();
-    std::swap(m->tr.out, keep.out);
     m->status = m->run();
     std::memset(result, 0, N_RESULTS * sizeof(int64_t));
     m->results(result);
