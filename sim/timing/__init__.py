@@ -2,7 +2,7 @@
 
 `TimingSimulator(cfg).run(program, inputs)` returns the `Stats` of the rtl backend -- cycles,
 busy and stall cycles per module, GEMM busy cycles -- predicted by an event model of the
-micro-architecture of hw/rtl/CONTRACT.md (model.cpp, compiled once through the build cache),
+micro-architecture of hw/rtl/CONTRACT.md (model.h and its .cpp files, compiled once through the build cache),
 plus the functional counters, which equal fsim's exactly.  Outputs are empty and the DRAM image
 is not simulated: the model moves no data, so it needs no inputs (any given are ignored).
 

@@ -1,7 +1,8 @@
-"""The timing model's shared library (model.cpp), compiled once and cached on disk.
+"""The timing model's shared library (model.h and the .cpp files beside it), compiled once and
+cached on disk.
 
 The same cache as the Verilator builds (`$CODESIGN_CACHE`, default ~/.cache/codesign), keyed
-by a hash of the source, the flags and the compiler's version; concurrent builders serialize on
+by a hash of the sources, the flags and the compiler's version; concurrent builders serialize on
 a lock file and the finished library appears with one atomic rename.  The model has no
 config-specific code, so one build serves every config.
 """
@@ -19,13 +20,18 @@ from pathlib import Path
 from hw.verilog import ToolchainError, cache_root
 from sim.rtl.build import _locked
 
-SOURCE = Path(__file__).with_name("model.cpp")
+SOURCE_DIR = Path(__file__).parent
 LIBRARY_NAME = "libtiming.so"
 FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-fno-exceptions"]
 
 
 class TimingBuildError(ToolchainError):
-    """No C++ compiler, or it failed on model.cpp."""
+    """No C++ compiler, or it failed on the model's sources."""
+
+
+def sources() -> list[Path]:
+    """The model's C++ sources and headers (in SOURCE_DIR), in a stable order."""
+    return sorted([*SOURCE_DIR.glob("*.cpp"), *SOURCE_DIR.glob("*.h")])
 
 
 @functools.cache
@@ -45,7 +51,8 @@ def compiler() -> tuple[str, str]:
 def library() -> Path:
     """Path of the compiled model, building it on the first call for this source and compiler."""
     path, version = compiler()
-    digest = hashlib.sha256("\0".join((SOURCE.read_text(), " ".join(FLAGS), version)).encode())
+    texts = [f"{p.name}\n{p.read_text()}" for p in sources()]
+    digest = hashlib.sha256("\0".join((*texts, " ".join(FLAGS), version)).encode())
     directory = cache_root() / "timing" / digest.hexdigest()[:16]
     lib = directory / LIBRARY_NAME
     if lib.exists():
@@ -59,7 +66,8 @@ def library() -> Path:
 def _build(cxx: str, directory: Path) -> None:
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".build-{directory.name}-"))
     try:
-        command = [cxx, *FLAGS, "-o", str(tmp / LIBRARY_NAME), str(SOURCE)]
+        units = [str(p) for p in sources() if p.suffix == ".cpp"]
+        command = [cxx, *FLAGS, "-o", str(tmp / LIBRARY_NAME), *units]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])

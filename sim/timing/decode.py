@@ -19,7 +19,7 @@ from hw.config import AcceleratorConfig
 from hw.program import Program
 from sim.backend import SimulationError
 
-# Columns of one instruction row of model.cpp (its `Field` enum), in order.
+# Columns of one instruction row of the C++ model (model.h's `Field` enum), in order.
 FIELDS = ("module", "kind", "pops", "pushes", "client", "elem_bytes", "dram_base", "y", "x",
           "stride", "yp0", "yp1", "xp0", "xp1", "uops", "gemm_acc")  # fmt: skip
 KIND_NOP, KIND_DMA, KIND_LOOP, KIND_FINISH = range(4)
@@ -61,7 +61,7 @@ def columns(program: Program, cfg: AcceleratorConfig) -> Columns:
 
 
 def rows(c: Columns, cfg: AcceleratorConfig) -> np.ndarray:
-    """The (N, len(FIELDS)) int64 rows model.cpp simulates."""
+    """The (N, len(FIELDS)) int64 rows the C++ model simulates."""
     op, mt, x = c["opcode"], c["memory_type"], c["x_size"]
     is_load, is_store = op == _LOAD, op == _STORE
     to_load = is_load & ((mt == isa.MemType.INP) | (mt == isa.MemType.WGT))

@@ -1,4 +1,4 @@
-"""The timing model's trace records (model.cpp's `Tracer`) -> `sim.trace.Activity`."""
+"""The timing model's trace records (model.h's `Tracer`) -> `sim.trace.Activity`."""
 
 from __future__ import annotations
 

@@ -228,10 +228,9 @@ def test_missing_compiler_is_reported(monkeypatch):
 
 
 def test_compiler_failure_is_reported(tmp_path, monkeypatch):
-    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
-    broken = tmp_path / "model.cpp"
-    broken.write_text("this is not C++\n")
-    monkeypatch.setattr(build, "SOURCE", broken)
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "model.cpp").write_text("this is not C++\n")
+    monkeypatch.setattr(build, "SOURCE_DIR", tmp_path)
     with pytest.raises(build.TimingBuildError, match="building the timing model failed with exit status"):
         build.library()
 
