@@ -2,9 +2,14 @@
 
 `TimingSimulator(cfg).run(program, inputs)` returns the `Stats` of the rtl backend -- cycles,
 busy and stall cycles per module, GEMM busy cycles -- predicted by an event model of the
-micro-architecture of hw/rtl/CONTRACT.md (model.h and its .cpp files, compiled once through the build cache),
-plus the functional counters, which equal fsim's exactly.  Outputs are empty and the DRAM image
-is not simulated: the model moves no data, so it needs no inputs (any given are ignored).
+micro-architecture of hw/rtl/CONTRACT.md (C++: model.h and its .cpp files, compiled once
+through the build cache), plus the functional counters, which equal fsim's exactly.  Outputs are
+empty and the DRAM image is not simulated: the model moves no data, so it needs no inputs (any
+given are ignored).  `run_traced` also returns the activity of every module and DMA channel.
+
+Fidelity: cycle for cycle equal to the RTL on the fidelity corpus (sim/fidelity.py, `codesign
+bench fidelity`): every counter of Stats, on vta, tiny, rect and a stress config.  Where the RTL
+changes, tests/sim/test_fidelity.py says by how much.
 
 The DRAM model (latency, bytes per cycle) defaults to the config's and can be overridden per
 simulator, as on the rtl backend.  A program whose modules wait on each other forever raises
