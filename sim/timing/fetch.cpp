@@ -17,20 +17,28 @@ void Model::init_fetch() {
     f_pos = f_first % f_per_beat;
 }
 
-bool Model::queue_room_at(int m, T c) {  // whether module m's command queue takes a write at c
-    return routed_per[m] - started_before(mod[m], c) < depth;  // routed: all before c
-}
-
-T Model::started_before(Module& md, T c) {
-    if (c < md.seen_at) {
-        return std::lower_bound(md.starts.begin(), md.starts.end(), c) - md.starts.begin();
+const Model::FetchView& Model::refresh_fetch() {
+    FetchView& v = f_view;
+    v.version = f_version;
+    v.has_data = f_routed < n_insns && (!f_fifo.empty() || f_gather > 0);
+    v.can_gather = f_per_insn_beats > 1 && f_gather < f_per_insn_beats && !f_fifo.empty();
+    v.room_at = NEVER;
+    if (f_routed < n_insns) {
+        const Module& md = mod[fi(f_routed, F_MODULE)];
+        T idx = routed_per[md.id] - depth;  // the queue entry whose start makes room
+        v.room_at = idx < 0 ? -1 : idx < T(md.starts.size()) ? md.starts[idx] + 1 : NEVER;
     }
-    md.seen_at = c;
-    while (md.seen < md.starts.size() && md.starts[md.seen] < c) ++md.seen;
-    return T(md.seen);
+    v.request_at = NEVER;
+    if (f_req_left > 0) {  // level + pending + beats <= buffer, level + pending = requested - taken
+        T need = f_requested + std::min(f_req_left, f_burst) - f_buffer;
+        if (need <= 0) v.request_at = f_req_time;
+        else if (need <= T(f_take.size())) v.request_at = std::max(f_req_time, f_take[need - 1] + 1);
+    }
+    return v;
 }
 
 void Model::route(T c) {  // one instruction into its command queue at cycle c
+    ++f_version;
     T i = f_routed++;
     int m = int(fi(i, F_MODULE));
     Module& md = mod[m];
@@ -40,19 +48,20 @@ void Model::route(T c) {  // one instruction into its command queue at cycle c
 
 void Model::fetch_cycle(T c) {
     if (f_routed >= n_insns) return;
-    int m = int(fi(f_routed, F_MODULE));
-    bool room = queue_room_at(m, c);
+    bool room = fetch_view().room_at <= c;
     if (f_per_insn_beats > 1) {  // gather several beats per instruction
         bool full = f_gather == f_per_insn_beats && f_full_at <= c;
         bool taken = full && room;
         if (taken) route(c);
         bool head = !f_fifo.empty() && f_fifo.front() <= c;
         if (head && (f_gather < f_per_insn_beats || taken)) {
+            ++f_version;
             f_fifo.pop();
             f_take.push_back(c);
             f_gather = taken ? 1 : f_gather + 1;
             if (f_gather == f_per_insn_beats) f_full_at = c + 1;
         } else if (taken) {
+            ++f_version;
             f_gather = 0;
         }
     } else {
@@ -61,38 +70,13 @@ void Model::fetch_cycle(T c) {
             route(c);
             ++f_pos;
             if (f_pos == f_per_beat || f_routed == n_insns) {
+                ++f_version;
                 f_pos = 0;
                 f_fifo.pop();
                 f_take.push_back(c);
             }
         }
     }
-}
-
-bool Model::fetch_busy(T c) {
-    if (f_routed >= n_insns || (f_fifo.empty() && f_gather == 0)) return false;
-    if (f_per_insn_beats > 1 && f_gather < f_per_insn_beats && !f_fifo.empty()) return true;
-    return queue_room_at(int(fi(f_routed, F_MODULE)), c);
-}
-
-T Model::fetch_wake(T c) {
-    T t = fetch_request_time(c);
-    if (f_routed < n_insns && (!f_fifo.empty() || f_gather > 0)) {  // waits for queue room
-        Module& md = mod[fi(f_routed, F_MODULE)];
-        T idx = routed_per[md.id] - depth;  // the entry whose start makes room
-        if (idx < T(md.starts.size())) t = std::min(t, idx < 0 ? c : md.starts[idx] + 1);
-    }
-    return std::max(t, c);
-}
-
-T Model::fetch_request_time(T c) {
-    if (f_req_left == 0) return NEVER;
-    T beats = std::min(f_req_left, f_burst);
-    T need = f_requested + beats - f_buffer;
-    T t = std::max(f_req_time, c);
-    if (need <= 0) return t;
-    if (need > T(f_take.size())) return NEVER;
-    return std::max(t, f_take[need - 1] + 1);
 }
 
 }  // namespace timing

@@ -107,6 +107,7 @@ void Model::grant(int k, T c) {
         f_req_left -= beats;
         f_req_word += beats;
         f_requested += beats;
+        ++f_version;
         f_req_time = c + 1;
     } else {
         ReadDma& d = rd[k];
@@ -127,9 +128,12 @@ void Model::grant(int k, T c) {
 
 void Model::arbiter(T c, int ids_now) {
     if (ids_now >= inflight) return;
-    for (int step = 1; step <= 5; ++step) {
-        int k = (rr_last + step) % 5;
-        if (read_requesting(k, c)) {
+    unsigned requesting = 0;  // one bit per client
+    for (int k = 0; k < 5; ++k) requesting |= unsigned(read_requesting(k, c)) << k;
+    if (!requesting) return;
+    for (int step = 1; step <= 5; ++step) {  // round robin from the client after the last grant
+        int k = rr_last + step < 5 ? rr_last + step : rr_last + step - 5;
+        if (requesting >> k & 1) {
             grant(k, c);
             return;
         }
@@ -162,6 +166,7 @@ void Model::cycle(T c) {
     }
     if (head_client == 0) {  // fetch: the beat FIFO always has room (credits)
         f_fifo.push(c + 1);
+        ++f_version;
         take_beat();
     }
     fetch_cycle(c);

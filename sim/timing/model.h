@@ -145,8 +145,6 @@ struct Module {
     T pipe_lo = -1, pipe_hi = -1;  // last loop instruction's pipeline activity [lo, hi)
     T drain_at = 0;  // cycle from which LOAD/NOP/FINISH may start (pipeline and pushes done)
     int waiting_on = -1;  // queue it waits on (for the deadlock report), 4: queue room
-    size_t seen = 0;  // starts before `seen_at` (see Model::started_before)
-    T seen_at = 0;
 };
 
 struct Model {
@@ -214,20 +212,35 @@ struct Model {
     void init_fetch();
     // level + pending + beats <= buffer, level + pending = requested - taken (before c)
     bool fetch_may_request(T c) { return fetch_request_time(c) <= c; }
-    bool queue_room_at(int m, T c);
-    // Instructions module md started before cycle c (queries come in nondecreasing c, and
-    // starts are recorded before the memory process simulates their cycle).
-    T started_before(Module& md, T c);
+    // What fetch waits for, recomputed only when its state (or a module's starts) changed:
+    // when its next burst may be requested, when its command queue has room for the next
+    // instruction, whether it holds data.
+    struct FetchView {
+        T version = -1, request_at = NEVER, room_at = NEVER;
+        bool has_data = false, can_gather = false;
+    } f_view;
+    T f_version = 0;
+    const FetchView& fetch_view() { return f_view.version == f_version ? f_view : refresh_fetch(); }
+    const FetchView& refresh_fetch();
     void route(T c);
     // One cycle of fetch's data path.
     void fetch_cycle(T c);
     // Whether fetch's data path can move in cycle c (a beat to take or an instruction to route).
-    bool fetch_busy(T c);
+    bool fetch_busy(T c) {
+        const FetchView& v = fetch_view();
+        return v.has_data && (v.can_gather || v.room_at <= c);
+    }
     // Earliest cycle >= c at which fetch may act while it is not busy: request a burst, or
     // route an instruction into room that a module start has already made.
-    T fetch_wake(T c);
+    T fetch_wake(T c) {
+        const FetchView& v = fetch_view();
+        return std::max(c, std::min(v.request_at, v.has_data ? v.room_at : NEVER));
+    }
     // Earliest cycle >= c at which fetch may request a burst (NEVER while it waits for room).
-    T fetch_request_time(T c);
+    T fetch_request_time(T c) {
+        T t = fetch_view().request_at;
+        return t >= NEVER ? NEVER : std::max(t, c);
+    }
 
     // ---- read DMAs -------------------------------------------------------------------------
     void start_read(int client, int module, int insn, T s);

@@ -131,6 +131,7 @@ void Model::start(Module& md, T insn, T s, T ready) {
     md.wait_from = -1;
     md.waiting_on = -1;
     md.starts.push_back(s);
+    ++f_version;  // a start may make room in fetch's command queue
     md.start_at = s;
     if (md.id == M_COMPUTE && gemm_tail >= 0) {  // an empty accumulating GEMM's retire cycle
         if (s != gemm_tail) gemm.add(gemm_tail, gemm_tail + 1, tr, TR_GEMM, 1, gemm_tail_insn);
