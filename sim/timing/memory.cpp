@@ -232,6 +232,11 @@ T Model::quiet_until(T c) {
 void Model::advance_memory(T limit) {
     horizon = limit;
     while (now < horizon) {
+        if (st.active) {  // a STORE moves every cycle: no fast path, no skipping
+            cycle(now);
+            ++now;
+            continue;
+        }
         if (int k = streaming_client(now)) {
             if (k > 0) stream(k, horizon);
             else chain(-k);
