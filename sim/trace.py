@@ -13,10 +13,13 @@ microseconds in that format; we write cycle / 1000, so the UI's "ns" read as cyc
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 MODULE_TRACKS = ("load", "compute", "store", "gemm")
 CHANNEL_TRACKS = ("dram read", "dram write")
@@ -79,8 +82,6 @@ class Activity:
 
 def runs(mask: Any, offset: int = 0) -> list[tuple[int, int]]:
     """[start, end) of every run of True in a boolean array, shifted by `offset`."""
-    import numpy as np
-
     padded = np.concatenate(([False], np.asarray(mask, dtype=bool), [False]))
     edges = np.flatnonzero(padded[1:] != padded[:-1])
     return [(int(a) + offset, int(b) + offset) for a, b in zip(edges[::2], edges[1::2], strict=True)]
@@ -121,16 +122,13 @@ def split_at_starts(busy: list[tuple[int, int]], starts: list[int],
                     labels: list[str]) -> list[Interval]:  # fmt: skip
     """Busy runs cut at each instruction start, each piece labelled with the instruction that
     started last at or before it."""
-    import bisect
-
     out = []
     for a, b in busy:
         k = bisect.bisect_right(starts, a) - 1
         cut = a
         while cut < b:
-            nxt = starts[k + 1] if k + 1 < len(starts) else b
-            end = min(b, nxt) if nxt > cut else b
-            out.append(Interval(cut, end, labels[k] if k >= 0 else ""))
+            end = min(b, starts[k + 1]) if k + 1 < len(starts) else b
+            out.append(Interval(cut, end, labels[k] if 0 <= k < len(labels) else ""))
             cut = end
             k += 1
     return out
