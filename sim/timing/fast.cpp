@@ -35,25 +35,28 @@ int Model::streaming_client(T c) {
 }
 
 void Model::stream_takes(ReadDma& d, T t1, T count) {
-    T per = d.eb / bus;
+    T per = d.eb / bus;  // a power of two: shifts and masks below
     if (per == 1) {
         advance_elems(d, count, t1 + count - 1);
         return;
     }
-    T g = d.gather;
-    T t0 = g == 0 ? per : (per - g) % per;  // first take cycle (offset) that writes
-    T writes = t0 < count ? (count - 1 - t0) / per + 1 : 0;
-    d.gather = int(g == 0 ? (count - 1) % per + 1 : (g - 1 + count) % per + 1);
-    if (writes) advance_elems(d, writes, t1 + t0 + (writes - 1) * per);
+    int shift = __builtin_ctzll(uint64_t(per));
+    T mask = per - 1, g = d.gather;
+    T t0 = g == 0 ? per : (per - g) & mask;  // first take cycle (offset) that writes
+    T writes = t0 < count ? ((count - 1 - t0) >> shift) + 1 : 0;
+    d.gather = int(g == 0 ? ((count - 1) & mask) + 1 : ((g - 1 + count) & mask) + 1);
+    if (writes) advance_elems(d, writes, t1 + t0 + ((writes - 1) << shift));
     if (d.gather == per) d.full_at = t1 + count;
 }
 
 void Model::advance_elems(ReadDma& d, T n, T last_write) {
     d.wx += n;
-    T rows = d.wx / d.x;
-    d.wx %= d.x;
-    d.wy += rows;
-    d.row_elem += rows * d.stride;
+    if (d.wx >= d.x) {
+        T rows = d.wx / d.x;
+        d.wx -= rows * d.x;
+        d.wy += rows;
+        d.row_elem += rows * d.stride;
+    }
     d.wnext = last_write + 1;
     if (d.wy == d.rows) finish_read(d, last_write);
 }
