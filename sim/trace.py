@@ -1,10 +1,12 @@
 """Per-module activity traces of a run, and their Chrome/Perfetto trace-event JSON.
 
-Both cycle-level backends record the same `Activity`: busy intervals per track (one track per
-module -- load, compute, store and the GEMM core -- and one per DMA channel -- DRAM reads and
-writes) and the occupancy of the four token queues over time.  `timing` records it from its
-event model; `rtl` from the hardware's own busy signals (sim/rtl/trace.py).  Time is in cycles
-from the first cycle the hardware counts (`Stats.cycles` covers [0, cycles)).
+Both cycle-level backends record the same `Activity`: busy intervals per track -- one per
+module (load, compute, store and the GEMM core), one per read DMA (the beats each of fetch, the
+inp, wgt, uop and acc loads receives) and one per memory channel (DRAM read beats, DRAM write
+beats, which are the store DMA's) -- and the occupancy of the four token queues over time.
+`timing` records it from its event model; `rtl` from the hardware's own busy signals
+(sim/rtl/trace.py).  Time is in cycles from the first cycle the hardware counts (`Stats.cycles`
+covers [0, cycles)).
 
 `to_chrome()` writes one process with a thread (track) per module and channel, each busy
 interval a complete ("X") event, and the token queues as counter ("C") events.  `ts`/`dur` are
@@ -22,8 +24,10 @@ from typing import Any
 import numpy as np
 
 MODULE_TRACKS = ("load", "compute", "store", "gemm")
+# The read clients of the memory master, in top.py's order (the client numbers).
+DMA_TRACKS = ("fetch dma", "inp dma", "wgt dma", "uop dma", "acc dma")
 CHANNEL_TRACKS = ("dram read", "dram write")
-TRACKS = MODULE_TRACKS + CHANNEL_TRACKS
+TRACKS = MODULE_TRACKS + DMA_TRACKS + CHANNEL_TRACKS
 QUEUES = ("l2c", "c2l", "c2s", "s2c")
 
 

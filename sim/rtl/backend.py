@@ -50,9 +50,9 @@ class _Library:
         lib.sim_n_results.restype = ctypes.c_uint64
         lib.sim_bus_bytes.restype = ctypes.c_uint64
         lib.sim_trace_enable.argtypes = [ctypes.c_void_p, ctypes.c_int]
-        lib.sim_trace_length.argtypes = [ctypes.c_void_p]
+        lib.sim_trace_length.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.sim_trace_length.restype = ctypes.c_uint64
-        lib.sim_trace_copy.argtypes = [ctypes.c_void_p, _U64P]
+        lib.sim_trace_copy.argtypes = [ctypes.c_void_p, ctypes.c_int, _U64P]
         names = tuple(lib.sim_counter_names().decode().strip(",").split(","))
         if names != COUNTER_FIELDS:
             raise RuntimeError(f"{path}: harness counters {names} differ from Stats {COUNTER_FIELDS}")
@@ -113,9 +113,13 @@ class RtlSimulator:
             result = self.run(program, inputs)
         finally:
             self._lib.lib.sim_trace_enable(self._handle, 0)
-        rle = np.zeros(int(self._lib.lib.sim_trace_length(self._handle)), dtype=np.uint64)
-        self._lib.lib.sim_trace_copy(self._handle, rle.ctypes.data_as(_U64P))
-        return result, trace.activity(rle, result.stats.cycles or 0, program.decoded(self.config))
+        rle, reads = (self._trace_part(part) for part in (0, 1))
+        return result, trace.activity(rle, reads, result.stats.cycles or 0, program, self.config)
+
+    def _trace_part(self, part: int) -> np.ndarray:
+        out = np.zeros(int(self._lib.lib.sim_trace_length(self._handle, part)), dtype=np.uint64)
+        self._lib.lib.sim_trace_copy(self._handle, part, out.ctypes.data_as(_U64P))
+        return out
 
     def run_image(self, dram: np.ndarray, insn_addr: int, insn_count: int) -> Stats:
         """Run the instructions at byte `insn_addr` of `dram` (uint8, updated in place)."""

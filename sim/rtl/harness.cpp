@@ -67,7 +67,8 @@ struct Burst {
 // Activity trace (only when enabled, so untraced runs keep their speed): one bit per event
 // of a cycle, from the hardware's own counters (a counter that advanced in a cycle means its
 // event signal was high) and the memory handshakes; stored run-length encoded as
-// (first cycle, mask) pairs, a pair whenever the mask changes.  Bits: sim/rtl/trace.py.
+// (first cycle, mask) pairs, a pair whenever the mask changes.  Bits: sim/rtl/trace.py.  Each
+// read request is also kept, as (cycle, address, len), to tell which DMA its beats belong to.
 enum TraceBit { T_LOAD_BUSY, T_LOAD_STALL, T_COMPUTE_BUSY, T_COMPUTE_STALL, T_STORE_BUSY,
                 T_STORE_STALL, T_GEMM_BUSY, T_LOAD_INSN, T_COMPUTE_INSN, T_STORE_INSN,
                 T_GEMM_UOP, T_ALU_UOP, T_AR, T_R, T_R_LAST, T_AW, T_W, T_W_LAST };
@@ -75,11 +76,13 @@ enum TraceBit { T_LOAD_BUSY, T_LOAD_STALL, T_COMPUTE_BUSY, T_COMPUTE_STALL, T_ST
 struct Trace {
     bool on = false;
     std::vector<uint64_t> rle;
+    std::vector<uint64_t> reads;  // (cycle, addr, len) of each accepted AR
     uint64_t mask = ~uint64_t(0);
     uint64_t prev[12] = {};
 
     void clear() {
         rle.clear();
+        reads.clear();
         mask = ~uint64_t(0);
         std::memset(prev, 0, sizeof prev);
     }
@@ -227,6 +230,7 @@ struct Run {
             uint64_t addr = top->mem_ar_addr, len = top->mem_ar_len;
             if (!check(C_READ, addr, len)) return false;
             bits |= 1u << T_AR;
+            if (trace->on) trace->reads.insert(trace->reads.end(), {now, addr, len});
             reads.push_back({addr, len + 1, 0, now + p[P_LATENCY]});
         }
         top->clk = 1;
@@ -278,11 +282,16 @@ void sim_free(void* handle) { delete static_cast<Sim*>(handle); }
 // Record an activity trace in the following runs (or stop recording).
 void sim_trace_enable(void* handle, int on) { static_cast<Sim*>(handle)->trace.on = on != 0; }
 
-// Length (uint64 words) of the last run's trace, and a copy of it into `out`.
-uint64_t sim_trace_length(void* handle) { return static_cast<Sim*>(handle)->trace.rle.size(); }
-void sim_trace_copy(void* handle, uint64_t* out) {
-    const std::vector<uint64_t>& rle = static_cast<Sim*>(handle)->trace.rle;
-    std::memcpy(out, rle.data(), rle.size() * sizeof(uint64_t));
+// Length (uint64 words) of the last run's trace (part 0: the bits, 1: the read requests), and a
+// copy of it into `out`.
+static const std::vector<uint64_t>& trace_part(void* handle, int part) {
+    Trace& t = static_cast<Sim*>(handle)->trace;
+    return part ? t.reads : t.rle;
+}
+uint64_t sim_trace_length(void* handle, int part) { return trace_part(handle, part).size(); }
+void sim_trace_copy(void* handle, int part, uint64_t* out) {
+    const std::vector<uint64_t>& v = trace_part(handle, part);
+    std::memcpy(out, v.data(), v.size() * sizeof(uint64_t));
 }
 
 // Runs the program at params[P_INSN_ADDR] to completion; see the enums for the slots.

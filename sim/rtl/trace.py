@@ -2,19 +2,28 @@
 
 The harness (only when asked) records, for every cycle, which hardware counters advanced --
 each counter adds its module's own event signal (busy, stall, instruction start, micro-op) --
-and which memory handshakes happened, run-length encoded.  Here the bits become busy intervals
-per module, labelled with the instruction that ran (each module starts its instructions in
-program order), DRAM read/write activity, and token-queue occupancies: a pop when an
-instruction starts, a push when it retires (GEMM/ALU: the cycle after their last micro-op's
-write, as the hardware sends them).
+and which memory handshakes happened, run-length encoded, plus every read request.  Here the
+bits become busy intervals per module, labelled with the instruction that ran (each module
+starts its instructions in program order), DRAM read/write activity, the read beats of each DMA
+(reads return in request order; a request belongs to fetch when it reads the instructions,
+else to the LOAD running on the load or compute module whose window holds its address), and
+token-queue occupancies: a pop when an instruction starts, a push when it retires (GEMM/ALU: the
+cycle after their last micro-op's write, as the hardware sends them).  The counters have no port,
+so occupancies are inferred: a retirement is the last busy cycle before an idle one, or the next
+instruction's start when the module stays busy -- one cycle late when that instruction started
+the cycle after (the busy signal cannot tell the two apart).
 """
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from hw import isa
-from sim.trace import Activity, Interval, insn_label, runs, split_at_starts, token_steps
+from hw.config import AcceleratorConfig
+from hw.program import Program
+from sim.trace import DMA_TRACKS, Activity, Interval, insn_label, runs, split_at_starts, token_steps
 
 # harness.cpp's TraceBit order.
 BITS = ("load_busy", "load_stall", "compute_busy", "compute_stall", "store_busy", "store_stall",
@@ -38,7 +47,11 @@ def expand(rle: np.ndarray, cycles: int) -> dict[str, np.ndarray]:
     return {name: (masks >> np.uint64(i)) & np.uint64(1) != 0 for i, name in enumerate(BITS)}
 
 
-def activity(rle: np.ndarray, cycles: int, insns: list[isa.Insn]) -> Activity:
+def activity(rle: np.ndarray, reads: np.ndarray, cycles: int, program: Program,
+             cfg: AcceleratorConfig) -> Activity:  # fmt: skip
+    """The Activity of a run from its bits (`rle`) and read requests (`reads`, flat
+    (cycle, address, len) triples)."""
+    insns = program.decoded(cfg)
     bits = expand(rle, cycles)
     act = Activity("rtl", cycles)
     per_module: dict[str, list[tuple[int, isa.Insn]]] = {m: [] for m in _MODULES}
@@ -52,8 +65,59 @@ def activity(rle: np.ndarray, cycles: int, insns: list[isa.Insn]) -> Activity:
     act.tracks["gemm"] = split_at_starts(runs(bits["gemm_busy"]), starts["compute"], compute_labels)
     act.tracks["dram read"] = [Interval(a, b, "read") for a, b in runs(bits["r"])]
     act.tracks["dram write"] = [Interval(a, b, "write") for a, b in runs(bits["w"])]
+    _dma_tracks(act, bits["r"], reads, program, cfg, per_module, starts)
     act.tokens = token_steps(_token_changes(bits, per_module, starts))
     return act
+
+
+_CLIENT = {isa.MemType.INP: 1, isa.MemType.WGT: 2, isa.MemType.UOP: 3, isa.MemType.ACC: 4,
+           isa.MemType.ACC_8BIT: 4}  # fmt: skip
+
+
+def _dma_tracks(act: Activity, beats: np.ndarray, reads: np.ndarray, program: Program,
+                cfg: AcceleratorConfig, per_module: dict[str, list[tuple[int, isa.Insn]]],
+                starts: dict[str, list[int]]) -> None:  # fmt: skip
+    """Each read burst's beats (in request order) on the track of the DMA that asked for it."""
+    beat_cycles = np.flatnonzero(beats)
+    masks = np.zeros((len(DMA_TRACKS), max(act.cycles, 1)), dtype=bool)
+    first = 0
+    insns = program.insn_region
+    for cycle, addr, length in reads.reshape(-1, 3).astype(np.int64).tolist():
+        count = length + 1
+        client: int | None = 0  # fetch reads the instructions
+        if not insns.offset <= addr < insns.offset + insns.nbytes:
+            client = _owner(cycle - FIRST_COUNTED_CYCLE, addr, cfg, per_module, starts)
+        if client is not None:
+            masks[client, beat_cycles[first : first + count]] = True
+        first += count
+    for client, track in enumerate(DMA_TRACKS):
+        act.tracks[track] = [Interval(a, b, "read") for a, b in runs(masks[client])]
+
+
+def _owner(cycle: int, addr: int, cfg: AcceleratorConfig, per_module: dict[str, list[tuple[int, isa.Insn]]],
+           starts: dict[str, list[int]]) -> int | None:  # fmt: skip
+    """The read client whose running LOAD reads the bus word at `addr` at `cycle`."""
+    for module in ("load", "compute"):
+        k = bisect.bisect_right(starts[module], cycle) - 1
+        if k < 0:
+            continue
+        insn = per_module[module][k][1]
+        if isinstance(insn, isa.Load) and insn.x_size and _reads_word(insn, addr, cfg):
+            return _CLIENT.get(insn.memory_type)
+    return None
+
+
+def _reads_word(insn: isa.Load, addr: int, cfg: AcceleratorConfig) -> bool:
+    """Whether one of the rows of `insn` covers the bus word at byte `addr`."""
+    eb, bus, word = cfg.elem_bytes(insn.memory_type), cfg.bus_bytes, addr // cfg.bus_bytes
+    guess = ((word * bus) // eb - insn.dram_base) // insn.x_stride if insn.x_stride else 0
+    guess = min(max(guess, 0), insn.y_size - 1)  # the row whose elements start nearest the word
+    for row in (guess - 1, guess, guess + 1):
+        if 0 <= row < insn.y_size:
+            start = (insn.dram_base + row * insn.x_stride) * eb
+            if start // bus <= word <= (start + insn.x_size * eb - 1) // bus:
+                return True
+    return False
 
 
 def _label(index: int, insn: isa.Insn) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.timing.decode import Columns
-from sim.trace import QUEUES, Activity, Interval, insn_label, runs, token_steps
+from sim.trace import DMA_TRACKS, QUEUES, Activity, Interval, insn_label, runs, token_steps
 
 _BUSY, _GEMM, _READ, _WRITE, _TOKEN = range(5)
 _MODULES = ("load", "compute", "store")
@@ -28,9 +28,12 @@ def activity(raw: np.ndarray, cycles: int, cols: Columns) -> Activity:
         for lo, hi, tag in zip(a[sel].tolist(), b[sel].tolist(), c[sel].tolist(), strict=True):
             if hi > lo:
                 act.tracks[track_of(tag >> 32)].append(Interval(lo, hi, label(tag & 0xFFFFFFFF)))
-    for k, track, name in ((_READ, "dram read", "read"), (_WRITE, "dram write", "write")):
+    reads = kind == _READ
+    channels = [("dram read", "read", reads), ("dram write", "write", kind == _WRITE)]
+    channels += [(track, "read", reads & (c == k)) for k, track in enumerate(DMA_TRACKS)]
+    for track, name, sel in channels:
         beats = np.zeros(max(cycles, 1), dtype=bool)
-        for lo, hi in zip(a[kind == k].tolist(), b[kind == k].tolist(), strict=True):
+        for lo, hi in zip(a[sel].tolist(), b[sel].tolist(), strict=True):
             beats[lo:hi] = True
         act.tracks[track] = [Interval(lo, hi, name) for lo, hi in runs(beats)]
     changes: dict[str, list[tuple[int, int]]] = {q: [] for q in QUEUES}

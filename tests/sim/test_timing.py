@@ -20,7 +20,7 @@ from sim.fsim import FunctionalSimulator
 from sim.random_programs import random_program
 from sim.timing import TimingSimulator, build, decode
 from sim.timing.selftest import run_timing_suite
-from sim.trace import MODULE_TRACKS, QUEUES
+from sim.trace import DMA_TRACKS, MODULE_TRACKS, QUEUES
 from sim.workloads import GemmTiling, blocked_gemm
 
 STRESS = PRESETS["tiny"].with_params(
@@ -264,7 +264,10 @@ def test_trace_agrees_with_the_counters(cfg, tmp_path):
     path = tmp_path / "t.json"
     act.write(path)
     events = json.loads(path.read_text())["traceEvents"]
-    names = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
-    assert names == {"load", "compute", "store", "gemm", "dram read", "dram write"}
+    names = [e["args"]["name"] for e in events if e["name"] == "thread_name"]
+    assert names == ["load", "compute", "store", "gemm", "fetch dma", "inp dma", "wgt dma",
+                     "uop dma", "acc dma", "dram read", "dram write"]  # fmt: skip
+    per_dma = sum(act.busy_cycles(t) for t in DMA_TRACKS)
+    assert per_dma == act.busy_cycles("dram read")  # every read beat belongs to one DMA
     assert all(e["dur"] > 0 for e in events if e["ph"] == "X")
     assert {e["name"] for e in events if e["ph"] == "C"} == {f"tokens {q}" for q in QUEUES}

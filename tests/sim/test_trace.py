@@ -45,7 +45,7 @@ def test_chrome_trace_has_a_track_per_module_and_channel(tmp_path):
     trace = json.loads(path.read_text())
     events = trace["traceEvents"]
     names = [e["args"]["name"] for e in events if e["name"] == "thread_name"]
-    assert names == list(TRACKS)
+    assert names == list(TRACKS) and len(names) == 11
     slices = [e for e in events if e["ph"] == "X"]
     assert [(e["name"], e["ts"], e["dur"]) for e in slices[:2]] == [("#0 LOAD INP", 0.0, 0.01),
                                                                      ("#1 LOAD WGT", 0.01, 0.02)]  # fmt: skip
