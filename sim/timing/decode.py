@@ -9,6 +9,7 @@ not need tensor data (token flags, memory types, SRAM and DRAM ranges, micro-op 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,21 +44,41 @@ class Columns:
         return self.values[name]
 
 
+# The fields the model, the counters and the checks read (GEMM and ALU share their loop fields).
+_NEEDED = ("opcode", "pop_prev", "pop_next", "push_prev", "push_next", "memory_type", "sram_base",
+           "dram_base", "y_size", "x_size", "x_stride", "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1",
+           "reset", "uop_bgn", "uop_end", "iter_out", "iter_in")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(cfg: AcceleratorConfig) -> tuple[tuple[str, int, np.uint64, np.uint64], ...]:
+    """(name, word, shift, mask) of each needed field, from the layouts of `cfg`."""
+    fields = {}
+    for layout in ("mem", "gemm"):
+        for f in isa.layouts(cfg)[layout].fields:
+            if f.name in _NEEDED and f.name not in fields:
+                assert not f.signed
+                shift, mask = np.uint64(f.offset % isa.WORD_BITS), np.uint64((1 << f.width) - 1)
+                fields[f.name] = (f.name, f.offset // isa.WORD_BITS, shift, mask)
+    return tuple(fields[name] for name in _NEEDED)
+
+
 def columns(program: Program, cfg: AcceleratorConfig) -> Columns:
     words = np.asarray(program.insns, dtype=np.uint64).reshape(-1, 2)
-    values: dict[str, np.ndarray] = {}
-    for layout in ("mem", "gemm", "alu"):
-        for f in isa.layouts(cfg)[layout].fields:
-            if f.name in values and layout != "alu":
-                continue
-            key = f"alu_{f.name}" if layout == "alu" and f.name in values else f.name
-            word = words[:, f.offset // isa.WORD_BITS]
-            raw = (word >> np.uint64(f.offset % isa.WORD_BITS)) & np.uint64((1 << f.width) - 1)
-            col = raw.astype(np.int64)
-            if f.signed:
-                col = np.where(col >= 1 << (f.width - 1), col - (1 << f.width), col)
-            values[key] = col
+    halves = (words[:, 0], words[:, 1])
+    values = {name: ((halves[w] >> shift) & mask).astype(np.int64) for name, w, shift, mask in _plan(cfg)}
     return Columns(len(words), values, words)
+
+
+@functools.lru_cache(maxsize=64)
+def _tables(cfg: AcceleratorConfig) -> dict[str, np.ndarray]:
+    """Per memory type (indexed by its number, 0..7): element bytes, read client, SRAM depth."""
+    elem, client, depth = (np.ones(8, dtype=np.int64) for _ in range(3))
+    client[:] = 0
+    for m in isa.MemType:
+        sram = isa.MemType.ACC if m == isa.MemType.ACC_8BIT else m
+        elem[m], client[m], depth[m] = cfg.elem_bytes(m), CLIENT.get(m, 0), cfg.depth(sram)
+    return {"elem": elem, "client": client, "depth": depth}
 
 
 def rows(c: Columns, cfg: AcceleratorConfig) -> np.ndarray:
@@ -73,12 +94,9 @@ def rows(c: Columns, cfg: AcceleratorConfig) -> np.ndarray:
     kind[loop] = KIND_LOOP
     kind[op == _FINISH] = KIND_FINISH
     pops, pushes = _token_masks(c, module)
-    elem = np.zeros(c.count, dtype=np.int64)
-    client = np.zeros(c.count, dtype=np.int64)
-    for m in isa.MemType:
-        sel = is_load & (mt == m)
-        elem[sel] = cfg.elem_bytes(m)
-        client[sel] = CLIENT.get(m, 0)
+    t = _tables(cfg)
+    elem = np.where(is_load, t["elem"][mt], 0)
+    client = np.where(is_load, t["client"][mt], 0)
     elem[is_store] = cfg.out_elem_bytes
     out = np.zeros((c.count, len(FIELDS)), dtype=np.int64)
     cols = {"module": module, "kind": kind, "pops": pops, "pushes": pushes, "client": client,
@@ -126,13 +144,12 @@ def functional_stats(c: Columns, cfg: AcceleratorConfig) -> dict[str, int]:
         "load_insns": int(to_load.sum()), "store_insns": int(is_store.sum()),
         "compute_insns": int(c.count - to_load.sum() - is_store.sum()),
     }  # fmt: skip
-    for kind, types in (("inp", (isa.MemType.INP,)), ("wgt", (isa.MemType.WGT,)),
-                        ("uop", (isa.MemType.UOP,)),
-                        ("acc", (isa.MemType.ACC, isa.MemType.ACC_8BIT))):  # fmt: skip
-        total = 0
-        for m in types:
-            total += int(moved[is_load & (mt == m) & (x != 0)].sum()) * cfg.elem_bytes(m)
-        stats[f"{kind}_load_bytes"] = total
+    loaded = (moved * _tables(cfg)["elem"][mt])[is_load]  # bytes per LOAD
+    by_type = np.bincount(mt[is_load], weights=loaded, minlength=8).astype(np.int64)  # exact
+    stats["inp_load_bytes"] = int(by_type[isa.MemType.INP])
+    stats["wgt_load_bytes"] = int(by_type[isa.MemType.WGT])
+    stats["uop_load_bytes"] = int(by_type[isa.MemType.UOP])
+    stats["acc_load_bytes"] = int(by_type[isa.MemType.ACC] + by_type[isa.MemType.ACC_8BIT])
     return stats
 
 
@@ -153,9 +170,9 @@ def _check_encoding(c: Columns) -> None:
     """What fsim's decoder rejects: unknown opcodes and memory types, token flags towards a
     module that does not exist (the messages of hw.isa)."""
     op, mt = c["opcode"], c["memory_type"]
-    bad = _first(~np.isin(op, [int(o) for o in isa.Opcode]))
+    bad = _first(op > max(isa.Opcode))
     mem = (op == _LOAD) | (op == _STORE)
-    bad_mt = _first(mem & ~np.isin(mt, [int(m) for m in isa.MemType]))
+    bad_mt = _first(mem & (mt > max(isa.MemType)))
     errors = []
     if bad is not None:
         errors.append((bad, f"unknown opcode {op[bad]} in instruction word {_word(c, bad)}"))
@@ -197,7 +214,7 @@ def _problems(c: Columns, cfg: AcceleratorConfig, dram_bytes: int) -> list[tuple
             found.append((i, text(i)))
 
     real_load, real_store = (op == _LOAD) & (x != 0), (op == _STORE) & (x != 0)
-    known = np.isin(mt, [int(m) for m in isa.MemType])
+    known = mt <= max(isa.MemType)
     add(real_load & (mt == isa.MemType.OUT),
         lambda i: "LOAD into the OUT buffer is not an instruction (STORE reads it)")
     add(real_store & (mt != isa.MemType.OUT) & known,
@@ -206,7 +223,7 @@ def _problems(c: Columns, cfg: AcceleratorConfig, dram_bytes: int) -> list[tuple
     add(real_store & (mt == isa.MemType.OUT) & (pads != 0),
         lambda i: "STORE cannot pad: all four pad fields must be 0")
     loop = (op == _GEMM) | (op == _ALU)
-    add((op == _ALU) & (c["alu_reset"] != 0), lambda i: "ALU instructions cannot set reset")
+    add((op == _ALU) & (c["reset"] != 0), lambda i: "ALU instructions cannot set reset")
     add(loop & (c["uop_end"] < c["uop_bgn"]),
         lambda i: f"uop_end {c['uop_end'][i]} is before uop_bgn {c['uop_bgn'][i]}")
     add(loop & (c["uop_end"] >= c["uop_bgn"]) & (c["uop_end"] > cfg.uop_depth),
@@ -218,12 +235,8 @@ def _problems(c: Columns, cfg: AcceleratorConfig, dram_bytes: int) -> list[tuple
 def _ranges(c: Columns, cfg: AcceleratorConfig, dram_bytes: int, loads: np.ndarray,
             stores: np.ndarray, add: Callable) -> None:  # type: ignore[type-arg]
     mt = c["memory_type"]
-    elem = np.ones(c.count, dtype=np.int64)
-    depth = np.ones(c.count, dtype=np.int64)
-    for m in isa.MemType:
-        sel = (loads | stores) & (mt == m)
-        sram = isa.MemType.ACC if m == isa.MemType.ACC_8BIT else m
-        elem[sel], depth[sel] = cfg.elem_bytes(m), cfg.depth(sram)
+    t = _tables(cfg)
+    elem, depth = t["elem"][mt], t["depth"][mt]
     rows_ = c["y_pad_0"] + c["y_size"] + c["y_pad_1"]
     row = c["x_pad_0"] + c["x_size"] + c["x_pad_1"]
     sram_hi = c["sram_base"] + np.where(loads, rows_ * row, c["y_size"] * c["x_size"]) - 1
