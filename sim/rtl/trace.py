@@ -9,9 +9,9 @@ starts its instructions in program order), DRAM read/write activity, the read be
 else to the LOAD running on the load or compute module whose window holds its address), and
 token-queue occupancies: a pop when an instruction starts, a push when it retires (GEMM/ALU: the
 cycle after their last micro-op's write, as the hardware sends them).  The counters have no port,
-so occupancies are inferred: a retirement is the last busy cycle before an idle one, or the next
-instruction's start when the module stays busy -- one cycle late when that instruction started
-the cycle after (the busy signal cannot tell the two apart).
+so occupancies are inferred: a retirement is the last busy cycle before an idle one, or, when
+the module stays busy, the next instruction's start -- or the cycle before it when the next
+instruction stalled there for a token (a push may be a cycle late when it waited for fetch).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def _token_changes(bits: dict[str, np.ndarray], per_module: dict[str, list[tuple
     uop_done = np.flatnonzero(bits["gemm_uop"] | bits["alu_uop"])
     uops_seen = 0
     for m in _MODULES:
-        busy = bits[f"{m}_busy"]
+        busy, stall = bits[f"{m}_busy"], bits[f"{m}_stall"]
         for k, (_, insn) in enumerate(per_module[m]):
             if k >= len(starts[m]):
                 break
@@ -149,8 +149,10 @@ def _token_changes(bits: dict[str, np.ndarray], per_module: dict[str, list[tuple
             else:
                 nxt = starts[m][k + 1] if k + 1 < len(starts[m]) else len(busy)
                 idle = np.flatnonzero(~busy[s:nxt])
-                # retire + 1: the last busy cycle before an idle one, or the next start
-                at = s + int(idle[0]) if idle.size else nxt + 1
+                # retire + 1: the last busy cycle before an idle one; else the next start,
+                # or the cycle before it when the next instruction stalled there for a token
+                stalled = nxt - 1 > s and bool(stall[nxt - 1])
+                at = s + int(idle[0]) if idle.size else nxt if stalled else nxt + 1
             for q in pushes:
                 changes.setdefault(q.short, []).append((at, +1))
     return changes
