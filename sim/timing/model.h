@@ -288,8 +288,14 @@ struct Model {
     // narrower than a beat): each beat is offered when the DRAM may (ready, one per cycle, the
     // R slice holding at most two), taken when the client may, and the pad writer advances in
     // runs; the per-cycle state is rebuilt exactly at the stop, as in `stream`.
+    void chain(int k);
+    struct Pend {  // a beat offered and not yet taken
+        T o;
+        bool last;
+    };
     // Pad writes from the writer's position to its next data element (or to the end).
     T pads_ahead(const ReadDma& d) const;
+    // The writer moves n positions.
     void advance_pos(ReadDma& d, T n);
     // The cycle the writer reaches its next data element (after the padding before it).
     T data_slot(const ReadDma& d) const { return d.wnext + pads_ahead(d); }
@@ -298,11 +304,8 @@ struct Model {
     // Elements of the next data element's beat that the writer takes from it (narrow elements:
     // up to the beat's last position or the row's end).
     T beat_elems(const ReadDma& d, T sub) const;
-    struct Pend {
-        T o;
-        bool last;
-    };
-    void chain(int k);
+
+    // The memory process from `now` up to `limit` (or until a module must act first).
     void advance_memory(T limit);
 
     // ---- modules ----------------------------------------------------------------------------
