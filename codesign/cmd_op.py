@@ -109,4 +109,4 @@ def _run(args: argparse.Namespace) -> int:
                     "instructions", "dram_bytes_read", "compile_s"):  # fmt: skip
             print(f"{key}: {result[key]}")
         print("schedule:\n  " + str(compiled.schedule).replace("\n", "\n  "))
-    return 0 if result["correct"] else 1
+    return 1 if result["correct"] is False else 0
