@@ -24,7 +24,8 @@ def run(cfg: AcceleratorConfig, backend_name: str = "rtl", layers: list[str] | N
         _, best = compile_and_run(op, backend)
         _, single = compile_and_run(op, backend, vthreads=1)
         rows.append({
-            "name": name, "correct": None if best["correct"] is None else best["correct"] and single["correct"],
+            "name": name,
+            "correct": None if best["correct"] is None else best["correct"] and single["correct"],
             "cycles": best["cycles"], "gemm_uops": best["gemm_uops"],
             "utilization": best["utilization"], "cycles_vthreads1": single["cycles"],
             "compile_s": best["compile_s"], "knobs": best["schedule"]["knobs"],
