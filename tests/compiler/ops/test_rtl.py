@@ -45,3 +45,20 @@ def test_resnet18_layers_exact_on_rtl(layer, rtl):
 def test_resnet18_classifier_exact_on_rtl(rtl):
     cfg = PRESETS["vta"]
     check_op(Dense(DenseSpec(1, 512, 1000), AcceleratorTarget(cfg)), backend=rtl(cfg))
+
+
+@pytest.mark.parametrize("name", ["layer3", "layer4_skip"])
+def test_timing_model_predicts_compiled_layers(name, rtl):
+    from compiler.ops import compile_op
+    from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs
+    from sim.backends import make_backend
+
+    cfg = PRESETS["vta"]
+    spec = dict(conv_specs(BENCH_EPILOGUE))[name]
+    op = Conv2d(spec, AcceleratorTarget(cfg))
+    program = compile_op(op).built.program
+    inputs = op.random_inputs(0)
+    measured = rtl(cfg).run(program, inputs).stats
+    predicted = make_backend("timing", cfg).run(program, inputs).stats
+    assert predicted.functional() == measured.functional()
+    assert abs(predicted.cycles - measured.cycles) <= 0.03 * measured.cycles
