@@ -159,8 +159,8 @@ void Model::advance_pos(ReadDma& d, T n) {  // the writer moves n positions (div
         T rows = d.wx / d.row_len;
         d.wx -= rows * d.row_len;
         d.wy += rows;
+        d.row_elem = d.base + d.stride * std::min(std::max<T>(d.wy - d.yp0, 0), d.y);
     }
-    d.row_elem = d.base + d.stride * std::min(std::max<T>(d.wy - d.yp0, 0), d.y);
 }
 
 void Model::pads_until(ReadDma& d, T lim) {  // padding written before cycle lim
@@ -173,15 +173,15 @@ void Model::pads_until(ReadDma& d, T lim) {  // padding written before cycle lim
 }
 
 void Model::data_writes(ReadDma& d, T first, T n) {  // n data elements at first .. first + n - 1
-    pads_until(d, first);
+    if (d.wnext < first) pads_until(d, first);
     d.wnext = first + n;
     advance_pos(d, n);
     if (d.wy >= d.rows) finish_read(d, first + n - 1);
 }
 
-T Model::beat_elems(const ReadDma& d, T sub) const {
+T Model::beat_elems(const ReadDma& d, T sub, T pads) const {
     T row_elem = d.row_elem, col = d.wx - d.xp0;
-    if (pads_ahead(d) > 0) {  // the first element of the current row or of a later one
+    if (pads > 0) {  // the first element of the current row or of a later one
         T row = d.wy < d.yp0 ? 0 : d.wx < d.xp0 ? d.wy - d.yp0 : d.wy - d.yp0 + 1;
         row_elem = d.base + d.stride * row;
         col = 0;
@@ -232,10 +232,12 @@ void Model::chain(int k) {
                 if (a >= lim()) break;
                 if (++d.gather == per) d.full_at = a + 1;
             } else {
-                T first = std::max(visible, data_slot(d));
-                T n = sub > 1 ? beat_elems(d, sub) : 1;
+                T pads = pads_ahead(d);  // before the element this beat starts with
+                T first = std::max(visible, d.wnext + pads);
+                T n = sub > 1 ? beat_elems(d, sub, pads) : 1;
                 a = first + n - 1;
                 if (first >= lim()) break;
+                if (pads) pads_until(d, first);
                 if (a >= lim()) {  // part of the beat's elements before the stop
                     data_writes(d, first, lim() - first);
                     break;

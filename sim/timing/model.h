@@ -303,7 +303,7 @@ struct Model {
     void data_writes(ReadDma& d, T first, T n);
     // Elements of the next data element's beat that the writer takes from it (narrow elements:
     // up to the beat's last position or the row's end).
-    T beat_elems(const ReadDma& d, T sub) const;
+    T beat_elems(const ReadDma& d, T sub, T pads) const;  // pads: pads_ahead(d)
 
     // The memory process from `now` up to `limit` (or until a module must act first).
     void advance_memory(T limit);
