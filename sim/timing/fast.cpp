@@ -16,22 +16,27 @@ int Model::streaming_client(T c) {
     }
     if (!k) return 0;
     const ReadDma& d = rd[k];
-    for (int i = 0; i < rq.n; ++i)
-        if (rq.v[(rq.head + i) % 128].client != k) return 0;
+    bool fetch_beats = false;  // fetch's bursts in flight (its blocked beat FIFO takes them)
+    for (int i = 0; i < rq.n; ++i) {
+        int client = rq.v[(rq.head + i) % 128].client;
+        if (client != k && client != 0) return 0;
+        fetch_beats |= client == 0;
+    }
     int lasts = 0;
     for (int i = 0; i < rslice.n; ++i) {
         const Beat& b = rslice.v[(rslice.head + i) % 2];
-        if (b.client != k) return 0;
+        if (b.client != k && b.client != 0) return 0;
+        fetch_beats |= b.client == 0;
         lasts += b.last;
     }
     if (ids != rq.n + lasts) return 0;
     // whole beats, no padding: whole bursts in closed form (a few cycles apart stepped)
-    if (d.eb >= bus && !d.yp0 && !d.yp1 && !d.xp0 && !d.xp1) {
+    if (!fetch_beats && d.eb >= bus && !d.yp0 && !d.yp1 && !d.xp0 && !d.xp1) {
         bool steady = d.wnext <= c && !(d.gather == d.eb / bus && d.eb > bus && d.full_at < c) &&
                       rslice.n <= 1 && (rslice.empty() || rslice.front().visible <= c);
         return steady ? k : 0;
     }
-    return -k;  // padding or narrow elements: beat by beat
+    return -k;  // padding, narrow elements or fetch's beats between: beat by beat
 }
 
 void Model::stream_takes(ReadDma& d, T t1, T count) {
@@ -193,7 +198,7 @@ T Model::beat_elems(const ReadDma& d, T sub, T pads) const {
 void Model::chain(int k) {
     ReadDma& d = rd[k];
     const T c = now;
-    const T stop = std::min(horizon, fetch_wake(c));
+    T stop = std::min(horizon, fetch_wake(c));
     const T per = d.eb > bus ? d.eb / bus : 1, sub = d.eb < bus ? bus / d.eb : 1;
     Pend pend[2];
     int np = 0;
@@ -201,7 +206,7 @@ void Model::chain(int k) {
     frees.clear();
     for (int i = 0; i < rslice.n; ++i) {
         const Beat& b = rslice.v[(rslice.head + i) % 2];
-        pend[np++] = Pend{b.visible - 1, b.last};
+        pend[np++] = Pend{b.visible - 1, b.client, b.last};
         last_o = b.visible - 1;
         if (b.last) frees.push_back(NEVER);
     }
@@ -224,9 +229,17 @@ void Model::chain(int k) {
     write_full();
     for (;;) {
         // takes, in order, while the client can take them before the stop
-        while (np > 0 && d.active) {
+        while (np > 0) {
             T visible = std::max(pend[0].o + 1, taken1 + 1), a;
-            if (per > 1) {
+            if (pend[0].client == 0) {  // fetch's beat FIFO takes its beat at once
+                a = visible;
+                if (a >= lim()) break;
+                f_fifo.push(a + 1);
+                ++f_version;
+                if (fetch_busy(a + 1)) stop = std::min(stop, a + 1);  // its gather wakes up
+            } else if (!d.active) {
+                break;
+            } else if (per > 1) {
                 if (d.gather == per) break;  // waits for its write
                 a = d.gather == 0 ? std::max(visible, gather_free) : visible;
                 if (a >= lim()) break;
@@ -268,6 +281,14 @@ void Model::chain(int k) {
             T before = np == 0 ? taken0 : taken1;  // the take two beats back
             o = std::max({c, last_o + 1, rq.front().ready, before + 1});
         }
+        // the pad writer runs on meanwhile: its writes before the next event come first (the
+        // last one finishes the DMA and wakes its module, which may end this fast path)
+        T next = std::min(g_unknown ? NEVER : g, o);
+        if (d.active && next < L) {
+            pads_until(d, next);
+            write_full();
+            L = lim();
+        }
         if (!g_unknown && g <= o && g < L) {
             grant(k, g);
             frees.push_back(NEVER);
@@ -278,10 +299,10 @@ void Model::chain(int k) {
         ++b.sent;
         ++offers;
         ++read_beats;
-        tr.add(TR_READ, o, o + 1, k);
+        tr.add(TR_READ, o, o + 1, b.client);
         last_o = o;
         bool done = b.sent == b.beats;
-        pend[np++] = Pend{o, done};
+        pend[np++] = Pend{o, b.client, done};
         if (done) rq.pop();
     }
     T end = std::max(c + 1, lim());
@@ -291,7 +312,7 @@ void Model::chain(int k) {
         write_full();
     }
     end = std::max(c + 1, std::min(end, horizon));
-    for (int i = 0; i < np; ++i) rslice.push(Beat{k, pend[i].last, pend[i].o + 1});
+    for (int i = 0; i < np; ++i) rslice.push(Beat{pend[i].client, pend[i].last, pend[i].o + 1});
     ids = 0;
     for (T f : frees)
         if (f > end) ++ids;

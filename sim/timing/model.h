@@ -291,6 +291,7 @@ struct Model {
     void chain(int k);
     struct Pend {  // a beat offered and not yet taken
         T o;
+        int client;
         bool last;
     };
     // Pad writes from the writer's position to its next data element (or to the end).
