@@ -17,7 +17,7 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from hw.program import Program, ProgramBuilder, ProgramError, Region
-from sim.backend import Backend, SimulationError
+from sim.backend import Backend, RunResult, SimulationError
 from sim.scratchpads import int_dtype
 from sim.workloads import GemmTiling, blocked_gemm
 
@@ -69,7 +69,9 @@ class SuiteReport:
                 "passed": self.passed, "failed": self.failed}  # fmt: skip
 
 
-def run_case(backend: Backend, case: Case) -> CaseResult:
+def attempt(backend: Backend, case: Case) -> tuple[CaseProgram, RunResult] | CaseResult:
+    """Build and run `case`: the program and its result, or the verdict when the case ended
+    there (it did not build, or it raised, as expected or not, or it did not raise)."""
     try:
         built = case.build(backend.config)
     except (ProgramError, ValueError) as exc:
@@ -82,6 +84,14 @@ def run_case(backend: Backend, case: Case) -> CaseResult:
         return CaseResult(case.name, False, f"SimulationError: {exc}")
     if built.error:
         return CaseResult(case.name, False, f"expected an error matching {built.error!r}")
+    return built, result
+
+
+def run_case(backend: Backend, case: Case) -> CaseResult:
+    outcome = attempt(backend, case)
+    if isinstance(outcome, CaseResult):
+        return outcome
+    built, result = outcome
     return _compare(case.name, built, result.outputs, result.stats.functional())
 
 

@@ -138,6 +138,12 @@ void Model::stream(int k, T stop) {
     if (lim >= NEVER) lim = std::max(last_o, last_take) + 2;  // only this DMA was left
     flush_gather(d, lim);
     T end = std::max(c + 1, std::min(lim, horizon));
+    leave_fast(end, last_o, offers);
+}
+
+// The per-cycle state where a fast path stops at `end`: bursts still in flight, the arbiter's
+// turn, the DRAM bandwidth credit (the last beat offered at `last_o`).
+void Model::leave_fast(T end, T last_o, T offers) {
     ids = 0;
     for (T f : frees)
         if (f > end) ++ids;
@@ -313,14 +319,7 @@ void Model::chain(int k) {
     }
     end = std::max(c + 1, std::min(end, horizon));
     for (int i = 0; i < np; ++i) rslice.push(Beat{pend[i].client, pend[i].last, pend[i].o + 1});
-    ids = 0;
-    for (T f : frees)
-        if (f > end) ++ids;
-    if (offers) write_turn = true;
-    T cap = std::max(bpc, bus);
-    credit = last_o == end - 1 ? cap - bus : cap;
-    credit_cycle = end - 1;
-    now = end;
+    leave_fast(end, last_o, offers);
 }
 
 }  // namespace timing

@@ -289,6 +289,8 @@ struct Model {
     // R slice holding at most two), taken when the client may, and the pad writer advances in
     // runs; the per-cycle state is rebuilt exactly at the stop, as in `stream`.
     void chain(int k);
+    // Rebuilds the per-cycle memory state where `stream` or `chain` stops at `end`.
+    void leave_fast(T end, T last_o, T offers);
     struct Pend {  // a beat offered and not yet taken
         T o;
         int client;

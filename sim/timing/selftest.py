@@ -7,28 +7,17 @@ and its functional counters equal both the case's expected counters and fsim's, 
 
 from __future__ import annotations
 
-import re
-
-from hw.program import ProgramError
-from sim.backend import SimulationError
-from sim.conformance import CASES, Case, CaseResult, SuiteReport
+from sim.conformance import CASES, Case, CaseResult, SuiteReport, attempt
 from sim.fsim import FunctionalSimulator
 from sim.timing import TimingSimulator
 
 
 def run_timing_case(backend: TimingSimulator, case: Case) -> CaseResult:
-    try:
-        built = case.build(backend.config)
-    except (ProgramError, ValueError) as exc:
-        return CaseResult(case.name, False, f"could not build: {exc}")
-    try:
-        stats = backend.run(built.program, built.inputs).stats
-    except SimulationError as exc:
-        if built.error and re.search(built.error, str(exc)):
-            return CaseResult(case.name, True)
-        return CaseResult(case.name, False, f"SimulationError: {exc}")
-    if built.error:
-        return CaseResult(case.name, False, f"expected an error matching {built.error!r}")
+    outcome = attempt(backend, case)
+    if isinstance(outcome, CaseResult):
+        return outcome
+    built, result = outcome
+    stats = result.stats
     if not stats.cycles or stats.cycles <= 0:
         return CaseResult(case.name, False, f"cycles is {stats.cycles}")
     got = stats.functional()
