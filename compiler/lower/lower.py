@@ -69,8 +69,8 @@ class _Lowering:
             raise ScheduleError(f"stage {st.name} is computed at {parent_name}, which is inlined "
                                 "or does not consume it")  # fmt: skip
         parent = self.loops[parent_name]
-        upto = [lp for lp in parent.leaves][: [lp.name for lp in parent.leaves].index(axis) + 1]
-        return parent.outer + upto
+        names = [lp.name for lp in parent.leaves]
+        return parent.outer + parent.leaves[: names.index(axis) + 1]
 
     def _domain(self, st: Stage, outer: list[LoopAxis]) -> list[Domain]:
         full = [Domain(Affine({}, 0), a.extent) for a in st.axes]

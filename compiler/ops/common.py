@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -96,8 +97,16 @@ def check_knobs(knobs: Any, space: dict[str, list[int]], op: str) -> None:
             raise ScheduleError(f"{op} knob {name}={value} is not one of {values}")
 
 
-def best(points: list[Any], cost: Callable[[Any], float | None]) -> Any:
-    scored = [(c, i) for i, p in enumerate(points) if (c := cost(p)) is not None]
+def grid(knobs: Callable[..., Any], space: dict[str, list[int]]) -> list[Any]:
+    """Every point of a knob space, in the order of `itertools.product` over its values."""
+    return [knobs(*values) for values in itertools.product(*space.values())]
+
+
+def default_point(points: list[Any], cost: Callable[[Any], float | None], vthreads: int | None) -> Any:
+    """The cheapest point under `cost` with `vthreads` threads; with None, at most two (more
+    threads split the scratchpads into smaller tiles, which the estimates do not reward)."""
+    pts = [p for p in points if p.threads == vthreads or (vthreads is None and p.threads <= 2)]
+    scored = [(c, i) for i, p in enumerate(pts) if (c := cost(p)) is not None]
     if not scored:
         raise ScheduleError("no schedule point fits this accelerator's scratchpads")
-    return points[min(scored)[1]]
+    return pts[min(scored)[1]]

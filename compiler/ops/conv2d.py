@@ -8,14 +8,13 @@ zeros by `pack_*`.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import Epilogue, best, check_knobs, divisors
+from compiler.ops.common import Epilogue, check_knobs, default_point, divisors, grid
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -142,8 +141,7 @@ class Conv2d:
         }  # fmt: skip
 
     def points(self) -> list[Conv2dKnobs]:
-        sp = self.space()
-        return [Conv2dKnobs(*values) for values in itertools.product(*sp.values())]
+        return grid(Conv2dKnobs, self.space())  # type: ignore[no-any-return]
 
     def footprint(self, k: Conv2dKnobs) -> dict[str, int]:
         """Scratchpad elements the point needs (all threads), as lowering will allocate them."""
@@ -191,8 +189,7 @@ class Conv2d:
 
     def default_knobs(self, vthreads: int | None = None) -> Conv2dKnobs:
         """The best point under `estimate`: re-derived for every config, never a fixed table."""
-        pts = [p for p in self.points() if p.threads == vthreads or (vthreads is None and p.threads <= 2)]
-        return best(pts, self.estimate)  # type: ignore[no-any-return]
+        return default_point(self.points(), self.estimate, vthreads)  # type: ignore[no-any-return]
 
     # -- the how -----------------------------------------------------------------------------------
     def schedule(self, k: Conv2dKnobs) -> Schedule:

@@ -6,14 +6,13 @@ Layouts: data (M/b, K/ci, b, ci); weight (N/co, K/ci, co, ci); bias (N/co, b, co
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import Epilogue, best, check_knobs, divisors
+from compiler.ops.common import Epilogue, check_knobs, default_point, divisors, grid
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -92,7 +91,7 @@ class Dense:
                 "n_threads": [1, 2, 4], "m_threads": [1, 2, 4]}  # fmt: skip
 
     def points(self) -> list[DenseKnobs]:
-        return [DenseKnobs(*v) for v in itertools.product(*self.space().values())]
+        return grid(DenseKnobs, self.space())  # type: ignore[no-any-return]
 
     def footprint(self, k: DenseKnobs) -> dict[str, int]:
         bias = self.nb if self.spec.epilogue.bias else 0
@@ -122,8 +121,7 @@ class Dense:
         return max(compute, load) + 0.5 * min(compute, load) + load / steps * k.threads
 
     def default_knobs(self, vthreads: int | None = None) -> DenseKnobs:
-        pts = [p for p in self.points() if p.threads == vthreads or (vthreads is None and p.threads <= 2)]
-        return best(pts, self.estimate)  # type: ignore[no-any-return]
+        return default_point(self.points(), self.estimate, vthreads)  # type: ignore[no-any-return]
 
     def schedule(self, k: DenseKnobs) -> Schedule:
         check_knobs(k, self.space(), "dense")

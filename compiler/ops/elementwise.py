@@ -5,14 +5,13 @@ accumulator load (MEM_ID_ACC_8BIT); layout NCHW{batch}n{block_out}c = (N/b, C/co
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import best, check_knobs, divisors
+from compiler.ops.common import check_knobs, default_point, divisors, grid
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -78,7 +77,7 @@ class Eltwise:
         return {"tile_h": divisors(self.spec.height), "threads": [1, 2, 4]}
 
     def points(self) -> list[EltwiseKnobs]:
-        return [EltwiseKnobs(*v) for v in itertools.product(*self.space().values())]
+        return grid(EltwiseKnobs, self.space())  # type: ignore[no-any-return]
 
     def fits(self, k: EltwiseKnobs) -> bool:
         rows = self.spec.height // k.tile_h
@@ -95,8 +94,7 @@ class Eltwise:
         return tiles * (load + elems * (len(self.operands) + 1)) / min(k.threads, 2)
 
     def default_knobs(self, vthreads: int | None = None) -> EltwiseKnobs:
-        pts = [p for p in self.points() if p.threads == vthreads or (vthreads is None and p.threads <= 2)]
-        return best(pts, self.estimate)  # type: ignore[no-any-return]
+        return default_point(self.points(), self.estimate, vthreads)  # type: ignore[no-any-return]
 
     def schedule(self, k: EltwiseKnobs) -> Schedule:
         check_knobs(k, self.space(), "eltwise")

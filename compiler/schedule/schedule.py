@@ -13,7 +13,7 @@ from typing import Any
 
 from compiler.errors import ScheduleError
 from compiler.schedule import records as R
-from compiler.te.expr import Expr, Load, Reduce, Var, rebuild
+from compiler.te.expr import Expr, Load, Reduce, Var, loads, rebuild
 from compiler.te.tensor import ComputeOp, IterVar, Tensor
 
 
@@ -47,10 +47,6 @@ class Stage:
     @property
     def reduce_axes(self) -> tuple[IterVar, ...]:
         return self.body.axes if isinstance(self.body, Reduce) else ()
-
-    @property
-    def is_output(self) -> bool:
-        return False
 
     def check_leaf(self, record: R.Record, axis: str) -> None:
         if axis not in self.leaves:
@@ -105,7 +101,7 @@ class Schedule:
 
     def readers(self, name: str) -> list[str]:
         return [s.name for s in self.stages.values()
-                if any(ld.tensor.name == name for ld in _loads(s.body))]  # fmt: skip
+                if any(ld.tensor.name == name for ld in loads(s.body))]  # fmt: skip
 
     def is_output(self, name: str) -> bool:
         return any(t.name == name for t in self.outputs)
@@ -336,12 +332,6 @@ def _split_leaf(st: Stage, axis: str, outer: str, inner: str, factor: int, mode:
     st.relations.append(Relation(mode, axis, outer, inner, factor))
     if axis in st.reduce_names:
         st.reduce_names |= {outer, inner}
-
-
-def _loads(e: Expr) -> list[Load]:
-    from compiler.te.expr import loads
-
-    return loads(e)
 
 
 def _redirect(e: Expr, src: Tensor, dst: Tensor) -> Expr:

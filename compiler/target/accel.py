@@ -92,9 +92,6 @@ class AcceleratorTarget:
     def scope(self, name: str) -> Scope:
         return self.scopes[name]
 
-    def dram_elem_bytes(self, memory_type: isa.MemType) -> int:
-        return self.cfg.elem_bytes(memory_type)
-
     def acc_load_type(self, dtype: str) -> isa.MemType | None:
         """The LOAD that brings a DRAM tensor of `dtype` into acc, or None when none can."""
         if dtype == self.acc_dtype:

@@ -27,9 +27,6 @@ class Affine:
     def without(self, variables: set[Var] | frozenset[Var]) -> Affine:
         return Affine({v: c for v, c in self.coeffs.items() if v not in variables}, self.const)
 
-    def only(self, variables: set[Var] | frozenset[Var]) -> Affine:
-        return Affine({v: c for v, c in self.coeffs.items() if v in variables}, 0)
-
     def __add__(self, other: Affine) -> Affine:
         coeffs = dict(self.coeffs)
         for v, c in other.coeffs.items():
@@ -38,9 +35,6 @@ class Affine:
 
     def scale(self, k: int) -> Affine:
         return Affine({v: c * k for v, c in self.coeffs.items() if c * k}, self.const * k)
-
-    def shift(self, k: int) -> Affine:
-        return Affine(self.coeffs, self.const + k)
 
     def to_expr(self) -> Expr:
         out: Expr | None = None

@@ -16,8 +16,6 @@ from compiler.te.expr import Expr, Var
 from compiler.te.tensor import Tensor
 from hw import isa
 
-QUEUES = ("load", "compute", "store")
-
 
 @dataclass(frozen=True, eq=False)
 class Buffer(Tensor):
@@ -118,9 +116,6 @@ class Uop:
     use_imm: bool = False
     imm: int = 0
     stage: str = ""
-
-    def signature(self) -> tuple[object, ...]:
-        return (self.kind, self.reset, self.alu_op, self.use_imm, self.imm)
 
 
 @dataclass(frozen=True)
