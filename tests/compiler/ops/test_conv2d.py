@@ -75,7 +75,7 @@ def test_every_point_compiles_or_raises_schedule_error():
             compiled += 1
         except ScheduleError:
             failed += 1
-            assert not op.fits(knobs) or True
+            assert not op.fits(knobs)  # only points the space marks as not fitting fail
     assert compiled > 5 and failed > 0
 
 
