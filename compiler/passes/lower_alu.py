@@ -96,7 +96,7 @@ def _chain(e: E.Expr, where: str, target: AcceleratorTarget) -> tuple[E.Load, li
         a, b = b, a
     if isinstance(b, E.Const):
         leaf, ops = _chain(a, where, target)
-        return leaf, [*ops, _imm_op(e.op, b.value, where)]
+        return leaf, [*ops, _imm_op(e.op, b.value, target)]
     if e.op not in _COMMUTATIVE:
         raise ScheduleError(f"{where}: {e.op} of two tensors is not an ALU operation")
     if isinstance(b, E.Load) and not isinstance(a, E.Load):
@@ -116,13 +116,9 @@ def _strip(e: E.Expr) -> E.Expr:
     return e
 
 
-def _imm_op(op: str, value: int, where: str) -> _Op:
+def _imm_op(op: str, value: int, target: AcceleratorTarget) -> _Op:
     if op == "-":
         return _Op(isa.AluOp.ADD, imm=-value)
     if op == "<<":
         return _Op(isa.AluOp.SHR, imm=-value)
-    if op in ("//", "%"):
-        raise ScheduleError(f"{where}: the ALU cannot divide")
-    from compiler.target.accel import ALU_OPS
-
-    return _Op(ALU_OPS[op], imm=value)
+    return _Op(target.alu_ops[op], imm=value)
