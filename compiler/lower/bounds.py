@@ -76,7 +76,7 @@ def leaf_loops(st: Stage, domain: list[Domain]) -> tuple[list[LoopAxis], dict[E.
         index[a.var] = _simplify(value[a.name])
     leaves = [
         LoopAxis(name, var[name], extents[name], name in st.reduce_names,
-                 "vthread" if name in st.vthreads else "serial")
+                 "vthread" if name in st.vthreads else st.loop_kinds.get(name, "serial"))
         for name in st.leaves
     ]  # fmt: skip
     return leaves, index

@@ -160,16 +160,19 @@ class _Lowering:
         roots = [s for s in self.order if s.attach is None]
         return S.seq(*(self._stage_stmt(s) for s in roots))
 
-    def _stage_stmt(self, st: Stage) -> S.Stmt:
+    def _check_placement(self, st: Stage) -> None:
         if st.scope == "global" and not self.sched.is_output(st.name):
             raise ScheduleError(f"stage {st.name} would be stored in DRAM: only outputs are; set "
                                 "its scope or inline it")  # fmt: skip
+
+    def _stage_stmt(self, st: Stage) -> S.Stmt:
+        self._check_placement(st)
         sl = self.loops[st.name]
         body = self.bodies[st.name]
         target, idx = self._target(st, sl)
         value = self._rewrite(body.source if isinstance(body, E.Reduce) else body, sl)
         if isinstance(body, E.Reduce):
-            update = S.Store(target, idx, E.binary("+", E.Load(target, idx), value))
+            update = S.Store(target, idx, E.combine(body.op, E.Load(target, idx), value))
         else:
             update = S.Store(target, idx, value)
         names = [lp.name for lp in sl.leaves]
@@ -198,7 +201,9 @@ class _Lowering:
 
     def _init_nest(self, st: Stage, sl: _StageLoops, target: Tensor, idx: tuple[E.Expr, ...],
                    first_reduce: int, tensorize_at: int | None) -> S.Stmt:  # fmt: skip
-        node: S.Stmt = S.Store(target, idx, E.const(0, target.dtype))
+        body = self.bodies[st.name]
+        assert isinstance(body, E.Reduce)
+        node: S.Stmt = S.Store(target, idx, body.identity)
         for k in range(len(sl.leaves) - 1, first_reduce - 1, -1):
             lp = sl.leaves[k]
             if lp.reduce:
@@ -224,6 +229,7 @@ class _Lowering:
 
 
 def lower(sched: Schedule, target: AcceleratorTarget, name: str = "main") -> LoweredFunc:
+    _check_accelerator(sched)
     lw = _Lowering(sched, target)
     lw.infer()
     lw.allocate()
@@ -233,6 +239,20 @@ def lower(sched: Schedule, target: AcceleratorTarget, name: str = "main") -> Low
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+
+def _check_accelerator(sched: Schedule) -> None:
+    """What only the host lowering takes: max/min reductions, floats, host loop records."""
+    for st in sched.stages.values():
+        if isinstance(st.body, E.Reduce) and st.body.op != "sum":
+            raise ScheduleError(f"stage {st.name}: the accelerator computes sum reductions only, "
+                                f"not {st.body.op}")  # fmt: skip
+        if E.is_float(st.tensor.dtype):
+            raise ScheduleError(f"stage {st.name}: the accelerator computes on integers, not "
+                                f"{st.tensor.dtype}")  # fmt: skip
+        for axis, kind in st.loop_kinds.items():
+            raise ScheduleError(f"{kind}({st.name}, {axis}) is a host record; the accelerator "
+                                "lowering does not take it")  # fmt: skip
 
 
 def _to_buffers(e: E.Expr, buffers: dict[str, S.Buffer], loops: dict[str, _StageLoops]) -> E.Expr:

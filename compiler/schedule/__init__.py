@@ -12,11 +12,13 @@ from compiler.schedule.records import (
     SetScope,
     Split,
     Tensorize,
+    Vectorize,
     VirtualThread,
 )
 from compiler.schedule.schedule import Schedule, Stage, load_records
 
 __all__ = [
     "CacheRead", "CacheWrite", "ComputeAt", "ComputeInline", "Fuse", "Pragma", "Record", "Reorder",
-    "Schedule", "SetScope", "Split", "Stage", "Tensorize", "VirtualThread", "load_records",
+    "Schedule", "SetScope", "Split", "Stage", "Tensorize", "Vectorize", "VirtualThread",
+    "load_records",
 ]  # fmt: skip

@@ -154,13 +154,27 @@ class Pragma:
     kind: ClassVar[str] = "pragma"
 
 
+@dataclass(frozen=True)
+class Vectorize:
+    """Host only: vectorize loop `axis` of `stage`, which must be the stage's innermost loop.
+
+    The code generator marks the loop for LLVM's loop vectoriser, which then may also reorder a
+    float reduction along it (so sums differ from the serial order by rounding).
+    """
+
+    stage: str
+    axis: str
+    kind: ClassVar[str] = "vectorize"
+
+
 Record = Union[Split, Reorder, Fuse, ComputeAt, ComputeInline, CacheRead, CacheWrite, SetScope,
-               Tensorize, VirtualThread, Pragma]  # fmt: skip
+               Tensorize, VirtualThread, Pragma, Vectorize]  # fmt: skip
 RECORD_TYPES: dict[str, type] = {
     cls.kind: cls
     for cls in (Split, Reorder, Fuse, ComputeAt, ComputeInline, CacheRead, CacheWrite, SetScope,
-                Tensorize, VirtualThread, Pragma)
+                Tensorize, VirtualThread, Pragma, Vectorize)
 }  # fmt: skip
+HOST_RECORDS = ("vectorize",)  # records only the host lowering takes
 
 
 def describe(record: Record) -> str:

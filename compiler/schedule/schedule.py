@@ -43,6 +43,7 @@ class Stage:
     pragmas: dict[str, str] = field(default_factory=dict)
     tensorize: tuple[str, str] | None = None  # (axis, intrinsic)
     vthreads: set[str] = field(default_factory=set)
+    loop_kinds: dict[str, str] = field(default_factory=dict)  # host: axis -> "vectorize"
 
     @property
     def reduce_axes(self) -> tuple[IterVar, ...]:
@@ -154,6 +155,9 @@ class Schedule:
 
     def pragma(self, stage: str, axis: str, pragma: str) -> None:
         self.apply(R.Pragma(stage, axis, pragma))
+
+    def vectorize(self, stage: str, axis: str) -> None:
+        self.apply(R.Vectorize(stage, axis))
 
     # -- record handlers ----------------------------------------------------------------------------
     def _apply_split(self, rec: R.Split) -> None:
@@ -278,6 +282,11 @@ class Schedule:
             raise ScheduleError(f"{R.describe(rec)}: unknown pragma {rec.pragma!r}; known: "
                                 f"{', '.join(R.PRAGMAS)}")  # fmt: skip
         st.pragmas[rec.axis] = rec.pragma
+
+    def _apply_vectorize(self, rec: R.Vectorize) -> None:
+        st = self.stage(rec.stage)
+        st.check_leaf(rec, rec.axis)
+        st.loop_kinds[rec.axis] = "vectorize"
 
     # -- persistence ------------------------------------------------------------------------------
     def to_json(self) -> list[dict[str, Any]]:

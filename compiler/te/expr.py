@@ -1,8 +1,13 @@
 """Expression nodes of the tensor-expression language and of the loop IR.
 
 Nodes are frozen dataclasses: hashable, compared by structure, printable.  Python operators build
-arithmetic (`+ - * // % >> <<`); comparisons are functions (`lt`, `ge`, ...) because `==` must stay
-structural equality.  Integer dtypes only: the accelerator computes on integers.
+arithmetic (`+ - * / // % >> <<`); comparisons are functions (`lt`, `ge`, ...) because `==` must
+stay structural equality.
+
+Integer dtypes wrap (two's complement) and are what the accelerator computes on.  `float32` is for
+host kernels: IEEE single precision, every operation rounded to float32, `/` only on floats and
+`// % >> <<` only on integers.  A float -> integer cast truncates toward zero and saturates to the
+integer's range (NaN -> 0), so every cast has a defined value.
 """
 
 from __future__ import annotations
@@ -12,14 +17,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
 from compiler.errors import TensorExprError
+from compiler.te.scalar import (
+    BITS,
+    INT_OPS,
+    cast_value,
+    float_op,
+    int_range,
+    is_float,
+    math_value,
+    wrap,
+)
 
 if TYPE_CHECKING:
     from compiler.te.tensor import IterVar, Tensor
 
-BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "bool": 1}
 INDEX = "int32"  # dtype of loop variables and index arithmetic
 
-ExprLike = Union["Expr", int]
+ExprLike = Union["Expr", int, float]
 
 
 def check_dtype(dtype: str) -> str:
@@ -51,6 +65,12 @@ class Expr:
     def __rmul__(self, other: ExprLike) -> Expr:
         return binary("*", other, self)
 
+    def __truediv__(self, other: ExprLike) -> Expr:
+        return binary("/", self, other)
+
+    def __rtruediv__(self, other: ExprLike) -> Expr:
+        return binary("/", other, self)
+
     def __floordiv__(self, other: ExprLike) -> Expr:
         return binary("//", self, other)
 
@@ -64,6 +84,8 @@ class Expr:
         return binary("<<", self, other)
 
     def __neg__(self) -> Expr:
+        if is_float(self.dtype):  # -0.0 - x is -x for every x, zeros and NaN included
+            return binary("-", FloatConst(-0.0, self.dtype), self)
         return binary("-", const(0, self.dtype), self)
 
     def astype(self, dtype: str) -> Expr:
@@ -86,6 +108,17 @@ class Const(Expr):
 
     def __str__(self) -> str:
         return str(self.value)
+
+
+@dataclass(frozen=True)
+class FloatConst(Expr):
+    """A floating-point constant (Const holds integers only)."""
+
+    value: float
+    dtype: str = "float32"
+
+    def __str__(self) -> str:
+        return repr(self.value)
 
 
 @dataclass(frozen=True)
@@ -122,6 +155,18 @@ class Select(Expr):
 
 
 @dataclass(frozen=True)
+class Call(Expr):
+    """A pure math function of float operands, one of MATH (`exp(x)`)."""
+
+    name: str
+    args: tuple[Expr, ...]
+    dtype: str
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(str(a) for a in self.args)})"
+
+
+@dataclass(frozen=True)
 class Load(Expr):
     """tensor[indices]: a read of a tensor (a DRAM tensor or, after lowering, a buffer)."""
 
@@ -138,34 +183,51 @@ class Load(Expr):
 
 @dataclass(frozen=True)
 class Reduce(Expr):
-    """sum(source) over the reduce axes `axes`."""
+    """`op`(source) over the reduce axes `axes`: op is one of REDUCERS (sum, max, min)."""
 
     source: Expr
     axes: tuple[IterVar, ...]
     dtype: str
+    op: str = "sum"
 
     def __str__(self) -> str:
         names = ", ".join(a.var.name for a in self.axes)
-        return f"sum({self.source}, axis=[{names}])"
+        return f"{self.op}({self.source}, axis=[{names}])"
+
+    @property
+    def identity(self) -> Expr:
+        """The value a reduction starts from: 0 for sum, the lowest value for max."""
+        return reduce_identity(self.op, self.dtype)
 
 
-ARITH = ("+", "-", "*", "//", "%", ">>", "<<", "min", "max")
+ARITH = ("+", "-", "*", "/", "//", "%", ">>", "<<", "min", "max")
+INT_ONLY = ("//", "%", ">>", "<<")
+REDUCERS = ("sum", "max", "min")
+# Float math calls (numpy's names): `rint` rounds half to even, `rsqrt` is 1 / sqrt.
+MATH = ("exp", "log", "sqrt", "rsqrt", "erf", "tanh", "fabs", "floor", "rint")
 COMPARE = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC = ("and", "or")
 
 
-def const(value: int, dtype: str = INDEX) -> Const:
-    return Const(int(value), check_dtype(dtype))
+def const(value: int | float, dtype: str = INDEX) -> Const | FloatConst:
+    """A constant of `dtype`: a FloatConst for float dtypes, else an (integer) Const."""
+    if is_float(check_dtype(dtype)):
+        return FloatConst(float(value), dtype)
+    return Const(int(value), dtype)
 
 
 def as_expr(value: ExprLike, like: str = INDEX) -> Expr:
+    """`value` as an expression; a Python number takes the dtype `like` (a float literal beside
+    an integer operand becomes float32, so that the dtype check names the mismatch)."""
     if isinstance(value, Expr):
         return value
     if isinstance(getattr(value, "var", None), Var):  # an IterVar stands for its variable
-        return value.var  # type: ignore[attr-defined, no-any-return]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected an expression or an int, not {type(value).__name__} {value!r}")
-    return Const(value, like)
+        return value.var  # type: ignore[union-attr, no-any-return]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected an expression or a number, not {type(value).__name__} {value!r}")
+    if isinstance(value, float):
+        return FloatConst(value, like if is_float(like) else "float32")
+    return FloatConst(float(value), like) if is_float(like) else Const(value, like)
 
 
 def binary(op: str, a: ExprLike, b: ExprLike) -> Expr:
@@ -186,6 +248,10 @@ def binary(op: str, a: ExprLike, b: ExprLike) -> Expr:
         )
     if lhs.dtype == "bool":
         raise TensorExprError(f"'{op}' needs integer operands, not conditions")
+    if op == "/" and not is_float(lhs.dtype):
+        raise TensorExprError(f"'/' divides floats, not {lhs.dtype}; use // for integers")
+    if op in INT_ONLY and is_float(lhs.dtype):
+        raise TensorExprError(f"'{op}' needs integer operands, not {lhs.dtype}")
     return Bin(op, lhs, rhs, "bool" if op in COMPARE else lhs.dtype)
 
 
@@ -225,7 +291,74 @@ def all_of(*conds: Expr) -> Expr:
 def cast(dtype: str, value: ExprLike) -> Expr:
     value = as_expr(value)
     check_dtype(dtype)
+    if dtype == "bool" and is_float(value.dtype):
+        raise TensorExprError(f"cannot cast {value.dtype} to bool; compare it instead")
     return value if value.dtype == dtype else Cast(value, dtype)
+
+
+def call(name: str, *args: ExprLike) -> Expr:
+    """The math function `name` (one of MATH) of float operands."""
+    if name not in MATH:
+        raise TensorExprError(f"unknown math function {name!r}; known: {', '.join(MATH)}")
+    exprs = tuple(as_expr(a, "float32") for a in args)
+    if len(exprs) != 1:
+        raise TensorExprError(f"{name} takes 1 operand, not {len(exprs)}")
+    for a in exprs:
+        if not is_float(a.dtype):
+            raise TensorExprError(f"{name} needs a float operand, not {a.dtype} {a}; cast it")
+    return Call(name, exprs, exprs[0].dtype)
+
+
+def exp(x: ExprLike) -> Expr:
+    return call("exp", x)
+
+
+def log(x: ExprLike) -> Expr:
+    return call("log", x)
+
+
+def sqrt(x: ExprLike) -> Expr:
+    return call("sqrt", x)
+
+
+def rsqrt(x: ExprLike) -> Expr:
+    return call("rsqrt", x)
+
+
+def erf(x: ExprLike) -> Expr:
+    return call("erf", x)
+
+
+def tanh(x: ExprLike) -> Expr:
+    return call("tanh", x)
+
+
+def fabs(x: ExprLike) -> Expr:
+    return call("fabs", x)
+
+
+def floor(x: ExprLike) -> Expr:
+    return call("floor", x)
+
+
+def rint(x: ExprLike) -> Expr:
+    """Round half to even (ONNX QuantizeLinear's rounding, numpy's rint)."""
+    return call("rint", x)
+
+
+def reduce_identity(op: str, dtype: str) -> Expr:
+    """The identity of reducer `op` on `dtype` (the lowest value for max, the highest for min)."""
+    if op == "sum":
+        return const(0, dtype)
+    if is_float(dtype):
+        return FloatConst(float("-inf") if op == "max" else float("inf"), dtype)
+    low, high = int_range(dtype)
+    return Const(low if op == "max" else high, dtype)
+
+
+def combine(op: str, acc: Expr, value: Expr) -> Expr:
+    """One step of reducer `op`: the new accumulator from the old one and a value."""
+    return binary({"sum": "+", "max": "max", "min": "min"}[op], acc, value)
 
 
 def if_then_else(cond: Expr, then: ExprLike, other: ExprLike) -> Expr:
@@ -255,6 +388,8 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return e.indices
     if isinstance(e, Reduce):
         return (e.source,)
+    if isinstance(e, Call):
+        return e.args
     return ()
 
 
@@ -269,7 +404,9 @@ def rebuild(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:
     if isinstance(e, Load):
         return Load(e.tensor, tuple(fn(i) for i in e.indices))
     if isinstance(e, Reduce):
-        return Reduce(fn(e.source), e.axes, e.dtype)
+        return Reduce(fn(e.source), e.axes, e.dtype, e.op)
+    if isinstance(e, Call):
+        return Call(e.name, tuple(fn(a) for a in e.args), e.dtype)
     return e
 
 
@@ -301,31 +438,10 @@ def free_vars(e: Expr) -> set[Var]:
 # -- concrete evaluation --------------------------------------------------------------------------
 
 
-def wrap(value: int, dtype: str) -> int:
-    """`value` wrapped to the two's-complement range of `dtype`."""
-    bits = BITS[dtype]
-    if dtype == "bool":
-        return int(bool(value))
-    if dtype.startswith("uint"):
-        return value & ((1 << bits) - 1)
-    value &= (1 << bits) - 1
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
-_INT_OPS: dict[str, Callable[[int, int], int]] = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b, "%": lambda a, b: a % b,
-    ">>": lambda a, b: a >> b if b >= 0 else a << -b, "<<": lambda a, b: a << b,
-    "min": min, "max": max,
-    "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b), ">": lambda a, b: int(a > b),
-    ">=": lambda a, b: int(a >= b), "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
-    "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
-}  # fmt: skip
-
-
-def evaluate(e: Expr, env: Mapping[Var, int]) -> int:
-    """The integer value of an index expression (no loads) under `env`."""
-    if isinstance(e, Const):
+def evaluate(e: Expr, env: Mapping[Var, int]) -> int | float:
+    """The value of an expression without loads under `env`: an int (wrapped to its dtype) for
+    integer dtypes, a float holding a float32 value for float dtypes."""
+    if isinstance(e, Const | FloatConst):
         return e.value
     if isinstance(e, Var):
         try:
@@ -333,9 +449,14 @@ def evaluate(e: Expr, env: Mapping[Var, int]) -> int:
         except KeyError:
             raise TensorExprError(f"variable {e.name} has no value") from None
     if isinstance(e, Bin):
-        return wrap(_INT_OPS[e.op](evaluate(e.a, env), evaluate(e.b, env)), e.dtype)
+        a, b = evaluate(e.a, env), evaluate(e.b, env)
+        if is_float(e.a.dtype):
+            return float_op(e.op, a, b)
+        return wrap(INT_OPS[e.op](int(a), int(b)), e.dtype)
     if isinstance(e, Cast):
-        return wrap(evaluate(e.value, env), e.dtype)
+        return cast_value(evaluate(e.value, env), e.value.dtype, e.dtype)
     if isinstance(e, Select):
         return evaluate(e.then if evaluate(e.cond, env) else e.other, env)
+    if isinstance(e, Call):
+        return math_value(e.name, evaluate(e.args[0], env))
     raise TensorExprError(f"cannot evaluate {e} to a constant")

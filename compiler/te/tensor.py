@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from compiler.errors import TensorExprError
 from compiler.te.expr import (
     INDEX,
+    REDUCERS,
     Expr,
     ExprLike,
     Load,
@@ -110,11 +111,30 @@ def reduce_axis(extent: int, name: str) -> IterVar:
     return IterVar(Var(name), extent, reduce=True)
 
 
-def sum(expr: Expr, axis: IterVar | Sequence[IterVar]) -> Reduce:
+def reduce(op: str, expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    """`op` (sum, max or min) of `expr` over the reduce axes `axis`."""
+    if op not in REDUCERS:
+        raise TensorExprError(f"unknown reduction {op!r}; known: {', '.join(REDUCERS)}")
     axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
     if not axes or not all(isinstance(a, IterVar) and a.reduce for a in axes):
-        raise TensorExprError("sum needs one or more axes made by reduce_axis")
-    return Reduce(as_expr(expr), axes, as_expr(expr).dtype)
+        raise TensorExprError(f"{op} needs one or more axes made by reduce_axis")
+    source = as_expr(expr)
+    if source.dtype == "bool":
+        raise TensorExprError(f"{op} of a condition; cast it to an integer first")
+    return Reduce(source, axes, source.dtype, op)
+
+
+def sum(expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    return reduce("sum", expr, axis)
+
+
+def max_reduce(expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    """The largest value of `expr` over `axis` (NaN-propagating for floats, like numpy.max)."""
+    return reduce("max", expr, axis)
+
+
+def min_reduce(expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    return reduce("min", expr, axis)
 
 
 def compute(shape: Sequence[int], fn: Callable[..., ExprLike], name: str,
