@@ -41,7 +41,10 @@ class _StageLoops:
 
 
 class _Lowering:
-    def __init__(self, sched: Schedule, target: AcceleratorTarget) -> None:
+    """Lowering of one schedule; `target` is None on the host (compiler.lower.host), which
+    overrides the scratchpad allocation, the only part that reads it."""
+
+    def __init__(self, sched: Schedule, target: AcceleratorTarget | None) -> None:
         self.sched, self.target = sched, target
         self.live = [s for s in sched.stages.values() if not s.inline]
         self.order = _topological(sched, self.live)
@@ -120,6 +123,7 @@ class _Lowering:
                 copies = f" x {stride // elems} threads" if stride != elems else ""
                 detail.setdefault(st.scope, []).append(f"{st.name} {elems}{copies}")
             self.buffers[st.name] = S.Buffer(st.name, shape, st.tensor.dtype, None, st.scope, base)
+        assert self.target is not None
         for scope, n in used.items():
             depth = self.target.scope(scope).depth
             if n > depth:
@@ -129,6 +133,7 @@ class _Lowering:
                 )
 
     def _check_lanes(self, st: Stage, sl: _StageLoops) -> None:
+        assert self.target is not None
         lanes = self.target.scope(st.scope).lanes
         have = tuple(d.extent for d in sl.domain[-2:])
         origin = all(not d.low.coeffs and d.low.const == 0 for d in sl.domain[-2:])

@@ -139,9 +139,10 @@ def min_reduce(expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> Reduce:
 
 def compute(shape: Sequence[int], fn: Callable[..., ExprLike], name: str,
             dtype: str | None = None) -> Tensor:  # fmt: skip
-    """A tensor whose element at index (i0, i1, ...) is `fn(i0, i1, ...)`."""
+    """A tensor whose element at index (i0, i1, ...) is `fn(i0, i1, ...)`.  The axes take the
+    names of `fn`'s parameters; `fn` may also take `*i` (any rank), naming them i0, i1, ..."""
     dims = _shape(shape, f"compute {name}")
-    params = list(inspect.signature(fn).parameters)
+    params = _axis_names(fn, len(dims))
     if len(params) != len(dims):
         raise TensorExprError(
             f"compute {name}: the index function takes {len(params)} arguments for a "
@@ -153,6 +154,13 @@ def compute(shape: Sequence[int], fn: Callable[..., ExprLike], name: str,
         raise TensorExprError(f"compute {name}: body has dtype {body.dtype}, declared {dtype}")
     _check_body(name, body, axes)
     return Tensor(name, dims, body.dtype, ComputeOp(axes, body))
+
+
+def _axis_names(fn: Callable[..., ExprLike], ndim: int) -> list[str]:
+    params = list(inspect.signature(fn).parameters.values())
+    if len(params) == 1 and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        return [f"{params[0].name}{k}" for k in range(ndim)]
+    return [p.name for p in params]
 
 
 def _check_body(name: str, body: Expr, axes: tuple[IterVar, ...]) -> None:

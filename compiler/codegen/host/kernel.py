@@ -1,0 +1,138 @@
+"""`HostKernel`: a JIT-compiled host kernel called on numpy arrays; the in-process kernel cache.
+
+`compile_func(func)` turns host loop IR (compiler.lower.host) into LLVM IR, and compiles it
+unless a kernel with the same key was compiled before in this process: the key hashes the LLVM IR
+text (which spells out every shape, dtype, constant and loop of the kernel), the optimisation
+level, the CPU and the tool versions (jit.cache_key).  Compiled functions are never evicted: a
+model has a few dozen host kernels at most.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.codegen.host.emit_llvm import emit_module
+from compiler.codegen.host.jit import JitFunction, cache_key, compile_ir, host_target
+from compiler.lower.lower import LoweredFunc
+from compiler.te.tensor import Tensor
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One array argument: its name, shape and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @classmethod
+    def of(cls, t: Tensor) -> ArgSpec:
+        return cls(t.name, t.shape, t.dtype)
+
+
+class HostKernel:
+    """Native code for one kernel.  `kernel(*inputs)` returns the output (a tuple when there are
+    several), freshly allocated, or fills the arrays given as `out`.  Arrays must have exactly the
+    declared dtype and shape and be C-contiguous; outputs must not overlap inputs."""
+
+    def __init__(self, func: LoweredFunc, jit: JitFunction, llvm_ir: str) -> None:
+        self.name = func.name
+        self.inputs = [ArgSpec.of(t) for t in func.inputs]
+        self.outputs = [ArgSpec.of(t) for t in func.outputs]
+        self.func, self.jit, self.llvm_ir = func, jit, llvm_ir
+        argtypes = [ctypes.c_void_p] * (len(self.inputs) + len(self.outputs))
+        self._cfunc = ctypes.CFUNCTYPE(None, *argtypes)(jit.address)
+
+    @property
+    def optimized_ir(self) -> str:
+        """The LLVM IR after optimisation ('' when the object came from the disk cache)."""
+        return self.jit.optimized_ir
+
+    @property
+    def compile_s(self) -> float:
+        return self.jit.compile_s
+
+    def __call__(self, *inputs: np.ndarray, out: np.ndarray | Sequence[np.ndarray] | None = None
+                 ) -> np.ndarray | tuple[np.ndarray, ...]:  # fmt: skip
+        if len(inputs) != len(self.inputs):
+            names = ", ".join(a.name for a in self.inputs)
+            raise ValueError(f"kernel {self.name}: expected {len(self.inputs)} input arrays "
+                             f"({names}), got {len(inputs)}")  # fmt: skip
+        if out is None:
+            outs = [np.empty(a.shape, a.dtype) for a in self.outputs]
+        else:
+            outs = [out] if isinstance(out, np.ndarray) else list(out)
+            if len(outs) != len(self.outputs):
+                raise ValueError(f"kernel {self.name}: expected {len(self.outputs)} output "
+                                 f"arrays, got {len(outs)}")  # fmt: skip
+        self.run(*inputs, *outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def run(self, *arrays: np.ndarray) -> None:
+        """Run on all arguments, inputs then outputs, after checking each."""
+        specs = self.inputs + self.outputs
+        if len(arrays) != len(specs):
+            raise ValueError(f"kernel {self.name}: expected {len(specs)} arrays (inputs then "
+                             f"outputs), got {len(arrays)}")  # fmt: skip
+        n_in = len(self.inputs)
+        for k, (a, spec) in enumerate(zip(arrays, specs, strict=True)):
+            self._check(a, spec, "input" if k < n_in else "output")
+        for o, spec in zip(arrays[n_in:], self.outputs, strict=True):
+            if not o.flags.writeable:
+                raise ValueError(f"kernel {self.name}: output {spec.name} is read-only")
+            for i, ispec in zip(arrays[:n_in], self.inputs, strict=True):
+                if np.may_share_memory(o, i):
+                    raise ValueError(f"kernel {self.name}: output {spec.name} overlaps input "
+                                     f"{ispec.name}")  # fmt: skip
+        self._cfunc(*(a.ctypes.data for a in arrays))
+
+    def _check(self, a: np.ndarray, spec: ArgSpec, role: str) -> None:
+        where = f"kernel {self.name}: {role} {spec.name}"
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"{where} must be a numpy array, not {type(a).__name__}")
+        if a.dtype != np.dtype(spec.dtype):
+            raise ValueError(f"{where} has dtype {a.dtype}, expected {spec.dtype}")
+        if a.shape != spec.shape:
+            raise ValueError(f"{where} has shape {a.shape}, expected {spec.shape}")
+        if not a.flags.c_contiguous:
+            raise ValueError(f"{where} is not C-contiguous; pass np.ascontiguousarray of it")
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{a.name}: {a.dtype}{list(a.shape)}" for a in self.inputs + self.outputs)
+        return f"HostKernel({self.name}({args}))"
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    hits: int
+    misses: int
+    size: int
+
+
+_CACHE: dict[str, JitFunction] = {}
+_STATS = {"hits": 0, "misses": 0}
+_CACHE_LOCK = threading.Lock()
+
+
+def compile_func(func: LoweredFunc, opt_level: int = 3) -> HostKernel:
+    """The kernel of host loop IR `func`, compiled once per process for each distinct key."""
+    llvm_ir = str(emit_module(func, host_target().triple))
+    key = cache_key(llvm_ir, opt_level)
+    with _CACHE_LOCK:
+        jit = _CACHE.get(key)
+        _STATS["hits" if jit is not None else "misses"] += 1
+    if jit is None:
+        jit = compile_ir(llvm_ir, func.name, opt_level)
+        with _CACHE_LOCK:
+            jit = _CACHE.setdefault(key, jit)
+    return HostKernel(func, jit, llvm_ir)
+
+
+def cache_info() -> CacheInfo:
+    with _CACHE_LOCK:
+        return CacheInfo(_STATS["hits"], _STATS["misses"], len(_CACHE))

@@ -1,0 +1,77 @@
+"""Host operators: what stays on the CPU, as TE + default host schedule + numpy reference, JIT-
+compiled through LLVM.
+
+    kernel = compile_host_op("max_pool2d", shape=(1, 64, 112, 112), kernel=3, stride=2, pad=1)
+    out = kernel(data)              # or kernel(data, out=preallocated)
+
+`compile_host_op` builds each distinct (operator, parameters, opt_level) once per process; below
+it, compiler.codegen.host caches compiled code by the kernel's LLVM IR.  `build_host` compiles a
+user's own schedule the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from compiler.codegen.host import HostKernel, compile_func
+from compiler.lower.host import lower_host
+from compiler.ops.host.base import HostOp
+from compiler.ops.host.conv import Conv2dInt8
+from compiler.ops.host.eltwise import Add, Mul
+from compiler.ops.host.layout import Pack, Unpack
+from compiler.ops.host.norm import Gelu, LayerNorm, Softmax
+from compiler.ops.host.pool import AvgPool2d, GlobalAvgPool2d, MaxPool2d
+from compiler.ops.host.quant import Dequantize, Quantize, Requantize
+from compiler.schedule.schedule import Schedule
+from compiler.te.tensor import Tensor
+
+HOST_OPS: dict[str, type[HostOp]] = {
+    cls.op: cls
+    for cls in (MaxPool2d, AvgPool2d, GlobalAvgPool2d, Softmax, LayerNorm, Gelu, Quantize,
+                Dequantize, Requantize, Add, Mul, Pack, Unpack, Conv2dInt8)
+}  # fmt: skip
+
+_KERNELS: dict[tuple[HostOp, int], HostKernel] = {}
+_LOCK = threading.Lock()
+
+
+def host_op(name: str, **params: Any) -> HostOp:
+    """The host operator `name` with `params` (checked: ValueError names what is wrong)."""
+    cls = HOST_OPS.get(name)
+    if cls is None:
+        raise ValueError(f"unknown host operator {name!r}; known: {', '.join(HOST_OPS)}")
+    fields = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    unknown = sorted(set(params) - set(fields))
+    if unknown:
+        raise ValueError(f"{name}: unknown parameters {unknown}; it takes {', '.join(fields)}")
+    try:
+        return cls(**params)
+    except TypeError as exc:  # a required parameter is missing
+        raise ValueError(f"{name}: {exc}; it takes {', '.join(fields)}") from None
+
+
+def compile_host_op(name: str, opt_level: int = 3, **params: Any) -> HostKernel:
+    """The compiled kernel of host operator `name`, built once per distinct parameters."""
+    op = host_op(name, **params)
+    with _LOCK:
+        kernel = _KERNELS.get((op, opt_level))
+    if kernel is None:
+        kernel = op.build(opt_level)
+        with _LOCK:
+            kernel = _KERNELS.setdefault((op, opt_level), kernel)
+    return kernel
+
+
+def build_host(sched: Schedule, name: str = "main", inputs: Sequence[Tensor] | None = None,
+               opt_level: int = 3) -> HostKernel:  # fmt: skip
+    """A user's schedule compiled for the host (inputs in the order of `inputs`, outputs in the
+    order the schedule was made with)."""
+    return compile_func(lower_host(sched, name, inputs), opt_level)
+
+
+__all__ = ["HOST_OPS", "Add", "AvgPool2d", "Conv2dInt8", "Dequantize", "Gelu", "GlobalAvgPool2d",
+           "HostKernel", "HostOp", "LayerNorm", "MaxPool2d", "Mul", "Pack", "Quantize",
+           "Requantize", "Softmax", "Unpack", "build_host", "compile_host_op", "host_op"]  # fmt: skip

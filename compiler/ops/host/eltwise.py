@@ -1,0 +1,69 @@
+"""Element-wise binary operators with numpy broadcasting: add and mul (float32, or integers that
+wrap like numpy's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from compiler.ops.host.base import NUMERIC, HostOp, check_dtype, check_shape
+from compiler.te import expr as E
+from compiler.te.tensor import Tensor, compute, placeholder
+
+
+def broadcast_shape(op: str, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy's broadcast of two shapes, or ValueError naming both."""
+    rank = max(len(a), len(b))
+    pa, pb = (1,) * (rank - len(a)) + a, (1,) * (rank - len(b)) + b
+    out = []
+    for x, y in zip(pa, pb, strict=True):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"{op}: shapes {a} and {b} do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def _index(shape: tuple[int, ...], out_index: tuple[E.Expr, ...]) -> tuple[E.Expr, ...]:
+    """The element of a broadcast operand read at `out_index` (size-1 dimensions read 0)."""
+    lead = len(out_index) - len(shape)
+    return tuple(E.const(0) if n == 1 else i for n, i in zip(shape, out_index[lead:], strict=True))
+
+
+@dataclass(frozen=True)
+class _Binary(HostOp):
+    a_shape: tuple[int, ...]
+    b_shape: tuple[int, ...]
+    dtype: str = "float32"
+    symbol: ClassVar[str] = "+"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a_shape", check_shape(self.op, self.a_shape))
+        object.__setattr__(self, "b_shape", check_shape(self.op, self.b_shape))
+        check_dtype(self.op, "operand", self.dtype, NUMERIC)
+        broadcast_shape(self.op, self.a_shape, self.b_shape)
+
+    def tensors(self) -> dict[str, Tensor]:
+        a = placeholder(self.a_shape, self.dtype, "a")
+        b = placeholder(self.b_shape, self.dtype, "b")
+        shape = broadcast_shape(self.op, self.a_shape, self.b_shape)
+        out = compute(shape, lambda *i: E.binary(self.symbol, a[_index(self.a_shape, i)],
+                                                 b[_index(self.b_shape, i)]), "out")  # fmt: skip
+        return {"a": a, "b": b, "out": out}
+
+    def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        fn = np.add if self.symbol == "+" else np.multiply
+        return fn(a, b).astype(self.dtype)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Add(_Binary):
+    op: ClassVar[str] = "add"
+    symbol: ClassVar[str] = "+"
+
+
+@dataclass(frozen=True)
+class Mul(_Binary):
+    op: ClassVar[str] = "mul"
+    symbol: ClassVar[str] = "*"
