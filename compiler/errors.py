@@ -13,3 +13,15 @@ class ScheduleError(ValueError):
     The message names the record (or the stage) and the reason; schedule search catches only
     this error.
     """
+
+
+class ModelImportError(ValueError):
+    """A model file cannot be imported: unreadable, malformed, truncated, an unsupported operator or
+    opset, or a shape that cannot be made static. The message is one line naming what and where."""
+
+
+class GraphError(ValueError):
+    """A graph breaks an invariant of the graph IR (order, definitions, shapes, dtypes, attributes).
+
+    The message names the node (or value) and the problem.
+    """

@@ -1,0 +1,104 @@
+"""ONNX -> graph IR.
+
+`import_onnx` reads a model (path, bytes or ModelProto), checks its opset and operators, binds
+symbolic input dimensions, runs ONNX shape inference and converts each node into canonical graph
+IR nodes (one form per op whatever the opset wrote). The result is verified; the cleanup passes
+(`compiler.graph.passes.simplify`) then fold what converters write around the real work.
+Every problem is a one-line ModelImportError naming the file, node, operator and opset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from compiler.errors import GraphError, ModelImportError
+from compiler.frontend import convert_nn, convert_tensor  # noqa: F401  (they register converters)
+from compiler.frontend.context import ImportContext
+from compiler.frontend.onnx_load import Source, default_opset, load_model
+from compiler.frontend.onnx_shapes import bind_inputs, infer_types, numpy_dtype
+from compiler.frontend.registry import SUPPORTED
+from compiler.graph.ir import Graph, const
+from compiler.graph.verify import verify
+
+
+def import_onnx(source: Source, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+    """The graph IR of an ONNX model, every shape static (symbolic input dimensions taken from
+    `input_shapes`, name -> dims). Raises ModelImportError with a one-line message."""
+    model, label = load_model(source)
+    opset = default_opset(model, label)
+    _check_operators(model, opset, label)
+    bound = bind_inputs(model, input_shapes, label)
+    types = infer_types(model, label)
+    graph = Graph(model.graph.name or "main")
+    for name, (shape, dtype) in bound.items():
+        graph.add_input(name, shape, dtype)
+    _add_initializers(graph, model, label)
+    ctx = ImportContext(graph, opset, types, _used_names(model))
+    for node in _sorted_nodes(model, set(graph.values), label):
+        ctx.begin(node)
+        SUPPORTED[node.op_type].convert(ctx)
+    graph.outputs = [o.name for o in model.graph.output]
+    return _finish(graph, label)
+
+
+def _check_operators(model: onnx.ModelProto, opset: int, label: str) -> None:
+    bad = [n for n in model.graph.node if n.domain not in ("", "ai.onnx") or n.op_type not in SUPPORTED]
+    if bad:
+        n = bad[0]
+        op = f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+        more = f"; {len(bad) - 1} more unsupported nodes" if len(bad) > 1 else ""
+        raise ModelImportError(
+            f"{label}: unsupported operator {op} (node {n.name or n.output[0]!r}, opset {opset}{more})"
+        )
+
+
+def _add_initializers(graph: Graph, model: onnx.ModelProto, label: str) -> None:
+    for tensor in model.graph.initializer:
+        numpy_dtype(tensor.data_type, f"{label}: initializer {tensor.name!r}")
+        try:
+            data = numpy_helper.to_array(tensor)
+        except Exception as e:  # raw data of the wrong size, a missing external file...
+            raise ModelImportError(f"{label}: initializer {tensor.name!r} cannot be read ({e})") from None
+        if tensor.name in graph.values:
+            raise ModelImportError(f"{label}: initializer {tensor.name!r} is defined twice")
+        graph.add_value(const(tensor.name, np.asarray(data)))
+
+
+def _used_names(model: onnx.ModelProto) -> set[str]:
+    return {i for n in model.graph.node for i in n.input} | {o.name for o in model.graph.output}
+
+
+def _sorted_nodes(model: onnx.ModelProto, defined: set[str], label: str) -> list[onnx.NodeProto]:
+    """The nodes in an order where each input is defined first (ONNX requires it; some tools
+    write graphs that break it). Raises on an input nothing defines."""
+    pending, ordered, defined = list(model.graph.node), [], set(defined)
+    while pending:
+        ready = [n for n in pending if all(not i or i in defined for i in n.input)]
+        if not ready:
+            n = pending[0]
+            missing = next(i for i in n.input if i and i not in defined)
+            raise ModelImportError(
+                f"{label}: node {n.name or n.output[0]!r} ({n.op_type}) reads {missing!r}, "
+                "which nothing defines (or a cycle)"
+            )
+        ready_ids = {id(n) for n in ready}
+        pending = [n for n in pending if id(n) not in ready_ids]
+        ordered += ready
+        defined.update(o for n in ready for o in n.output if o)
+    return ordered
+
+
+def _finish(graph: Graph, label: str) -> Graph:
+    """Drop what nothing reads (dead nodes, unused weights), then verify."""
+    for out in graph.outputs:
+        if out not in graph.values:
+            raise ModelImportError(f"{label}: graph output {out!r} is not produced by any node")
+    graph.remove_dead()
+    try:
+        return verify(graph)
+    except GraphError as e:
+        raise ModelImportError(f"{label}: the model is inconsistent: {e}") from None

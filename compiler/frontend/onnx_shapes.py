@@ -1,0 +1,170 @@
+"""Static shapes for an ONNX model: binding the graph inputs' symbolic dimensions from the
+user's `input_shapes`, then ONNX shape inference for every other value."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from compiler.errors import ModelImportError
+
+SUPPORTED_DTYPES = (
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "uint8",
+    "int16",
+    "uint16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "bool",
+)
+
+TypeInfo = tuple[tuple[int, ...] | None, str | None]
+
+
+def numpy_dtype(elem_type: int, what: str) -> str:
+    """The numpy dtype name of an ONNX element type; ModelImportError names `what` if unsupported."""
+    try:
+        name = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        name = ""
+    if name not in SUPPORTED_DTYPES:
+        type_name = (
+            onnx.TensorProto.DataType.Name(elem_type)
+            if elem_type in onnx.TensorProto.DataType.values()
+            else str(elem_type)
+        )
+        raise ModelImportError(f"{what} has element type {type_name}, which is not supported")
+    return name
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The real inputs: an input that is also an initializer is a constant with a default value
+    (older exporters list every weight as an input) and is treated as that constant."""
+    weights = {t.name for t in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in weights]
+
+
+def bind_inputs(
+    model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None, label: str
+) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Each graph input's static shape and dtype, written into `model`'s input types.
+
+    `input_shapes` may fix any input's shape; symbolic dimensions it leaves open are an error
+    telling the user what to pass.
+    """
+    inputs = graph_inputs(model)
+    names = [vi.name for vi in inputs]
+    given = dict(input_shapes or {})
+    for name in given:
+        if name not in names:
+            raise ModelImportError(
+                f"{label}: input_shapes names unknown input {name!r} "
+                f"(model inputs: {', '.join(names) or 'none'})"
+            )
+    bound = {}
+    for vi in inputs:
+        if not vi.type.HasField("tensor_type"):
+            raise ModelImportError(f"{label}: input {vi.name!r} is not a tensor")
+        dtype = numpy_dtype(vi.type.tensor_type.elem_type, f"input {vi.name!r}")
+        shape = _input_shape(vi, given.get(vi.name), label)
+        _write_shape(vi, shape)
+        bound[vi.name] = (shape, dtype)
+    return bound
+
+
+def _declared(vi: onnx.ValueInfoProto) -> list[int | str] | None:
+    """The declared dims: ints, names of symbolic dims ('?' when unnamed), None if no shape."""
+    tensor = vi.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
+
+
+def _input_shape(vi: onnx.ValueInfoProto, given: Sequence[int] | None, label: str) -> tuple[int, ...]:
+    declared = _declared(vi)
+    if given is not None:
+        return _check_given(vi.name, declared, given, label)
+    if declared is None:
+        raise ModelImportError(
+            f"{label}: input {vi.name!r} has no shape in the model; "
+            f"pass --input-shape {vi.name}=1,3,224,224 with its real dimensions"
+        )
+    for i, d in enumerate(declared):
+        if isinstance(d, str):
+            hint = ",".join(str(e) if isinstance(e, int) else "1" for e in declared)
+            raise ModelImportError(
+                f"{label}: input {vi.name!r} dimension {i} ({d!r}) is symbolic; "
+                f"pass --input-shape {vi.name}={hint} (input_shapes={{{vi.name!r}: (...)}})"
+            )
+    return tuple(int(d) for d in declared)
+
+
+def _check_given(
+    name: str, declared: list[int | str] | None, given: Sequence[int], label: str
+) -> tuple[int, ...]:
+    shape = tuple(given)
+    if not all(isinstance(d, int | np.integer) and d >= 1 for d in shape):
+        raise ModelImportError(f"{label}: input_shapes[{name!r}] = {shape} must be positive integers")
+    if declared is not None and len(declared) != len(shape):
+        raise ModelImportError(
+            f"{label}: input_shapes[{name!r}] has rank {len(shape)} but input {name!r} "
+            f"has rank {len(declared)} in the model"
+        )
+    for i, (d, g) in enumerate(zip(declared or shape, shape, strict=True)):
+        if isinstance(d, int) and d != g:
+            raise ModelImportError(
+                f"{label}: input_shapes[{name!r}] dimension {i} is {g} but the model fixes it to {d}"
+            )
+    return tuple(int(d) for d in shape)
+
+
+def _write_shape(vi: onnx.ValueInfoProto, shape: tuple[int, ...]) -> None:
+    tensor = vi.type.tensor_type
+    tensor.ClearField("shape")
+    tensor.shape.SetInParent()  # a rank-0 input keeps an explicit empty shape
+    for d in shape:
+        tensor.shape.dim.add().dim_value = d
+
+
+def infer_types(model: onnx.ModelProto, label: str) -> dict[str, TypeInfo]:
+    """Shape and dtype of every value ONNX shape inference derives; None where it cannot tell.
+
+    Declared intermediate and output shapes are dropped first: they may still carry the
+    symbolic dimensions the bound inputs replace.
+    """
+    del model.graph.value_info[:]
+    for out in model.graph.output:
+        out.type.tensor_type.ClearField("shape")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            model, check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception as e:  # onnx raises several types from C++; one line is all the user needs
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelImportError(f"{label}: ONNX shape inference failed: {first}") from None
+    types: dict[str, TypeInfo] = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        types[vi.name] = _type_info(vi)
+    return types
+
+
+def _type_info(vi: onnx.ValueInfoProto) -> TypeInfo:
+    tensor = vi.type.tensor_type
+    dtype = None
+    if tensor.elem_type:
+        try:
+            dtype = numpy_dtype(tensor.elem_type, vi.name)
+        except ModelImportError:
+            dtype = None
+    dims = _declared(vi) if tensor.HasField("shape") else None
+    if dims is None or not all(isinstance(d, int) for d in dims):
+        return None, dtype
+    return tuple(int(d) for d in dims), dtype

@@ -1,0 +1,76 @@
+"""Numpy reference interpreter of the graph IR (fp32 and the integer shape computations).
+
+It runs each node through the op table's evaluator, so it defines what a graph means: import
+and every pass are checked by running the graph before and after against onnxruntime on the
+original model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from compiler.errors import GraphError
+from compiler.graph.ir import Graph, Node
+from compiler.graph.opdefs import OPS
+
+
+def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The graph's outputs, by name, for `inputs` (every graph input, exact shape and dtype).
+
+    Raises GraphError naming a missing, unknown or wrongly shaped or typed input.
+    """
+    env: dict[str, np.ndarray] = {k: v.data for k, v in graph.values.items() if v.data is not None}
+    for name, array in _checked_inputs(graph, inputs).items():
+        env[name] = array
+    last = _last_uses(graph)
+    for i, node in enumerate(graph.nodes):
+        env.update(zip(node.outputs, evaluate_node(graph, node, [env[x] for x in node.inputs]), strict=True))
+        for name in last.get(i, ()):
+            env.pop(name, None)  # free intermediates early: whole models hold many activations
+    return {name: env[name] for name in graph.outputs}
+
+
+def evaluate_node(graph: Graph, node: Node, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run one node; its results must have the shapes and dtypes its output values declare."""
+    results = OPS[node.op].evaluate(arrays, node.attrs)
+    for name, array in zip(node.outputs, results, strict=True):
+        value = graph.values[name]
+        if array.shape != value.shape or array.dtype.name != value.dtype:
+            raise GraphError(
+                f"node {node.name} ({node.op}): evaluated {array.dtype.name}{list(array.shape)} "
+                f"for output {name}, declared {value.type_str()}"
+            )
+    return results
+
+
+def _checked_inputs(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    unknown = sorted(set(inputs) - set(graph.inputs))
+    if unknown:
+        raise GraphError(f"unknown input {unknown[0]} (graph inputs: {', '.join(graph.inputs)})")
+    out = {}
+    for name in graph.inputs:
+        if name not in inputs:
+            raise GraphError(f"missing input {name}")
+        array, value = np.asarray(inputs[name]), graph.values[name]
+        if array.shape != value.shape:
+            raise GraphError(f"input {name} has shape {array.shape}, the graph expects {value.shape}")
+        if array.dtype.name != value.dtype:
+            raise GraphError(f"input {name} has dtype {array.dtype.name}, the graph expects {value.dtype}")
+        out[name] = array
+    return out
+
+
+def _last_uses(graph: Graph) -> dict[int, list[str]]:
+    """For each node index, the non-output values whose last reader it is."""
+    last: dict[str, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for name in node.inputs:
+            last[name] = i
+    keep = set(graph.outputs)
+    by_node: dict[int, list[str]] = {}
+    for name, i in last.items():
+        if name not in keep and not graph.values[name].is_const:
+            by_node.setdefault(i, []).append(name)
+    return by_node
