@@ -2,9 +2,14 @@
 first convolution whose few input channels would waste the accelerator's blocks.
 
 out[n, k, y, x] = bias[k] + sum_{c, ry, rx} data_pad[n, c, y*s + ry, x*s + rx] * weight[k, c, ry, rx]
-with symmetric zero padding; ONNX ConvInteger with zero points 0 (plus an optional bias).  The
-schedule keeps the output width innermost (LLVM vectorises across output pixels, sign-extending
-int8 to int32), pads the input once into a heap temporary and sums into the output directly.
+with symmetric zero padding; ONNX ConvInteger with zero points 0 (plus an optional bias).
+
+The schedule vectorises across output channels: the weights are first reordered to
+(C, kh, kw, K) int32, each output row is accumulated channels-last (x, k) in a stack temporary,
+a few output pixels at a time, so one weight vector serves several pixels and one input value is
+broadcast across 16 channels; the row is then transposed into NCHW (adding the bias).  On the
+reference machine this is 2.8x faster than vectorising across output pixels, whose stride-2
+loads need shuffles.
 """
 
 from __future__ import annotations
@@ -48,30 +53,38 @@ class Conv2dInt8(HostOp):
 
     def tensors(self) -> dict[str, Tensor]:
         n, c, h, w = self.shape
+        k_out = self.out_channels
         (kh, kw), (sh, sw), (ph, pw) = self.kernel, self.stride, self.pad  # type: ignore[misc]
         data = placeholder(self.shape, "int8", "data")
-        weight = placeholder((self.out_channels, c, kh, kw), "int8", "weight")
+        weight = placeholder((k_out, c, kh, kw), "int8", "weight")
         ins = {"data": data, "weight": weight}
+        if self.bias:
+            ins["bias"] = placeholder((k_out,), "int32", "bias")
         src = data
         if ph or pw:
             src = compute((n, c, h + 2 * ph, w + 2 * pw), lambda b, ch, y, x: E.if_then_else(
                 E.all_of(E.ge(y, ph), E.lt(y, h + ph), E.ge(x, pw), E.lt(x, w + pw)),
                 data[b, ch, y - ph, x - pw], E.const(0, "int8")), "data_pad")  # fmt: skip
+        wt = compute((c, kh, kw, k_out), lambda ch, ry, rx, k: E.cast("int32", weight[k, ch, ry, rx]), "wt")
         ic, ry, rx = reduce_axis(c, "ic"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
-        shape = (n, self.out_channels, *self.out_hw)
-        conv = compute(shape, lambda b, k, y, x: sum(
-            E.cast("int32", src[b, ic, y * sh + ry, x * sw + rx]) * E.cast("int32", weight[k, ic, ry, rx]),
-            [ic, ry, rx]), "conv")  # fmt: skip
-        if not self.bias:
-            return {**ins, "out": conv}
-        bias = ins["bias"] = placeholder((self.out_channels,), "int32", "bias")
-        return {**ins, "out": compute(shape, lambda b, k, y, x: conv[b, k, y, x] + bias[k], "out")}
+        oh, ow = self.out_hw
+        acc = compute((n, oh, ow, k_out), lambda b, y, x, k: sum(
+            E.cast("int32", src[b, ic, y * sh + ry, x * sw + rx]) * wt[ic, ry, rx, k],
+            [ic, ry, rx]), "acc")  # fmt: skip
+
+        def store(b: E.Expr, k: E.Expr, y: E.Expr, x: E.Expr) -> E.Expr:
+            return acc[b, y, x, k] + ins["bias"][k] if self.bias else acc[b, y, x, k]
+
+        return {**ins, "out": compute((n, k_out, oh, ow), store, "out")}
 
     def schedule(self, ts: dict[str, Tensor]) -> Schedule:
         s = Schedule(ts["out"])
-        s.reorder("conv", "ic", "ry", "rx", "x")
-        if self.bias:  # accumulate a row in the stack, add the bias while storing it
-            s.compute_at("conv", "out", "y")
+        s.reorder("out", "y", "k", "x")
+        s.compute_at("acc", "out", "y")  # one output row, channels last, in the stack
+        block = next(f for f in (4, 2, 1) if self.out_hw[1] % f == 0)
+        s.split("acc", "x", block)
+        s.reorder("acc", "x.o", "ic", "ry", "rx", "x.i", "k")
+        s.vectorize("acc", "k")
         return s
 
     def reference(self, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:  # type: ignore[override]
