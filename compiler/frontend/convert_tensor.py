@@ -144,8 +144,8 @@ def _pad(ctx: ImportContext) -> None:
         ctx.fail("has no pads")
     value = ctx.float_attr("value", 0.0) if ctx.opset < 11 else _scalar(ctx.param(2, "constant_value"), 0.0)
     axes = ctx.param(3, "axes")
-    if axes is not None:
-        pads = _pads_for_axes(ctx, pads, _axes(ctx, _ints(axes), x.rank), x.rank)
+    if axes is not None:  # pads follow the order of `axes`, which need not be sorted
+        pads = _pads_for_axes(ctx, pads, tuple(_axis(ctx, a, x.rank) for a in _ints(axes)), x.rank)
     if len(pads) != 2 * x.rank:
         ctx.fail(f"pads {pads} do not fit rank {x.rank}")
     ctx.emit("Pad", [x.name], {"pads": pads, "mode": ctx.str_attr("mode", "constant"), "value": value})
@@ -154,7 +154,7 @@ def _pad(ctx: ImportContext) -> None:
 def _pads_for_axes(
     ctx: ImportContext, pads: tuple[int, ...], axes: tuple[int, ...], rank: int
 ) -> tuple[int, ...]:
-    if len(pads) != 2 * len(axes):
+    if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes):
         ctx.fail(f"pads {pads} do not fit axes {axes}")
     full = [0] * (2 * rank)
     for j, a in enumerate(axes):

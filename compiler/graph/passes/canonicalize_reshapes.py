@@ -1,11 +1,13 @@
 """Reshapes in one form, so exporters' different spellings of "flatten before the classifier"
 become the same graph:
 
-- a chain of Reshape / Flatten / Squeeze / Unsqueeze becomes one Reshape;
+- a chain of Reshape / Flatten / Squeeze / Unsqueeze becomes one Reshape, a chain of
+  Transposes one Transpose (an identity one then goes with `remove_identities`);
 - a Reshape, Squeeze or Flatten feeding a Gemm whose result equals Flatten(axis=k) of its input
   becomes Flatten(axis=k) (k = 1 preferred);
-- ReduceMean / ReduceMax over all spatial axes of an NC* tensor becomes GlobalAveragePool /
-  GlobalMaxPool (followed by Flatten(axis=1) when keepdims=0).
+- ReduceMean / ReduceMax over all spatial axes of an image (NC + two or more spatial axes; not
+  a sequence's last axis) becomes GlobalAveragePool / GlobalMaxPool, followed by
+  Flatten(axis=1) when keepdims=0.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ _GLOBAL = {"ReduceMean": "GlobalAveragePool", "ReduceMax": "GlobalMaxPool"}
 
 
 def canonicalize_reshapes(graph: Graph) -> Graph:
-    return rewrite(graph, _merge_chain, _flatten_before_gemm, _global_pool)
+    return rewrite(graph, _merge_chain, _merge_transposes, _flatten_before_gemm, _global_pool)
 
 
 def _merge_chain(graph: Graph, node: Node) -> bool:
@@ -33,6 +35,18 @@ def _merge_chain(graph: Graph, node: Node) -> bool:
     shape = graph.values[node.outputs[0]].shape
     graph.replace_node(
         node, [new_node(graph, "Reshape", inner.inputs, node.outputs, {"shape": shape}, node.name)]
+    )
+    return True
+
+
+def _merge_transposes(graph: Graph, node: Node) -> bool:
+    inner = produced_by(graph, node.inputs[0], "Transpose") if node.op == "Transpose" else None
+    if inner is None or sole_user(graph, inner.outputs[0]) is not node:
+        return False
+    first, second = inner.ints_attr("perm"), node.ints_attr("perm")
+    perm = tuple(first[p] for p in second)  # output axis i is inner's axis second[i]
+    graph.replace_node(
+        node, [new_node(graph, "Transpose", inner.inputs, node.outputs, {"perm": perm}, node.name)]
     )
     return True
 
@@ -64,7 +78,7 @@ def _global_pool(graph: Graph, node: Node) -> bool:
     if node.op not in _GLOBAL:
         return False
     x = graph.values[node.inputs[0]]
-    if x.rank < 3 or node.ints_attr("axes") != tuple(range(2, x.rank)):
+    if x.rank < 4 or node.ints_attr("axes") != tuple(range(2, x.rank)):
         return False
     if node.int_attr("keepdims"):
         graph.replace_node(node, [new_node(graph, _GLOBAL[node.op], [x.name], node.outputs, name=node.name)])

@@ -83,20 +83,31 @@ def _matmul(graph: Graph, node: Node) -> bool:
     if w is None or w.ndim != 2 or w.dtype.kind != "f":
         return False
     m, n = graph.values[node.outputs[0]].shape
-    out, bias = node.outputs[0], np.zeros(n, w.dtype)
-    add = sole_user(graph, out)
-    split = split_const(graph, add) if add is not None and add.op == "Add" else None
-    if add is not None and split is not None and split[0] == out:
-        found = column_bias(split[1], m, n) if graph.values[add.outputs[0]].shape == (m, n) else None
-        if found is not None:
-            out, bias = add.outputs[0], found.astype(w.dtype)
-    inputs = [
-        node.inputs[0],
-        set_const_input(graph, node, 1, np.ascontiguousarray(w.T), f"{node.name}.weight"),
-        graph.add_const(f"{node.name}.bias", bias),
-    ]
+    add, bias = _absorbed_add(graph, node.outputs[0], m, n)
+    out = add.outputs[0] if add is not None else node.outputs[0]
+    if add is not None and bias is not None:  # the Add's bias keeps its name when only it reads it
+        index = add.inputs.index(_const_input(graph, add))
+        bias_name = set_const_input(graph, add, index, bias.astype(w.dtype), f"{node.name}.bias")
+    else:
+        bias_name = graph.add_const(f"{node.name}.bias", np.zeros(n, w.dtype))
+    weight = set_const_input(graph, node, 1, np.ascontiguousarray(w.T), f"{node.name}.weight")
+    inputs = [node.inputs[0], weight, bias_name]
     gemm = new_node(graph, "Gemm", inputs, [out], CANONICAL, node.name)
     graph.replace_node(node, [gemm])
-    if add is not None and out == add.outputs[0]:
+    if add is not None:
         graph.nodes.remove(add)
     return True
+
+
+def _const_input(graph: Graph, node: Node) -> str:
+    return next(i for i in node.inputs if graph.const_data(i) is not None)
+
+
+def _absorbed_add(graph: Graph, out: str, m: int, n: int) -> tuple[Node | None, np.ndarray | None]:
+    """The Add that only adds a per-column constant to `out` (MatMul's result), with that bias."""
+    add = sole_user(graph, out)
+    split = split_const(graph, add) if add is not None and add.op == "Add" else None
+    if add is None or split is None or split[0] != out or graph.values[add.outputs[0]].shape != (m, n):
+        return None, None
+    bias = column_bias(split[1], m, n)
+    return (add, bias) if bias is not None else (None, None)
