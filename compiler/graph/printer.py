@@ -29,7 +29,10 @@ def print_graph(graph: Graph, rename: bool = False) -> str:
     differ only in how an exporter named intermediates print the same."""
     consts = _constants_in_use_order(graph)
     names = _canonical_names(graph, consts) if rename else {}
-    show = lambda n: names.get(n, n)
+
+    def show(name: str) -> str:
+        return names.get(name, name)
+
     ins = ", ".join(f"{name}: {graph.values[name].type_str()}" for name in graph.inputs)
     lines = [f"graph {graph.name}({ins}) -> ({', '.join(graph.outputs)})"]
     for name in consts:
