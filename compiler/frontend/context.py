@@ -17,7 +17,6 @@ from onnx import helper, numpy_helper
 
 from compiler.errors import GraphError, ModelImportError
 from compiler.frontend.onnx_shapes import TypeInfo, numpy_dtype
-from compiler.graph.builder import infer
 from compiler.graph.interp import evaluate_node
 from compiler.graph.ir import Graph, Node, Value, const
 from compiler.graph.opdefs import OPS, make_node
@@ -26,8 +25,11 @@ from compiler.graph.opdefs import OPS, make_node
 class ImportContext:
     """State of one import: the graph under construction and the ONNX node being converted."""
 
-    def __init__(self, graph: Graph, opset: int, types: Mapping[str, TypeInfo], used: set[str]) -> None:
+    def __init__(
+        self, graph: Graph, opset: int, types: Mapping[str, TypeInfo], used: set[str], label: str
+    ) -> None:
         self.graph = graph
+        self.label = label  # the model's name in messages (its path)
         self.opset = opset
         self.types = types
         self.used = used  # names some node or graph output reads
@@ -45,7 +47,7 @@ class ImportContext:
 
     def where(self) -> str:
         name = self.node.name or (self.node.output[0] if self.node.output else "")
-        return f"node {name!r} ({self.node.op_type}, opset {self.opset})"
+        return f"{self.label}: node {name!r} ({self.node.op_type}, opset {self.opset})"
 
     def fail(self, problem: str) -> NoReturn:
         raise ModelImportError(f"{self.where()}: {problem}")
@@ -116,7 +118,11 @@ class ImportContext:
                     if data is None:
                         return None
                     arrays.append(data)
-            self.known.update(zip(node.outputs, evaluate_node(self.graph, node, arrays), strict=True))
+            try:
+                results = evaluate_node(self.graph, node, arrays)
+            except (ValueError, IndexError) as e:  # e.g. a Gather index out of range
+                self.fail(f"cannot compute {name!r}: {e}")
+            self.known.update(zip(node.outputs, results, strict=True))
         return self.known[name]
 
     def unused_extra_outputs(self) -> None:
@@ -140,7 +146,7 @@ class ImportContext:
         output = output or self.node.output[0]
         try:
             node = make_node(op, inputs, [output], attrs, self._node_name(output))
-            ((shape, dtype),) = infer(self.graph, node)
+            ((shape, dtype),) = OPS[op].infer([self.graph.values[i] for i in inputs], node.attrs)
         except GraphError as e:
             self.fail(str(e))
         known_shape, known_dtype = self.types.get(output, (None, None))

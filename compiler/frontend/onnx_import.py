@@ -37,12 +37,33 @@ def import_onnx(source: Source, input_shapes: Mapping[str, Sequence[int]] | None
     for name, (shape, dtype) in bound.items():
         graph.add_input(name, shape, dtype)
     _add_initializers(graph, model, label)
-    ctx = ImportContext(graph, opset, types, _used_names(model))
+    ctx = ImportContext(graph, opset, types, _used_names(model), label)
     for node in _sorted_nodes(model, set(graph.values), label):
-        ctx.begin(node)
-        SUPPORTED[node.op_type].convert(ctx)
+        _convert(ctx, node)
     graph.outputs = [o.name for o in model.graph.output]
     return _finish(graph, label)
+
+
+def _convert(ctx: ImportContext, node: onnx.NodeProto) -> None:
+    """Convert one node. Malformed data inside a well-formed file (a weight of the wrong size,
+    an index out of range in a shape computation) surfaces here as numpy's ValueError or
+    IndexError; it becomes a ModelImportError naming the node."""
+    if not node.output or not node.output[0]:
+        raise ModelImportError(
+            f"{ctx.label}: node {node_label(node)!r} ({node.op_type}, opset {ctx.opset}) has no output"
+        )
+    try:
+        ctx.begin(node)
+        SUPPORTED[node.op_type].convert(ctx)
+    except ModelImportError:
+        raise
+    except (GraphError, ValueError, IndexError) as e:
+        ctx.fail(f"cannot convert: {e}")
+
+
+def node_label(node: onnx.NodeProto) -> str:
+    """How messages name a node: its name, else its first output, else its op type."""
+    return node.name or (node.output[0] if node.output else node.op_type)
 
 
 def _check_operators(model: onnx.ModelProto, opset: int, label: str) -> None:
@@ -50,9 +71,10 @@ def _check_operators(model: onnx.ModelProto, opset: int, label: str) -> None:
     if bad:
         n = bad[0]
         op = f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
-        more = f"; {len(bad) - 1} more unsupported nodes" if len(bad) > 1 else ""
+        others = len(bad) - 1
+        more = f"; {others} more unsupported node{'s' * (others > 1)}" if others else ""
         raise ModelImportError(
-            f"{label}: unsupported operator {op} (node {n.name or n.output[0]!r}, opset {opset}{more})"
+            f"{label}: unsupported operator {op} (node {node_label(n)!r}, opset {opset}{more})"
         )
 
 
@@ -82,7 +104,7 @@ def _sorted_nodes(model: onnx.ModelProto, defined: set[str], label: str) -> list
             n = pending[0]
             missing = next(i for i in n.input if i and i not in defined)
             raise ModelImportError(
-                f"{label}: node {n.name or n.output[0]!r} ({n.op_type}) reads {missing!r}, "
+                f"{label}: node {node_label(n)!r} ({n.op_type}) reads {missing!r}, "
                 "which nothing defines (or a cycle)"
             )
         ready_ids = {id(n) for n in ready}

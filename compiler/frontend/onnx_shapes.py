@@ -73,7 +73,7 @@ def bind_inputs(
     for vi in inputs:
         if not vi.type.HasField("tensor_type"):
             raise ModelImportError(f"{label}: input {vi.name!r} is not a tensor")
-        dtype = numpy_dtype(vi.type.tensor_type.elem_type, f"input {vi.name!r}")
+        dtype = numpy_dtype(vi.type.tensor_type.elem_type, f"{label}: input {vi.name!r}")
         shape = _input_shape(vi, given.get(vi.name), label)
         _write_shape(vi, shape)
         bound[vi.name] = (shape, dtype)
