@@ -139,7 +139,7 @@ class Requantize(HostOp):
         if self.scale is not None:
             q = np.rint(data.astype(np.float32) * np.float32(self.scale)) + np.float32(self.zero_point)
             return _saturate(q, self.dtype)
-        wide = [int(v) * (self.multiplier or 0) for v in data.ravel()]  # Python ints: exact
+        # exact in int64: |x * multiplier| < 2**62, and the rounding term is below 2**61
+        wide = data.astype(np.int64) * (self.multiplier or 0)
         rounding = (1 << (self.shift - 1)) if self.shift else 0
-        q = np.array([(w + rounding) >> self.shift for w in wide], dtype=np.int64) + self.zero_point
-        return _saturate(q.reshape(data.shape), self.dtype)
+        return _saturate(((wide + rounding) >> self.shift) + self.zero_point, self.dtype)

@@ -88,3 +88,15 @@ def test_host_target_is_this_cpu():
     assert target.cpu == llvm.get_host_cpu_name()
     assert target.features == llvm.get_host_cpu_features().flatten()
     assert target.triple == llvm.get_process_triple()
+
+
+@pytest.mark.parametrize("opt_level", [0, 1, 2, 3])
+def test_several_outputs_at_every_opt_level(opt_level):
+    x = te.placeholder((5,), "float32", "x")
+    k = te.reduce_axis(5, "k")
+    top = te.compute((1,), lambda i: te.max_reduce(x[k], k), "top")
+    low = te.compute((1,), lambda i: te.min_reduce(x[k], k), "low")
+    kernel = compile_func(lower_host(Schedule([top, low]), "minmax"), opt_level)
+    assert [a.name for a in kernel.outputs] == ["top", "low"]
+    got = kernel(np.array([3, -1, 7, 2, 0], np.float32))
+    assert isinstance(got, tuple) and [a.tolist() for a in got] == [[7.0], [-1.0]]

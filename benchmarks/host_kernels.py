@@ -1,0 +1,98 @@
+"""Host kernels (LLVM JIT) against their numpy references on ResNet-18-sized shapes; prints JSON.
+
+Per operator: the compile time (TE -> loop IR -> LLVM IR -> optimised native code, once per
+process, after one warm-up compile that pays LLVM's own start-up), and the run time of the
+kernel (argument checks included, output preallocated) and of the numpy reference, as the
+minimum and the median of `--repeat` runs.  numpy and BLAS run on one thread.  The numpy
+references are written for clarity, not speed (GELU's calls math.erf per element); the ratio is
+what replacing them by a host kernel gains.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+import llvmlite
+import llvmlite.binding as llvm
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from compiler.codegen.host import host_target
+from compiler.ops.host import HostOp, host_op
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("max_pool2d", dict(shape=(1, 64, 112, 112), kernel=3, stride=2, pad=1)),
+    ("max_pool2d", dict(shape=(1, 64, 112, 112), kernel=3, stride=2, pad=1, dtype="int8")),
+    ("avg_pool2d", dict(shape=(1, 64, 112, 112), kernel=3, stride=2, pad=1)),
+    ("global_avg_pool2d", dict(shape=(1, 512, 7, 7))),
+    ("softmax", dict(shape=(1, 1000))),
+    ("layer_norm", dict(shape=(128, 128))),
+    ("gelu", dict(shape=(128, 512))),
+    ("quantize", dict(shape=(1, 64, 56, 56), scale=0.05, zero_point=0)),
+    ("dequantize", dict(shape=(1, 64, 56, 56), scale=0.05, zero_point=0)),
+    ("requantize", dict(shape=(1, 64, 56, 56), multiplier=1 << 14, shift=20)),
+    ("pack", dict(shape=(1, 64, 56, 56), batch_block=1, channel_block=16)),
+    ("unpack", dict(shape=(1, 64, 56, 56), batch_block=1, channel_block=16)),
+    ("add", dict(a_shape=(1, 64, 56, 56), b_shape=(1, 64, 56, 56))),
+    ("conv2d_int8", dict(shape=(1, 3, 224, 224), out_channels=64, kernel=7, stride=2, pad=3)),
+]
+
+
+def _times(fn: Any, repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def _error(op: HostOp, got: np.ndarray, ref: np.ndarray) -> dict[str, Any]:
+    if got.dtype.kind in "iu":
+        return {"exact": bool(np.array_equal(got, ref))}
+    return {"max_abs_err": float(np.max(np.abs(got.astype(np.float64) - ref)))}
+
+
+def bench(name: str, params: dict[str, Any], repeat: int) -> dict[str, Any]:
+    op = host_op(name, **params)
+    start = time.perf_counter()
+    kernel = op.build()
+    compile_s = time.perf_counter() - start
+    inputs = op.random_inputs(0)
+    out = np.empty(kernel.outputs[0].shape, kernel.outputs[0].dtype)
+    kernel(*inputs, out=out)
+    host = _times(lambda: kernel(*inputs, out=out), repeat)
+    ref_repeat = max(3, repeat // 10)
+    reference = _times(lambda: op.reference(*inputs), ref_repeat)
+    row = {"op": name, "params": {k: v for k, v in params.items()}, "compile_s": round(compile_s, 4),
+           "run_ms_min": round(min(host) * 1e3, 4), "run_ms_median": round(statistics.median(host) * 1e3, 4),
+           "numpy_ms_min": round(min(reference) * 1e3, 4),
+           "numpy_ms_median": round(statistics.median(reference) * 1e3, 4)}  # fmt: skip
+    row["speedup_vs_numpy"] = round(row["numpy_ms_min"] / row["run_ms_min"], 2)
+    return row | _error(op, out, op.reference(*inputs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=50, help="timed runs per kernel")
+    args = parser.parse_args()
+    target = host_target()
+    start = time.perf_counter()
+    host_op("add", a_shape=(4,), b_shape=(4,)).build()  # LLVM start-up, timed apart
+    warm_s = time.perf_counter() - start
+    with threadpool_limits(1):
+        rows = [bench(name, params, args.repeat) for name, params in CASES]
+    print(json.dumps({
+        "host": {"cpu": target.cpu, "avx512f": "+avx512f" in target.features.split(","),
+                 "llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))},
+        "first_compile_s": round(warm_s, 4),
+        "ops": rows,
+    }, indent=1))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
