@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from compiler.errors import GraphError
-from compiler.graph.ir import Graph, Node, Value
+from compiler.graph.ir import Graph, Node, Value, type_str
 from compiler.graph.opdefs import OPS, TensorType, make_node
 
 
@@ -38,7 +38,7 @@ def new_node(
         elif (old.shape, old.dtype) != (shape, dtype):
             raise GraphError(
                 f"node {node.name} ({op}): output {out} would change from {old.type_str()} "
-                f"to {dtype}{list(shape)}"
+                f"to {type_str(shape, dtype)}"
             )
     return node
 

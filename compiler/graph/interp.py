@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from compiler.errors import GraphError
-from compiler.graph.ir import Graph, Node
+from compiler.graph.ir import Graph, Node, type_str
 from compiler.graph.opdefs import OPS
 
 
@@ -39,7 +39,7 @@ def evaluate_node(graph: Graph, node: Node, arrays: Sequence[np.ndarray]) -> lis
         value = graph.values[name]
         if array.shape != value.shape or array.dtype.name != value.dtype:
             raise GraphError(
-                f"node {node.name} ({node.op}): evaluated {array.dtype.name}{list(array.shape)} "
+                f"node {node.name} ({node.op}): evaluated {type_str(array.shape, array.dtype.name)} "
                 f"for output {name}, declared {value.type_str()}"
             )
     return results

@@ -71,7 +71,12 @@ class Value:
         return len(self.shape)
 
     def type_str(self) -> str:
-        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+        return type_str(self.shape, self.dtype)
+
+
+def type_str(shape: Shape, dtype: str) -> str:
+    """How types print: `float32[1,3,224,224]`, `int64[]` for a scalar."""
+    return f"{dtype}[{','.join(str(d) for d in shape)}]"
 
 
 def const(name: str, data: np.ndarray) -> Value:

@@ -8,7 +8,7 @@ what the op's rule derives, graph outputs defined, and nothing dead or dangling.
 from __future__ import annotations
 
 from compiler.errors import GraphError
-from compiler.graph.ir import Graph, Node
+from compiler.graph.ir import Graph, Node, type_str
 from compiler.graph.opdefs import OPS, OpDef
 from compiler.graph.opdefs.base import KINDS
 
@@ -93,7 +93,7 @@ def _check_types(where: str, opdef: OpDef, graph: Graph, node: Node) -> None:
     for name, (shape, dtype) in zip(node.outputs, expected, strict=True):
         value = graph.values[name]
         if value.shape != shape or value.dtype != dtype:
-            want = f"{dtype}[{','.join(map(str, shape))}]"
+            want = type_str(shape, dtype)
             raise GraphError(f"{where}: output {name} is {value.type_str()}, the rule gives {want}")
 
 

@@ -90,8 +90,15 @@ class Builder:
             return self.op("Clip", [x], out, min=lo, max=hi)
         return self.op("Clip", [x, self.floats(lo), self.floats(hi)], out)
 
-    def slice(self, x: str, starts: Sequence[int], ends: Sequence[int], axes: Sequence[int],
-              steps: Sequence[int] | None = None, out: str | None = None) -> str:  # fmt: skip
+    def slice(
+        self,
+        x: str,
+        starts: Sequence[int],
+        ends: Sequence[int],
+        axes: Sequence[int],
+        steps: Sequence[int] | None = None,
+        out: str | None = None,
+    ) -> str:
         if self.opset < 10:
             assert steps is None
             return self.op("Slice", [x], out, starts=list(starts), ends=list(ends), axes=list(axes))
@@ -120,8 +127,13 @@ class Builder:
 
     # -- the model --------------------------------------------------------------------------------
 
-    def model(self, inputs: Mapping[str, Sequence[int | str]], outputs: Sequence[str],
-              types: Mapping[str, int] | None = None, ir_version: int = 8) -> onnx.ModelProto:  # fmt: skip
+    def model(
+        self,
+        inputs: Mapping[str, Sequence[int | str]],
+        outputs: Sequence[str],
+        types: Mapping[str, int] | None = None,
+        ir_version: int = 8,
+    ) -> onnx.ModelProto:
         """The model with `inputs` (name -> dims, symbolic dims as strings) and `outputs`, float32
         unless `types` gives an ONNX element type for a name."""
         types = types or {}

@@ -189,8 +189,12 @@ def _erf_gelu_half_first(b: Builder, x: str) -> str:
     return b.op("Mul", [b.op("Mul", [e, b.floats(0.5)]), x])
 
 
-GELU = {"op": lambda b, x: b.op("Gelu", [x]), "erf-pytorch": _erf_gelu, "erf-tensorflow": _erf_gelu_tf,
-        "erf-half-first": _erf_gelu_half_first}  # fmt: skip
+GELU = {
+    "op": lambda b, x: b.op("Gelu", [x]),
+    "erf-pytorch": _erf_gelu,
+    "erf-tensorflow": _erf_gelu_tf,
+    "erf-half-first": _erf_gelu_half_first,
+}
 DENSE_GELU = """\
 graph g(x: float32[4,16]) -> (y)
   const W: float32[8,16]
