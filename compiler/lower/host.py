@@ -16,7 +16,7 @@ from compiler.errors import ScheduleError
 from compiler.lower.lower import LoweredFunc, _Lowering, _minus, _StageLoops
 from compiler.schedule.schedule import Schedule, Stage
 from compiler.te import expr as E
-from compiler.te.affine import Affine
+from compiler.te.affine import Affine, affine
 from compiler.te.tensor import Tensor
 from compiler.tir import stmt as S
 from compiler.tir.printer import print_ir
@@ -72,8 +72,30 @@ def lower_host(sched: Schedule, name: str = "main",
     lw.infer()
     lw.check_loop_kinds()
     lw.allocate()
-    body = lw.build()
+    body = drop_unit_loops(lw.build())
     return LoweredFunc(name, body, _input_order(sched, inputs), list(sched.outputs), lw.buffers)
+
+
+def drop_unit_loops(node: S.Stmt, zero: dict[E.Var, E.Expr] | None = None) -> S.Stmt:
+    """`node` without loops of extent 1 (their variable is 0; affine indices re-simplified), so
+    the printed IR of a per-row temporary reads `top[0]`, not `top[top.i]`."""
+    zero = {} if zero is None else zero
+    if isinstance(node, S.Seq):
+        return S.seq(*(drop_unit_loops(s, zero) for s in node.stmts))
+    if isinstance(node, S.For):
+        if node.extent == 1:
+            return drop_unit_loops(node.body, {**zero, node.var: E.const(0)})
+        return S.For(node.var, node.extent, drop_unit_loops(node.body, zero), node.kind)
+    if isinstance(node, S.Store) and zero:
+        indices = tuple(_simplified(E.substitute(i, zero)) for i in node.indices)
+        return S.Store(node.tensor, indices, _simplified(E.substitute(node.value, zero)))
+    return node
+
+
+def _simplified(e: E.Expr) -> E.Expr:
+    """`e` with its affine index subexpressions in canonical form."""
+    form = affine(e) if e.dtype == E.INDEX else None
+    return form.to_expr() if form is not None else E.rebuild(e, _simplified)
 
 
 def print_host(func: LoweredFunc) -> str:

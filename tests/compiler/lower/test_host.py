@@ -36,17 +36,14 @@ kernel softmax(x: float32[3, 8], out: float32[3, 8])
   stack e: float32[1, 8]
   stack total: float32[1]
   for out.i in 0..3:
-    for top.i in 0..1:
-      top[top.i] = -inf
-      for top.k in 0..8:
-        top[top.i] = max(top[top.i], x[(out.i + top.i), top.k])
-    for e.i in 0..1:
-      for e.j in 0..8:
-        e[e.i, e.j] = exp((x[(e.i + out.i), e.j] - top[e.i]))
-    for total.i in 0..1:
-      total[total.i] = 0.0
-      for vectorize total.k in 0..8:
-        total[total.i] = (total[total.i] + e[total.i, total.k])
+    top[0] = -inf
+    for top.k in 0..8:
+      top[0] = max(top[0], x[out.i, top.k])
+    for e.j in 0..8:
+      e[0, e.j] = exp((x[out.i, e.j] - top[0]))
+    total[0] = 0.0
+    for vectorize total.k in 0..8:
+      total[0] = (total[0] + e[0, total.k])
     for out.j in 0..8:
       out[out.i, out.j] = (e[0, out.j] / total[0])"""
 
