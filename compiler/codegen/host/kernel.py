@@ -21,6 +21,8 @@ from compiler.codegen.host.jit import JitFunction, cache_key, compile_ir, host_t
 from compiler.lower.lower import LoweredFunc
 from compiler.te.tensor import Tensor
 
+_NP_DTYPES = {d: np.dtype(d) for d in ("int8", "uint8", "int16", "int32", "int64", "float32")}
+
 
 @dataclass(frozen=True)
 class ArgSpec:
@@ -29,6 +31,10 @@ class ArgSpec:
     name: str
     shape: tuple[int, ...]
     dtype: str
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return _NP_DTYPES[self.dtype]
 
     @classmethod
     def of(cls, t: Tensor) -> ArgSpec:
@@ -64,7 +70,7 @@ class HostKernel:
             raise ValueError(f"kernel {self.name}: expected {len(self.inputs)} input arrays "
                              f"({names}), got {len(inputs)}")  # fmt: skip
         if out is None:
-            outs = [np.empty(a.shape, a.dtype) for a in self.outputs]
+            outs = [np.empty(a.shape, a.np_dtype) for a in self.outputs]
         else:
             outs = [out] if isinstance(out, np.ndarray) else list(out)
             if len(outs) != len(self.outputs):
@@ -92,15 +98,18 @@ class HostKernel:
         self._cfunc(*(a.ctypes.data for a in arrays))
 
     def _check(self, a: np.ndarray, spec: ArgSpec, role: str) -> None:
+        # the common case costs a few attribute reads; messages are built only to raise
+        ok = isinstance(a, np.ndarray) and a.dtype == spec.np_dtype and a.shape == spec.shape
+        if ok and a.flags.c_contiguous:
+            return
         where = f"kernel {self.name}: {role} {spec.name}"
         if not isinstance(a, np.ndarray):
             raise TypeError(f"{where} must be a numpy array, not {type(a).__name__}")
-        if a.dtype != np.dtype(spec.dtype):
+        if a.dtype != spec.np_dtype:
             raise ValueError(f"{where} has dtype {a.dtype}, expected {spec.dtype}")
         if a.shape != spec.shape:
             raise ValueError(f"{where} has shape {a.shape}, expected {spec.shape}")
-        if not a.flags.c_contiguous:
-            raise ValueError(f"{where} is not C-contiguous; pass np.ascontiguousarray of it")
+        raise ValueError(f"{where} is not C-contiguous; pass np.ascontiguousarray of it")
 
     def __repr__(self) -> str:
         args = ", ".join(f"{a.name}: {a.dtype}{list(a.shape)}" for a in self.inputs + self.outputs)
