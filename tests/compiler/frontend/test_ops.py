@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto
 
-from compiler.frontend import SUPPORTED, import_onnx
+from compiler.frontend import SUPPORTED, import_onnx, supported_ops_markdown
 from compiler.graph import verify
 from tests.compiler.frontend.onnx_models import (
     NEWEST,
@@ -358,3 +358,8 @@ def test_every_supported_operator_has_a_case() -> None:
     for _, opset, build in CASES:
         used.update(n.op_type for n in build(Builder(opset)).graph.node)
     assert set(SUPPORTED) - used == {"Constant"}  # Constant: the converter-pattern tests
+
+
+def test_readme_table_lists_every_operator_once() -> None:
+    rows = supported_ops_markdown().splitlines()[2:]
+    assert [r.split(" | ")[0].lstrip("| ") for r in rows] == sorted(SUPPORTED)
