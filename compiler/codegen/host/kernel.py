@@ -88,13 +88,14 @@ class HostKernel:
         n_in = len(self.inputs)
         for k, (a, spec) in enumerate(zip(arrays, specs, strict=True)):
             self._check(a, spec, "input" if k < n_in else "output")
-        for o, spec in zip(arrays[n_in:], self.outputs, strict=True):
-            if not o.flags.writeable:
-                raise ValueError(f"kernel {self.name}: output {spec.name} is read-only")
-            for i, ispec in zip(arrays[:n_in], self.inputs, strict=True):
-                if np.may_share_memory(o, i):
-                    raise ValueError(f"kernel {self.name}: output {spec.name} overlaps input "
-                                     f"{ispec.name}")  # fmt: skip
+        for k in range(n_in, len(arrays)):  # arguments are noalias: an output overlaps nothing
+            if not arrays[k].flags.writeable:
+                raise ValueError(f"kernel {self.name}: output {specs[k].name} is read-only")
+            for j in range(k):
+                if np.may_share_memory(arrays[k], arrays[j]):
+                    role = "input" if j < n_in else "output"
+                    raise ValueError(f"kernel {self.name}: output {specs[k].name} overlaps {role} "
+                                     f"{specs[j].name}")  # fmt: skip
         self._cfunc(*(a.ctypes.data for a in arrays))
 
     def _check(self, a: np.ndarray, spec: ArgSpec, role: str) -> None:

@@ -100,3 +100,6 @@ def test_several_outputs_at_every_opt_level(opt_level):
     assert [a.name for a in kernel.outputs] == ["top", "low"]
     got = kernel(np.array([3, -1, 7, 2, 0], np.float32))
     assert isinstance(got, tuple) and [a.tolist() for a in got] == [[7.0], [-1.0]]
+    both = np.zeros(1, np.float32)
+    with pytest.raises(ValueError, match="kernel minmax: output low overlaps output top"):
+        kernel(np.zeros(5, np.float32), out=(both, both))
