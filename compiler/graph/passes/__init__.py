@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from compiler.graph.ir import Graph
+from compiler.graph.passes.canonicalize_clips import canonicalize_clips
 from compiler.graph.passes.canonicalize_reshapes import canonicalize_reshapes
 from compiler.graph.passes.fold_batchnorm import fold_batchnorm
 from compiler.graph.passes.fold_constants import fold_constants
@@ -23,6 +24,7 @@ Pass = Callable[[Graph], Graph]
 SIMPLIFY: Sequence[Pass] = (
     fold_constants,
     remove_identities,
+    canonicalize_clips,
     fuse_activations,
     fuse_gelu,
     normalize_gemm,
@@ -57,6 +59,7 @@ def _fingerprint(graph: Graph) -> tuple[str, tuple[int, ...]]:
 
 __all__ = [
     "SIMPLIFY",
+    "canonicalize_clips",
     "canonicalize_reshapes",
     "fold_batchnorm",
     "fold_constants",

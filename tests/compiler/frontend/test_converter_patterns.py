@@ -131,12 +131,20 @@ def _relu6_plus3(b: Builder, x: str) -> str:
     return b.clip(b.op("Add", [x, b.floats(3.0)]), 0.0, 6.0)
 
 
+def _min_max_relu6_plus3(b: Builder, x: str) -> str:
+    """min(max(x + 3, 0), 6) as TensorFlow's converters write ReLU6."""
+    return b.op("Min", [b.op("Max", [b.op("Add", [x, b.floats(3.0)]), b.floats(0.0)]), b.floats(6.0)])
+
+
 HARD_SWISH = {
     "op": lambda b, x: b.op("HardSwish", [x]),
     "paddle-hardsigmoid-mul": lambda b, x: b.op("Mul", [x, b.op("HardSigmoid", [x], alpha=1 / 6, beta=0.5)]),
     "pytorch-clip-div": lambda b, x: b.op("Div", [b.op("Mul", [x, _relu6_plus3(b, x)]), b.floats(6.0)]),
     "mul-sixth": lambda b, x: b.op("Mul", [b.floats(1 / 6), b.op("Mul", [_relu6_plus3(b, x), x])]),
     "clip-div-then-mul": lambda b, x: b.op("Mul", [x, b.op("Div", [_relu6_plus3(b, x), b.floats(6.0)])]),
+    "tensorflow-min-max": lambda b, x: b.op(
+        "Mul", [x, b.op("Mul", [_min_max_relu6_plus3(b, x), b.floats(1 / 6)])]
+    ),
 }
 HARD_SIGMOID = {
     "op": lambda b, x: b.op("HardSigmoid", [x], alpha=1 / 6, beta=0.5),
