@@ -144,7 +144,10 @@ def _softmax(ctx: ImportContext) -> None:
     ctx.emit("Reshape", [soft], {"shape": x.shape})
 
 
-@converter("Clip", note="min/max as attributes (opset < 11) or constant inputs, both become attributes")
+@converter(
+    "Clip",
+    note="min/max attributes (opset < 11) or constant inputs become attributes; Clip of Clip/Relu merges",
+)
 def _clip(ctx: ImportContext) -> None:
     if ctx.opset < 11:
         lo, hi = ctx.float_attr("min", -math.inf), ctx.float_attr("max", math.inf)
@@ -170,28 +173,17 @@ def _simple(op: str, attrs: dict[str, float | str] | None = None, note: str = ""
     converter(op, note=note)(convert)
 
 
-for _op in (
-    "Relu",
-    "Sigmoid",
-    "Tanh",
-    "Exp",
-    "Erf",
-    "Sqrt",
-    "Neg",
-    "Abs",
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Pow",
-    "Sum",
-    "Max",
-    "Min",
-    "MatMul",
-    "GlobalAveragePool",
-    "GlobalMaxPool",
-):
-    _simple(_op)
+_NOTES = {
+    "Max": "Max(x, scalar) becomes Clip(min=scalar)",
+    "Min": "Min(x, scalar) becomes Clip(max=scalar)",
+    "Relu": "Clip(x, 0, inf) becomes Relu",
+    "MatMul": "2-D MatMul by a constant (+ bias Add) becomes Gemm",
+    "GlobalAveragePool": "ReduceMean over the spatial axes of an image becomes it",
+    "Div": "integers truncate toward zero",
+}
+_PLAIN = "Relu Sigmoid Tanh Exp Erf Sqrt Neg Abs Add Sub Mul Div Pow Sum Max Min MatMul GlobalAveragePool"
+for _op in [*_PLAIN.split(), "GlobalMaxPool"]:
+    _simple(_op, note=_NOTES.get(_op, ""))
 _simple("Identity", note="removed by `remove_identities`")
 _simple(
     "HardSwish", note="opset 14+; the x * HardSigmoid(x) and x * Clip(x + 3, 0, 6) / 6 patterns become it"
