@@ -192,13 +192,6 @@ class Graph:
         self.add_value(const(name, data))
         return name
 
-    def add_node(self, node: Node, out_types: Iterable[tuple[Shape, str]]) -> Node:
-        """Append `node` and define its outputs with the given (shape, dtype) pairs."""
-        for out, (shape, dtype) in zip(node.outputs, out_types, strict=True):
-            self.add_value(Value(out, shape, dtype))
-        self.nodes.append(node)
-        return node
-
     def fresh_name(self, base: str) -> str:
         """`base`, or `base.1`, `base.2`, ... whichever is not yet a value name."""
         if base not in self.values:
@@ -232,12 +225,6 @@ class Graph:
         """The data of a constant value, None for anything else."""
         value = self.values.get(name)
         return None if value is None else value.data
-
-    def node_named(self, name: str) -> Node:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
 
     # -- editing ------------------------------------------------------------------------------
 
