@@ -40,6 +40,6 @@ def build(sched: Schedule, target: AcceleratorTarget, name: str = "main") -> Bui
         ir[pass_name] = body
     body = passes.insert_tokens(body)
     ir["insert_tokens"] = body
-    body = passes.inject_virtual_threads(body)
+    body = passes.inject_virtual_threads(body, target)
     ir["inject_virtual_threads"] = body
     return Built(emit(func, body, target), func, ir)

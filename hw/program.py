@@ -286,7 +286,7 @@ class ProgramBuilder:
             self._constants["__uops"] = uop_words
         insns = [self._resolve(item, uop_region) for item in self._items]
         if check_tokens:
-            verify_tokens(insns)
+            verify_tokens(insns, (1 << self.cfg.token_counter_bits) - 1)
         words = isa.encode(insns, self.cfg)
         self._alloc("__insns", words.shape, np.uint64, "insns")
         dram_bytes = -(-self._next // 4096) * 4096
@@ -304,13 +304,14 @@ class ProgramBuilder:
         )  # fmt: skip
 
 
-def verify_tokens(insns: list[isa.Insn]) -> None:
+def verify_tokens(insns: list[isa.Insn], capacity: int | None = None) -> None:
     """Static token checks; raises ProgramError.
 
     Every token pushed is popped; the stream ends with FINISH; the dependencies (program order
-    within a module, and the k-th push of a queue before its k-th pop) have no cycle, which
-    would be a certain deadlock; and every load and store instruction is ordered before FINISH,
-    which could otherwise retire while they still run.
+    within a module, the k-th push of a queue before its k-th pop, and, with the counters'
+    `capacity`, the k-th pop before the (k + capacity)-th push, which needs room) have no cycle,
+    which would be a certain deadlock; and every load and store instruction is ordered before
+    FINISH, which could otherwise retire while they still run.
     """
     if not insns or not isinstance(insns[-1], isa.Finish):
         raise ProgramError("program does not end with FINISH")
@@ -331,10 +332,11 @@ def verify_tokens(insns: list[isa.Insn]) -> None:
                 f"token imbalance on queue {_queue_name(q)}: {len(pushers[q])} pushed, "
                 f"{len(poppers[q])} popped"
             )
-    _check_order(insns, pushers, poppers)
+    _check_order(insns, pushers, poppers, capacity)
 
 
-def _check_order(insns: list[isa.Insn], pushers: list[list[int]], poppers: list[list[int]]) -> None:
+def _check_order(insns: list[isa.Insn], pushers: list[list[int]], poppers: list[list[int]],
+                 capacity: int | None) -> None:  # fmt: skip
     after: list[list[int]] = [[] for _ in insns]  # happens-before edges
     last: dict[isa.Module, int] = {}
     for index, insn in enumerate(insns):
@@ -345,11 +347,15 @@ def _check_order(insns: list[isa.Insn], pushers: list[list[int]], poppers: list[
     for q in isa.Queue:
         for push, pop in zip(pushers[q], poppers[q], strict=True):
             after[push].append(pop)
+        if capacity is not None:  # a push needs room in the counter
+            for pop, push in zip(poppers[q], pushers[q][capacity:], strict=False):
+                after[pop].append(push)
     order = _topological(after)
     if len(order) < len(insns):
         stuck = sorted(set(range(len(insns))) - set(order))[:3]
         names = ", ".join(f"#{i} {isa.format_insn(insns[i])}" for i in stuck)
-        raise ProgramError(f"token dependencies form a cycle (a certain deadlock) through {names}")
+        room = "" if capacity is None else f", counting the token counters' room of {capacity}"
+        raise ProgramError(f"token dependencies form a cycle (a certain deadlock{room}) through {names}")
     reaches = _reaching(after, len(insns) - 1)
     for module in (isa.Module.LOAD, isa.Module.STORE):
         if module in last and last[module] not in reaches:

@@ -95,6 +95,25 @@ class Conv2d:
         self.cb = -(-spec.in_channels // t.block_in)
         self.kb = -(-spec.out_channels // t.block_out)
 
+    @property
+    def row_step(self) -> int:
+        """Input rows the input stage steps over per output row: a 1xN kernel with stride > 1
+        never reads the rows between strides, so its input tile takes every stride-th row (one
+        2-D DMA with a longer row pitch) instead of the whole span."""
+        s = self.spec
+        # (without padding only: a padding condition must step with the copied rows)
+        return s.stride if s.kernel == 1 and s.stride > 1 and s.pad == 0 else 1
+
+    def _in_rows(self, tile_h: int) -> int:
+        s = self.spec
+        return (tile_h - 1) * (s.stride // self.row_step) + s.kernel
+
+    def _rows_ok(self, tile_h: int) -> bool:
+        s = self.spec
+        if self.row_step > 1:  # unpadded: every tile reads real rows only
+            return True
+        return _pads_ok(s.out_height, tile_h, s.stride, s.kernel, s.pad, s.height, self.target)
+
     # -- the what ----------------------------------------------------------------------------------
     def tensors(self) -> dict[str, Tensor]:
         s, t = self.spec, self.target
@@ -103,21 +122,27 @@ class Conv2d:
         data = placeholder((self.nb, self.cb, s.height, s.width, t.batch, t.block_in), t.inp_dtype, "data")
         kernel = placeholder((self.kb, self.cb, r, r, t.block_out, t.block_in), t.wgt_dtype, "kernel")
         out: dict[str, Tensor] = {"data": data, "kernel": kernel}
+        row_step = self.row_step
         src = data
-        if p:
+        if p or row_step > 1:
             h, w = s.height, s.width
-            src = compute(
-                (self.nb, self.cb, h + 2 * p, w + 2 * p, t.batch, t.block_in),
-                lambda n, c, y, x, bi, ci: E.if_then_else(
-                    E.all_of(E.ge(y, p), E.lt(y, h + p), E.ge(x, p), E.lt(x, w + p)),
-                    data[n, c, y - p, x - p, bi, ci], 0),
-                "data_pad",
-            )  # fmt: skip
+            rows = s.out_height if row_step > 1 else h + 2 * p
+
+            def padded(n: E.Expr, c: E.Expr, y: E.Expr, x: E.Expr, bi: E.Expr, ci: E.Expr) -> E.Expr:
+                value = data[n, c, y * row_step - p, x - p, bi, ci]
+                if not p:
+                    return value
+                inside = E.all_of(E.ge(y, p), E.lt(y, h + p), E.ge(x, p), E.lt(x, w + p))
+                return E.if_then_else(inside, value, 0)
+
+            src = compute((self.nb, self.cb, rows, w + 2 * p, t.batch, t.block_in), padded,
+                          "data_pad" if p else "data_rows")  # fmt: skip
         ic, ry, rx = reduce_axis(self.cb, "ic"), reduce_axis(r, "ry"), reduce_axis(r, "rx")
         ii = reduce_axis(t.block_in, "ii")
         shape = (self.nb, self.kb, s.out_height, s.out_width, t.batch, t.block_out)
+        y_step = st // row_step
         conv = compute(shape, lambda n, o, y, x, bi, oi: sum(
-            E.cast(acc, src[n, ic, y * st + ry, x * st + rx, bi, ii])
+            E.cast(acc, src[n, ic, y * y_step + ry, x * st + rx, bi, ii])
             * E.cast(acc, kernel[o, ic, ry, rx, oi, ii]), [ic, ry, rx, ii]), "conv")  # fmt: skip
         result = conv
         ep = s.epilogue
@@ -146,7 +171,7 @@ class Conv2d:
     def footprint(self, k: Conv2dKnobs) -> dict[str, int]:
         """Scratchpad elements the point needs (all threads), as lowering will allocate them."""
         s = self.spec
-        in_h, in_w = (k.tile_h - 1) * s.stride + s.kernel, (k.tile_w - 1) * s.stride + s.kernel
+        in_h, in_w = self._in_rows(k.tile_h), (k.tile_w - 1) * s.stride + s.kernel
         bias = self.kb if s.epilogue.bias else 0
         return {
             "inp": k.threads * k.tile_b * k.tile_ic * in_h * in_w,
@@ -158,7 +183,9 @@ class Conv2d:
         s = self.spec
         if self.kb % (k.tile_oc * k.oc_threads) or s.out_height % (k.tile_h * k.h_threads):
             return False
-        if not (_pads_ok(s.out_height, k.tile_h, s.stride, s.kernel, s.pad, s.height, self.target)
+        if k.threads > self.target.token_capacity:
+            return False
+        if not (self._rows_ok(k.tile_h)
                 and _pads_ok(s.out_width, k.tile_w, s.stride, s.kernel, s.pad, s.width, self.target)):
             return False
         need = self.footprint(k)
@@ -174,7 +201,7 @@ class Conv2d:
         tiles = (self.nb // k.tile_b) * (self.kb // k.tile_oc) * (s.out_height // k.tile_h) * (
             s.out_width // k.tile_w)
         steps = tiles * (self.cb // k.tile_ic)
-        in_h, in_w = (k.tile_h - 1) * s.stride + s.kernel, (k.tile_w - 1) * s.stride + s.kernel
+        in_h, in_w = self._in_rows(k.tile_h), (k.tile_w - 1) * s.stride + s.kernel
         bandwidth = min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
         inp_bytes = k.tile_b * k.tile_ic * in_h * in_w * cfg.inp_elem_bytes
         wgt_bytes = k.tile_oc * k.tile_ic * s.kernel**2 * cfg.wgt_elem_bytes
@@ -199,7 +226,8 @@ class Conv2d:
         ts = self.tensors()
         s = Schedule(ts["out"])
         has_epi = "epi" in s.stages
-        inp = "data_pad" if s_.pad else s.cache_read("data", "inp", ["conv"])
+        staged = [name for name in ("data_pad", "data_rows") if name in s.stages]
+        inp = staged[0] if staged else s.cache_read("data", "inp", ["conv"])
         s.set_scope(inp, "inp")
         wgt = s.cache_read("kernel", "wgt", ["conv"])
         s.set_scope("conv", "acc")
@@ -226,7 +254,7 @@ class Conv2d:
         s.tensorize("conv", "bi")
         for stage in (inp, wgt):
             s.compute_at(stage, "conv", "ic.o")
-        s.pragma(inp, "y" if s_.pad else "i2", "dma_copy")
+        s.pragma(inp, "y" if staged else "i2", "dma_copy")
         s.pragma(wgt, "i0", "dma_copy")
         return s
 

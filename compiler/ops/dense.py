@@ -101,6 +101,8 @@ class Dense:
     def fits(self, k: DenseKnobs) -> bool:
         if self.nb % (k.tile_n * k.n_threads) or self.mb % (k.tile_m * k.m_threads):
             return False
+        if k.threads > self.target.token_capacity:
+            return False
         need = self.footprint(k)
         return all(need[n] <= self.target.scope(n).depth for n in need)
 

@@ -82,7 +82,8 @@ class Eltwise:
     def fits(self, k: EltwiseKnobs) -> bool:
         rows = self.spec.height // k.tile_h
         need = k.threads * len(self.operands) * k.tile_h * self.spec.width
-        return rows % k.threads == 0 and need <= self.target.scope("acc").depth
+        return (rows % k.threads == 0 and need <= self.target.scope("acc").depth
+                and k.threads <= self.target.token_capacity)  # fmt: skip
 
     def estimate(self, k: EltwiseKnobs) -> float | None:
         if not self.fits(k):

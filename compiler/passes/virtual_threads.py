@@ -11,13 +11,18 @@ thread's token protocol, inserted before this pass, stays balanced.
 from __future__ import annotations
 
 import dataclasses
+import math
 
+from compiler.errors import ScheduleError
+from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
 from compiler.tir import stmt as S
 from compiler.tir.visit import bind_affine, post_order
 
 
-def inject_virtual_threads(body: S.Stmt) -> S.Stmt:
+def inject_virtual_threads(body: S.Stmt, target: AcceleratorTarget) -> S.Stmt:
+    _check_thread_count(body, target)
+
     def visit(node: S.Stmt) -> S.Stmt:
         if isinstance(node, S.For) and node.kind == "vthread":
             return _interleave(node.body, node.var, node.extent)
@@ -31,7 +36,7 @@ def _interleave(node: S.Stmt, var: E.Var, count: int) -> S.Stmt:
         return S.For(node.var, node.extent, _interleave(node.body, var, count), node.kind)
     if isinstance(node, S.Attr):
         return S.Attr(node.key, node.value, node.stage, _interleave(node.body, var, count))
-    items: list[S.Stmt] = list(node.stmts) if isinstance(node, S.Seq) else [node]
+    items = _flatten(node)
     out: list[S.Stmt] = []
     for group in _tasks(items):
         if len(group) == 1 and isinstance(group[0], S.For | S.Attr | S.Seq):
@@ -42,13 +47,54 @@ def _interleave(node: S.Stmt, var: E.Var, count: int) -> S.Stmt:
     return S.seq(*out) if out else S.Seq(())
 
 
+def _check_thread_count(body: S.Stmt, target: AcceleratorTarget) -> None:
+    """Each thread may leave one token outstanding on a queue: a token counter must hold them
+    all, or the interleaved stream can deadlock on a full counter."""
+
+    def visit(node: S.Stmt, nest: tuple[S.For, ...]) -> None:
+        if isinstance(node, S.For) and node.kind == "vthread":
+            nest = (*nest, node)
+            total = math.prod(lp.extent for lp in nest)
+            if total > target.token_capacity:
+                names = " x ".join(f"{lp.var.name} ({lp.extent})" for lp in nest)
+                raise ScheduleError(
+                    f"virtual threads {names} = {total} threads can leave {total} tokens "
+                    f"outstanding on one queue; the token counters hold {target.token_capacity} "
+                    f"(token_counter_bits={target.cfg.token_counter_bits})")  # fmt: skip
+        for child in _children(node):
+            visit(child, nest)
+
+    visit(body, ())
+
+
+def _children(node: S.Stmt) -> tuple[S.Stmt, ...]:
+    if isinstance(node, S.Seq):
+        return node.stmts
+    if isinstance(node, S.For | S.Attr):
+        return (node.body,)
+    return ()
+
+
+def _flatten(node: S.Stmt) -> list[S.Stmt]:
+    """The statements of `node` with nested sequences and single-iteration loops spliced in: a
+    token placed around them (a hoisted chain's pop, a carried edge's pop) must join the task
+    of the statement it guards, not wait for every thread's."""
+    if isinstance(node, S.For) and node.extent == 1 and node.kind == "serial":
+        return _flatten(bind(node.body, node.var, 0))
+    if not isinstance(node, S.Seq):
+        return [node]
+    return [leaf for s in node.stmts for leaf in _flatten(s)]
+
+
 def _tasks(items: list[S.Stmt]) -> list[list[S.Stmt]]:
-    """Groups [pops] [one DMA or kernel] [pushes]; loops are groups of their own."""
+    """Groups [pops] [DMAs, kernels or token-free loops of one queue] [pushes]: a thread's
+    whole task on one queue (its loads of a step, say) stays together, so the next thread's
+    task never stands between it and its push.  Loops holding tokens are groups of their own."""
     groups: list[list[S.Stmt]] = []
     current: list[S.Stmt] = []
     state = "pops"  # what the current group can still take: pops, then a leaf, then pushes
     for s in items:
-        if isinstance(s, S.For | S.Attr | S.Seq):
+        if isinstance(s, S.For | S.Attr | S.Seq) and _has_sync(s):
             if current:
                 groups.append(current)
             groups.append([s])
@@ -63,7 +109,8 @@ def _tasks(items: list[S.Stmt]) -> list[list[S.Stmt]]:
             current.append(s)
             state = "pushes"
         else:
-            if state == "pushes" or any(not isinstance(x, S.Sync) for x in current):
+            leaves = [x for x in current if not isinstance(x, S.Sync)]
+            if state == "pushes" or (leaves and _queue(leaves[0]) != _queue(s)):
                 groups.append(current)
                 current = []
             current.append(s)
@@ -71,6 +118,27 @@ def _tasks(items: list[S.Stmt]) -> list[list[S.Stmt]]:
     if current:
         groups.append(current)
     return [g for g in groups if g]
+
+
+def _queue(node: S.Stmt) -> str | None:
+    """The queue of a leaf, or of the first leaf inside a token-free loop."""
+    if isinstance(node, S.Seq):
+        return _queue(node.stmts[0]) if node.stmts else None
+    if isinstance(node, S.For | S.Attr):
+        return _queue(node.body)
+    return S.queue_of(node)
+
+
+def _has_sync(node: S.Stmt) -> bool:
+    """Whether a token lies inside `node`: a loop without one is a single task (a loop of DMAs
+    or kernels), repeated per thread as a whole so the pops before it stay with it."""
+    if isinstance(node, S.Sync):
+        return True
+    if isinstance(node, S.Seq):
+        return any(_has_sync(s) for s in node.stmts)
+    if isinstance(node, S.For | S.Attr):
+        return _has_sync(node.body)
+    return False
 
 
 def bind(node: S.Stmt, var: E.Var, value: int) -> S.Stmt:
@@ -90,6 +158,8 @@ def bind(node: S.Stmt, var: E.Var, value: int) -> S.Stmt:
         return S.For(node.var, node.extent, bind(node.body, var, value), node.kind)
     if isinstance(node, S.Seq):
         return S.seq(*(bind(s, var, value) for s in node.stmts))
+    if isinstance(node, S.Attr):
+        return S.Attr(node.key, node.value, node.stage, bind(node.body, var, value))
     return node
 
 

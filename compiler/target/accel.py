@@ -64,6 +64,8 @@ class AcceleratorTarget:
                          self.acc_dtype),
         }  # fmt: skip
         self.uop_depth = cfg.uop_depth
+        # tokens one queue can hold outstanding: each virtual thread may leave one there
+        self.token_capacity = (1 << cfg.token_counter_bits) - 1
 
     @property
     def batch(self) -> int:

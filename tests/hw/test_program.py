@@ -134,9 +134,35 @@ def test_a_token_cycle_is_a_deadlock_at_build_time():
     b.nop(isa.Module.LOAD, pop_next=True, push_next=True)
     b.nop(isa.Module.COMPUTE, pop_prev=True, push_prev=True)
     b.finish()
-    with pytest.raises(ProgramError, match=r"token dependencies form a cycle \(a certain deadlock\) "
-                                            r"through #0 NOP-LOAD"):
+    with pytest.raises(ProgramError, match=r"token dependencies form a cycle \(a certain deadlock, counting "
+                                            r"the token counters' room of \d+\) through #0 NOP-LOAD"):
         b.build()
+
+
+def test_a_full_token_counter_is_a_deadlock_at_build_time():
+    # 2-bit counters hold 3 tokens: compute's 4th push needs load's first pop, which comes
+    # after load's 4th push, which needs compute's first pop, which comes after its 4th push.
+    cfg = dataclasses.replace(TINY, name="tiny-2bit", token_counter_bits=2)
+
+    def program(pushes: int) -> ProgramBuilder:
+        b = ProgramBuilder(cfg)
+        for _ in range(pushes):
+            b.nop(isa.Module.COMPUTE, push_prev=True)
+        for _ in range(pushes):
+            b.nop(isa.Module.LOAD, push_next=True)
+        b.nop(isa.Module.COMPUTE, pop_prev=True)
+        for _ in range(pushes - 1):
+            b.nop(isa.Module.COMPUTE, pop_prev=True)
+        for _ in range(pushes - 1):
+            b.nop(isa.Module.LOAD, pop_next=True)
+        b.nop(isa.Module.LOAD, pop_next=True, push_next=True)  # orders the loads before FINISH
+        b.nop(isa.Module.COMPUTE, pop_prev=True)
+        b.finish()
+        return b
+
+    program(3).build()  # three outstanding tokens fit
+    with pytest.raises(ProgramError, match=r"a certain deadlock, counting the token counters' room of 3"):
+        program(4).build()
 
 
 def test_work_not_ordered_before_finish_is_rejected():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseSpec, Epilogue
+from compiler.errors import ScheduleError
+from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseSpec, Epilogue, compile_op
 from compiler.ops.resnet18 import CONVS as RESNET18
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
@@ -26,8 +27,16 @@ def test_conv_and_dense_points_on_rtl(cfg, rtl):
     t = AcceleratorTarget(cfg)
     conv = Conv2d(Conv2dSpec(t.batch, 2 * t.block_in, 6, 6, 2 * t.block_out, 3, 1, 1,
                              Epilogue(multiplier=3, round=True, shift=5, clip=(-90, 90))), t)  # fmt: skip
-    for knobs in (conv.default_knobs(), Conv2dKnobs(tile_h=3, tile_w=6, oc_threads=2),
-                  Conv2dKnobs(tile_h=1, tile_w=6, tile_ic=2, oc_threads=2, h_threads=2)):  # fmt: skip
+    four_threads = Conv2dKnobs(tile_h=1, tile_w=6, tile_ic=2, oc_threads=2, h_threads=2)
+    points = [conv.default_knobs(), Conv2dKnobs(tile_h=3, tile_w=6, oc_threads=2)]
+    if t.token_capacity >= 4:
+        points.append(four_threads)
+    else:  # 2-bit token counters hold 3 outstanding tokens: four threads could deadlock
+        assert not conv.fits(four_threads)
+        with pytest.raises(ScheduleError, match=r"= 4 threads can leave 4 tokens outstanding on one "
+                                                r"queue; the token counters hold 3 \(token_counter_bits=2\)"):
+            compile_op(conv, knobs=four_threads)
+    for knobs in points:
         result = check_op(conv, backend=rtl(cfg), knobs=knobs)
         assert result.stats.cycles and result.stats.gemm_uops == 2 * 2 * 36 * 9
     dense = Dense(DenseSpec(2 * t.batch, 3 * t.block_in, 5 * t.block_out), t)
@@ -49,7 +58,6 @@ def test_resnet18_classifier_exact_on_rtl(rtl):
 
 @pytest.mark.parametrize("name", ["layer3", "layer4_skip"])
 def test_timing_model_predicts_compiled_layers(name, rtl):
-    from compiler.ops import compile_op
     from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs
     from sim.backends import make_backend
 
