@@ -1,11 +1,11 @@
 """Layers with the weight statistics of a trained network, set from the calibration batch.
 
-Random weights alone give a network whose activations drift layer after layer and whose logits
-barely depend on the input. A trained network is well conditioned: each batch norm sees running
-statistics that match its input, and the classifier separates inputs. These helpers reproduce
-that: He-initialised convolutions, batch norms whose running mean and variance are measured on
-the data actually flowing in (with gamma and beta away from 1 and 0), and a classifier centred
-on the mean feature and scaled to a realistic logit spread.
+Random weights alone give a network whose activations drift layer after layer, which amplifies
+small perturbations (int8 rounding among them), and whose logits barely depend on the input. A
+trained network is well conditioned: each batch norm's running statistics match its input,
+residual branches are small next to the identity, depthwise filters pass smooth signals, and
+the classifier reads the directions in which features differ between inputs. These helpers
+reproduce each of those properties; the constants below say how.
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def conv_bn(g: GraphWriter, rng: np.random.Generator, x: Value, *, conv: str, bn
 
 
 def classifier(g: GraphWriter, rng: np.random.Generator, features: Value, samples: np.ndarray, *,
-               name: str, classes: int, linear: bool = False) -> Value:  # fmt: skip
-    """Gemm (or MatMul + Add when `linear`) from `features` [n, K] to `classes` discriminative logits.
+               name: str, classes: int) -> Value:  # fmt: skip
+    """Gemm (transB=1) from `features` [n, K] to `classes` logits that discriminate between inputs.
 
     A trained classifier reads the few directions in which features vary from input to input
     (its class means span them), not random ones, and ignores what all inputs share. So the
@@ -98,9 +98,6 @@ def classifier(g: GraphWriter, rng: np.random.Generator, features: Value, sample
     weight *= LOGIT_STD / max(float(((f - f.mean(axis=0)) @ weight.T).std()), 1e-30)
     weight32 = numeric.round_significant(weight)
     bias = numeric.round_significant(-(f.mean(axis=0) @ weight32.T.astype(np.float64)))
-    if linear:
-        return ops.linear(g, features, g.param(f"{name}.weight", np.ascontiguousarray(weight32.T)),
-                          g.param(f"{name}.bias", bias), name=name)  # fmt: skip
     return ops.gemm(g, features, g.param(f"{name}.weight", weight32), g.param(f"{name}.bias", bias),
                     name=name)  # fmt: skip
 

@@ -3,7 +3,8 @@
 conv 3x3/2 (32) + BN + ReLU6, 17 inverted residual blocks (1x1 expand + BN + ReLU6, 3x3
 depthwise conv with group = channels + BN + ReLU6, 1x1 linear projection + BN; a residual Add
 where stride is 1 and channels match), conv 1x1 to 1280 + BN + ReLU6, global average pool,
-Flatten, Gemm 1280 -> 1000. ReLU6 is Clip(0, 6) with its bounds as inputs, so opset >= 11.
+Flatten, Gemm 1280 -> 1000. ReLU6 is Clip(0, 6): bounds as inputs from opset 11, as attributes
+before (as older exporters wrote it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import onnx
 from codesign.zoo import images, layers, ops
 from codesign.zoo.writer import GraphWriter, Value
 
-MIN_OPSET = 11
+MIN_OPSET = 9
 # (expansion t, output channels c, repeats n, stride of the first repeat s), the paper's table 2.
 SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
             (6, 320, 1, 1))  # fmt: skip

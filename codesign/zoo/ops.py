@@ -2,7 +2,7 @@
 
 Every function adds one node (or the few nodes an exporter writes for one framework op) to a
 `GraphWriter` and returns its output `Value`. Where the ONNX form depends on the opset (Clip's
-bounds, Unsqueeze's axes, Gelu) the function writes the form of the writer's opset.
+bounds, Gelu) the function writes the form of the writer's opset.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import numpy as np
 from codesign.zoo import numeric
 from codesign.zoo.writer import GraphWriter, Value
 
-# The last opset that wrote Clip's bounds as attributes and Unsqueeze's axes as an attribute.
+# The last opset with Clip's bounds as attributes, and the first with a Gelu operator.
 CLIP_ATTRS_UNTIL = 10
-UNSQUEEZE_ATTR_UNTIL = 12
 GELU_OP_SINCE = 20
 
 
@@ -112,9 +111,8 @@ def transpose(g: GraphWriter, x: Value, perm: Sequence[int], *, name: str) -> Va
 
 
 def unsqueeze(g: GraphWriter, x: Value, axes: Sequence[int], *, name: str) -> Value:
+    """Unsqueeze with axes as an input (opset >= 13; its one user, bert-tiny, needs 17 anyway)."""
     data = np.expand_dims(x.data, tuple(axes))
-    if g.opset <= UNSQUEEZE_ATTR_UNTIL:
-        return g.node("Unsqueeze", [x], data, name=name, axes=list(axes))
     return g.node("Unsqueeze", [x, g.constant(np.array(axes, np.int64), "axes")], data, name=name)
 
 

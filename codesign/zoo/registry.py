@@ -53,7 +53,7 @@ MODELS: dict[str, ModelInfo] = {
                   mlp.MIN_OPSET, (), mlp.build, mlp.sample_inputs),
         ModelInfo("resnet18", "ResNet-18, 224x224, batch norms unfolded", _IMAGE, (1, resnet18.CLASSES),
                   resnet18.PARAMETERS, resnet18.MIN_OPSET, (), resnet18.build, resnet18.sample_inputs),
-        ModelInfo("mobilenetv2", "MobileNetV2 1.0, 224x224, depthwise convs, Clip(0, 6)", _IMAGE,
+        ModelInfo("mobilenetv2", "MobileNetV2 1.0, 224x224, depthwise convs, ReLU6 as Clip(0, 6)", _IMAGE,
                   (1, mobilenetv2.CLASSES), mobilenetv2.PARAMETERS, mobilenetv2.MIN_OPSET, (),
                   mobilenetv2.build, mobilenetv2.sample_inputs),
         ModelInfo("bert-tiny", "BERT-tiny 2 layers, hidden 128, 2 heads, two-class head",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+from threadpoolctl import threadpool_limits
 
 CHANNELS = (1, 16, 32)
 CLASSES = 10
@@ -103,7 +104,16 @@ def gradients(weights: dict[str, np.ndarray], images: np.ndarray,
 
 def train(images: np.ndarray, labels: np.ndarray, *, seed: int,
           config: TrainConfig = TrainConfig()) -> dict[str, np.ndarray]:  # fmt: skip
-    """Weights after `config.epochs` of Adam on shuffled mini-batches; deterministic for a seed."""
+    """Weights after `config.epochs` of Adam on shuffled mini-batches; deterministic for a seed.
+
+    Runs BLAS on one thread: the summation order, hence the weights, then do not depend on the
+    thread count, and these small products are faster on one thread than split over several.
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _train(images, labels, seed, config)
+
+
+def _train(images: np.ndarray, labels: np.ndarray, seed: int, config: TrainConfig) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     weights = init_weights(rng, images.shape[2])
     moments = {name: (np.zeros_like(w), np.zeros_like(w)) for name, w in weights.items()}
