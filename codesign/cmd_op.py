@@ -31,12 +31,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     dense.add_argument("--n", type=int, required=True)
     _common(dense)
     dense.set_defaults(run=_run, make=_dense)
-    for kind, text in (("add", "clip(a + b) of two int8 tensors (residual add)"),
-                       ("clip", "clip of one int8 tensor (ReLU with --low 0)")):  # fmt: skip
+    for kind, text in (("add", "clip((a*mult_a + b*mult_b) >> shift) of two int8 tensors (residual)"),
+                       ("clip", "clip((a*mult_a) >> shift) of one int8 tensor (ReLU: --low 0)")):  # fmt: skip
         p = group.add_parser(kind, help=text)
         p.add_argument("--shape", required=True, metavar="N,C,H,W")
         p.add_argument("--low", type=int, default=-128)
         p.add_argument("--high", type=int, default=127)
+        p.add_argument("--mult-a", type=int, default=1)
+        if kind == "add":
+            p.add_argument("--mult-b", type=int, default=1)
+        p.add_argument("--requant-shift", type=int, default=0, help="rounding right shift after the sum")
         _common(p)
         p.set_defaults(run=_run, make=_eltwise)
 
@@ -50,7 +54,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--print-ir", action="store_true", help="print the final loop IR")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-bias", action="store_true")
-    p.add_argument("--multiplier", type=int, default=None)
+    p.add_argument("--multiplier", type=int, default=None, help="one immediate multiplier (16 bits)")
+    p.add_argument("--channel-multiplier", action="store_true",
+                   help="a per-output-channel multiplier vector (an int32 input, as per-channel scales need)")
+    p.add_argument("--round", action="store_true", help="round to nearest before the shift")
     p.add_argument("--shift", type=int, default=8)
     p.add_argument("--no-relu", action="store_true", help="clip to [-128, 127] instead of [0, 127]")
     p.add_argument("--json", action="store_true")
@@ -58,7 +65,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _epilogue(args: argparse.Namespace) -> Epilogue:
     return Epilogue(bias=not args.no_bias, multiplier=args.multiplier, shift=args.shift,
-                    clip=(-128, 127) if args.no_relu else (0, 127))  # fmt: skip
+                    clip=(-128, 127) if args.no_relu else (0, 127),
+                    channel_multiplier=args.channel_multiplier, round=args.round)  # fmt: skip
 
 
 def _conv(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
@@ -69,7 +77,8 @@ def _conv(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
 
 def _eltwise(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
     n, c, h, w = _four(args.shape, "--shape")
-    return Eltwise(EltwiseSpec(args.action, n, c, h, w, (args.low, args.high)), target)
+    return Eltwise(EltwiseSpec(args.action, n, c, h, w, (args.low, args.high), args.mult_a,
+                               getattr(args, "mult_b", 1), args.requant_shift), target)  # fmt: skip
 
 
 def _four(text: str, flag: str) -> tuple[int, int, int, int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -18,7 +18,9 @@ class Epilogue:
     """acc -> int8: (+ bias) (* multiplier) (+ rounding) (>> shift) (clip), then truncation.
 
     Every step is one ALU instruction per tile; integer semantics wrap at 32 bits as the
-    accumulator does.
+    accumulator does.  The multiplier is one immediate for the whole tensor (`multiplier`, 16
+    bits) or a per-output-channel vector (`channel_multiplier`, 32 bits, an input `mult` loaded
+    into acc like the bias): per-channel weight scales need the second.
     """
 
     bias: bool = True
@@ -26,8 +28,11 @@ class Epilogue:
     shift: int = 8
     round: bool = False
     clip: tuple[int, int] | None = (0, 127)
+    channel_multiplier: bool = False
 
     def __post_init__(self) -> None:
+        if self.multiplier is not None and self.channel_multiplier:
+            raise ValueError("epilogue takes one multiplier: an immediate or a per-channel vector, not both")
         if not 0 <= self.shift <= 31:
             raise ValueError(f"epilogue shift must be in [0, 31], not {self.shift}")
         if self.clip is not None and self.clip[0] > self.clip[1]:
@@ -35,17 +40,24 @@ class Epilogue:
 
     @property
     def alu_ops(self) -> int:
-        return (int(self.bias) + int(self.multiplier is not None) + int(self.round and self.shift > 0)
+        return (len(self.vectors) + int(self.multiplier is not None) + int(self.round and self.shift > 0)
                 + int(self.shift > 0) + 2 * int(self.clip is not None))  # fmt: skip
 
-    def expr(self, acc: E.Expr, bias: E.Expr | None) -> E.Expr:
-        """The epilogue applied to one accumulator value, in the TE language."""
+    @property
+    def vectors(self) -> tuple[str, ...]:
+        """The per-output-channel int32 inputs, in the order they are applied."""
+        return ("bias",) * self.bias + ("mult",) * self.channel_multiplier
+
+    def expr(self, acc: E.Expr, vectors: Mapping[str, E.Expr]) -> E.Expr:
+        """The epilogue applied to one accumulator value, in the TE language; `vectors` holds
+        this channel's element of each name in `self.vectors`."""
         x = acc
         if self.bias:
-            assert bias is not None
-            x = x + bias
+            x = x + vectors["bias"]
         if self.multiplier is not None:
             x = x * self.multiplier
+        if self.channel_multiplier:
+            x = x * vectors["mult"]
         if self.round and self.shift > 0:
             x = x + (1 << (self.shift - 1))
         if self.shift:
@@ -54,15 +66,17 @@ class Epilogue:
             x = E.minimum(E.maximum(x, self.clip[0]), self.clip[1])
         return x
 
-    def apply(self, acc: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-        """The numpy reference of `expr` on int32 accumulators (wrapping like the hardware)."""
+    def apply(self, acc: np.ndarray, vectors: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The numpy reference of `expr` on int32 accumulators (wrapping like the hardware);
+        `vectors` broadcast against `acc`."""
         x = acc.astype(np.int64)
-        wrap = _wrap32
+        wrap = wrap32
         if self.bias:
-            assert bias is not None
-            x = wrap(x + bias)
+            x = wrap(x + vectors["bias"])
         if self.multiplier is not None:
             x = wrap(x * self.multiplier)
+        if self.channel_multiplier:
+            x = wrap(x * vectors["mult"].astype(np.int64))
         if self.round and self.shift > 0:
             x = wrap(x + (1 << (self.shift - 1)))
         if self.shift:
@@ -75,7 +89,13 @@ class Epilogue:
         return asdict(self)
 
 
-def _wrap32(x: np.ndarray) -> np.ndarray:
+def random_vectors(ep: Epilogue, rng: np.random.Generator, channels: int) -> dict[str, np.ndarray]:
+    """Seeded per-channel epilogue inputs: biases of realistic size, multipliers of both signs."""
+    ranges = {"bias": (-(1 << 16), 1 << 16), "mult": (-(1 << 10), 1 << 10)}
+    return {name: rng.integers(*ranges[name], channels) for name in ep.vectors}
+
+
+def wrap32(x: np.ndarray) -> np.ndarray:
     return ((x + (1 << 31)) & ((1 << 32) - 1)) - (1 << 31)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import Epilogue, check_knobs, default_point, divisors, grid
+from compiler.ops.common import Epilogue, check_knobs, default_point, divisors, grid, random_vectors
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -147,11 +147,10 @@ class Conv2d:
         result = conv
         ep = s.epilogue
         if ep.alu_ops:
-            bias = None
-            if ep.bias:
-                bias = out["bias"] = placeholder((self.kb, t.batch, t.block_out), acc, "bias")
+            vec = {v: placeholder((self.kb, t.batch, t.block_out), acc, v) for v in ep.vectors}
+            out.update(vec)
             result = compute(shape, lambda n, o, y, x, bi, oi: ep.expr(
-                conv[n, o, y, x, bi, oi], bias[o, bi, oi] if bias is not None else None), "epi")  # fmt: skip
+                conv[n, o, y, x, bi, oi], {v: vec[v][o, bi, oi] for v in vec}), "epi")  # fmt: skip
         out["out"] = compute(
             shape, lambda n, o, y, x, bi, oi: E.cast(t.out_dtype, result[n, o, y, x, bi, oi]), "out")
         return out
@@ -172,11 +171,11 @@ class Conv2d:
         """Scratchpad elements the point needs (all threads), as lowering will allocate them."""
         s = self.spec
         in_h, in_w = self._in_rows(k.tile_h), (k.tile_w - 1) * s.stride + s.kernel
-        bias = self.kb if s.epilogue.bias else 0
+        vectors = self.kb * len(s.epilogue.vectors)
         return {
             "inp": k.threads * k.tile_b * k.tile_ic * in_h * in_w,
             "wgt": k.threads * k.tile_oc * k.tile_ic * s.kernel * s.kernel,
-            "acc": k.threads * k.tile_b * k.tile_oc * k.tile_h * k.tile_w + bias,
+            "acc": k.threads * k.tile_b * k.tile_oc * k.tile_h * k.tile_w + vectors,
         }
 
     def fits(self, k: Conv2dKnobs) -> bool:
@@ -233,9 +232,9 @@ class Conv2d:
         s.set_scope("conv", "acc")
         if has_epi:
             s.set_scope("epi", "acc")
-            if s_.epilogue.bias:
-                s.cache_read("bias", "acc", ["epi"])
-                s.pragma("bias.acc", "i0", "dma_copy")
+            for v in s_.epilogue.vectors:
+                s.cache_read(v, "acc", ["epi"])
+                s.pragma(f"{v}.acc", "i0", "dma_copy")
         s.split("out", "n", k.tile_b)
         s.split("out", "o", k.tile_oc)
         s.split("out", "y", k.tile_h)
@@ -266,8 +265,8 @@ class Conv2d:
         data = rng.integers(-128, 128, (s.batch, s.in_channels, s.height, s.width))
         kernel = rng.integers(-128, 128, (s.out_channels, s.in_channels, s.kernel, s.kernel))
         out = {"data": self.pack_data(data), "kernel": self.pack_kernel(kernel)}
-        if s.epilogue.bias:
-            out["bias"] = self.pack_bias(rng.integers(-(1 << 16), 1 << 16, s.out_channels))
+        for name, vector in random_vectors(s.epilogue, rng, s.out_channels).items():
+            out[name] = self.pack_bias(vector)
         return out
 
     def pack_data(self, x: np.ndarray) -> np.ndarray:
@@ -285,6 +284,7 @@ class Conv2d:
         return np.ascontiguousarray(w).astype(t.wgt_dtype)
 
     def pack_bias(self, b: np.ndarray) -> np.ndarray:
+        """A per-channel int32 vector (bias or multiplier) as (K/co, batch, co)."""
         t = self.target
         b = np.pad(b, (0, self.kb * t.block_out - b.shape[0])).reshape(self.kb, 1, t.block_out)
         return np.ascontiguousarray(np.broadcast_to(b, (self.kb, t.batch, t.block_out))).astype(t.acc_dtype)
@@ -302,10 +302,8 @@ class Conv2d:
         win = win[:, :, :: s.stride, :: s.stride][:, :, : s.out_height, : s.out_width]
         acc = np.einsum("nchwij,kcij->nkhw", win, wt, optimize=True)  # exact: |sums| < 2**53
         acc = acc.astype(np.int64)
-        bias = None
-        if s.epilogue.bias:
-            bias = inputs["bias"][:, 0, :].reshape(-1)[None, :, None, None]
-        y = s.epilogue.apply(acc, bias)  # (N, K, OH, OW) int8
+        vectors = {v: inputs[v][:, 0, :].reshape(-1)[None, :, None, None] for v in s.epilogue.vectors}
+        y = s.epilogue.apply(acc, vectors)  # (N, K, OH, OW) int8
         y = y.reshape(nb, b, kb, co, s.out_height, s.out_width).transpose(0, 2, 4, 5, 1, 3)
         return np.ascontiguousarray(y)
 

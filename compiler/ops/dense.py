@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import Epilogue, check_knobs, default_point, divisors, grid
+from compiler.ops.common import Epilogue, check_knobs, default_point, divisors, grid, random_vectors
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -78,11 +78,10 @@ class Dense:
         out: dict[str, Tensor] = {"data": data, "weight": weight}
         result = gemm
         if ep.alu_ops:
-            bias = None
-            if ep.bias:
-                bias = out["bias"] = placeholder((self.nb, t.batch, t.block_out), acc, "bias")
+            vec = {v: placeholder((self.nb, t.batch, t.block_out), acc, v) for v in ep.vectors}
+            out.update(vec)
             result = compute(shape, lambda m, n, bi, oi: ep.expr(
-                gemm[m, n, bi, oi], bias[n, bi, oi] if bias is not None else None), "epi")  # fmt: skip
+                gemm[m, n, bi, oi], {v: vec[v][n, bi, oi] for v in vec}), "epi")  # fmt: skip
         out["out"] = compute(shape, lambda m, n, bi, oi: E.cast(t.out_dtype, result[m, n, bi, oi]), "out")
         return out
 
@@ -94,9 +93,9 @@ class Dense:
         return grid(DenseKnobs, self.space())  # type: ignore[no-any-return]
 
     def footprint(self, k: DenseKnobs) -> dict[str, int]:
-        bias = self.nb if self.spec.epilogue.bias else 0
+        vectors = self.nb * len(self.spec.epilogue.vectors)
         return {"inp": k.threads * k.tile_m * k.tile_k, "wgt": k.threads * k.tile_n * k.tile_k,
-                "acc": k.threads * k.tile_m * k.tile_n + bias}  # fmt: skip
+                "acc": k.threads * k.tile_m * k.tile_n + vectors}  # fmt: skip
 
     def fits(self, k: DenseKnobs) -> bool:
         if self.nb % (k.tile_n * k.n_threads) or self.mb % (k.tile_m * k.m_threads):
@@ -135,9 +134,9 @@ class Dense:
         s.set_scope("gemm", "acc")
         if has_epi:
             s.set_scope("epi", "acc")
-            if self.spec.epilogue.bias:
-                s.cache_read("bias", "acc", ["epi"])
-                s.pragma("bias.acc", "i0", "dma_copy")
+            for v in self.spec.epilogue.vectors:
+                s.cache_read(v, "acc", ["epi"])
+                s.pragma(f"{v}.acc", "i0", "dma_copy")
         s.split("out", "m", k.tile_m)
         s.split("out", "n", k.tile_n)
         s.virtual_thread("out", "n.o", k.n_threads)
@@ -161,8 +160,8 @@ class Dense:
         rng = np.random.default_rng(seed)
         out = {"data": self.pack_data(rng.integers(-128, 128, (s.m, s.k))),
                "weight": self.pack_weight(rng.integers(-128, 128, (s.n, s.k)))}  # fmt: skip
-        if s.epilogue.bias:
-            out["bias"] = self.pack_bias(rng.integers(-(1 << 16), 1 << 16, s.n))
+        for name, vector in random_vectors(s.epilogue, rng, s.n).items():
+            out[name] = self.pack_bias(vector)
         return out
 
     def pack_data(self, x: np.ndarray) -> np.ndarray:
@@ -185,8 +184,8 @@ class Dense:
     def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         acc = np.einsum("mkbi,nkoi->mbno", inputs["data"].astype(np.int64),
                         inputs["weight"].astype(np.int64))  # fmt: skip
-        bias = inputs["bias"][None, :, :, :].transpose(0, 2, 1, 3) if self.spec.epilogue.bias else None
-        y = self.spec.epilogue.apply(acc, bias)  # (mb, b, nb, co)
+        vectors = {v: inputs[v][None, :, :, :].transpose(0, 2, 1, 3) for v in self.spec.epilogue.vectors}
+        y = self.spec.epilogue.apply(acc, vectors)  # (mb, b, nb, co)
         return np.ascontiguousarray(y.transpose(0, 2, 1, 3))
 
     def describe(self) -> dict[str, Any]:

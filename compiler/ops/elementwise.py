@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import check_knobs, default_point, divisors, grid
+from compiler.ops.common import check_knobs, default_point, divisors, grid, wrap32
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -20,7 +20,10 @@ from compiler.te.tensor import Tensor, compute, placeholder
 
 @dataclass(frozen=True)
 class EltwiseSpec:
-    """`add`: clip(a + b); `clip`: clip(a).  Shapes in NCHW, channels padded to blocks."""
+    """`add`: clip((a * mult_a + b * mult_b + rounding) >> shift); `clip`: the same without b.
+    The multipliers rescale two int8 tensors of different scales onto the output's (a residual
+    connection of a quantized network); with shift 0 and multipliers 1 it is clip(a + b).  Every
+    step wraps at 32 bits like the accumulator.  Shapes in NCHW, channels padded to blocks."""
 
     kind: str
     batch: int
@@ -28,12 +31,19 @@ class EltwiseSpec:
     height: int
     width: int
     clip: tuple[int, int] = (-128, 127)
+    mult_a: int = 1
+    mult_b: int = 1
+    shift: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in ("add", "clip"):
             raise ValueError(f"element-wise kind must be add or clip, not {self.kind!r}")
         if min(self.batch, self.channels, self.height, self.width) < 1:
             raise ValueError("element-wise shape must be positive")
+        if not 0 <= self.shift <= 31:
+            raise ValueError(f"element-wise shift must be in [0, 31], not {self.shift}")
+        if self.kind == "clip" and self.mult_b != 1:
+            raise ValueError("element-wise clip has one operand: mult_b does not apply")
 
 
 @dataclass(frozen=True)
@@ -62,11 +72,19 @@ class Eltwise:
         shape = (self.nb, self.cb, s.height, s.width, t.batch, t.block_out)
         ins = {n: placeholder(shape, t.inp_dtype, n) for n in self.operands}
         acc, (lo, hi) = t.acc_dtype, s.clip
+        b_term = None
+        if "b" in ins:  # b times a multiplier is its own ALU stage: the ALU adds loaded tensors
+            b_term = ins["b"] if s.mult_b == 1 else compute(
+                shape, lambda *i: E.cast(acc, ins["b"][i]) * s.mult_b, "b_scaled")
 
         def body(n, c, y, x, bi, oi):  # type: ignore[no-untyped-def]
             v = E.cast(acc, ins["a"][n, c, y, x, bi, oi])
-            if "b" in ins:
-                v = v + E.cast(acc, ins["b"][n, c, y, x, bi, oi])
+            if s.mult_a != 1:
+                v = v * s.mult_a
+            if b_term is not None:
+                v = v + E.cast(acc, b_term[n, c, y, x, bi, oi])
+            if s.shift:
+                v = (v + (1 << (s.shift - 1))) >> s.shift
             return E.minimum(E.maximum(v, lo), hi)
 
         res = compute(shape, body, "res")
@@ -104,10 +122,15 @@ class Eltwise:
         s.split("out", "y", k.tile_h)
         s.virtual_thread("out", "y.o", k.threads)
         s.reorder("out", "y.o.vt", "n", "c", "y.o.vi")
+        scaled = "b_scaled" in s.stages
         for name in self.operands:
-            cached = s.cache_read(name, "acc", ["res"])
+            cached = s.cache_read(name, "acc", ["b_scaled" if name == "b" and scaled else "res"])
             s.compute_at(cached, "out", "y.o.vi")
             s.pragma(cached, "i2", "dma_copy")
+        if scaled:
+            s.set_scope("b_scaled", "acc")
+            s.compute_at("b_scaled", "out", "y.o.vi")
+            s.pragma("b_scaled", "i0", "alu")
         s.compute_at("res", "out", "y.o.vi")
         s.pragma("res", "n", "alu")
         s.pragma("out", "y.i", "dma_copy")
@@ -119,8 +142,13 @@ class Eltwise:
         return {n: rng.integers(-128, 128, shape).astype(np.int8) for n in self.operands}
 
     def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
-        v = sum(inputs[n].astype(np.int32) for n in self.operands)
-        return np.clip(v, *self.spec.clip).astype(np.int8)  # type: ignore[no-any-return]
+        s = self.spec
+        v = wrap32(inputs["a"].astype(np.int64) * s.mult_a)
+        if "b" in inputs:
+            v = wrap32(v + wrap32(inputs["b"].astype(np.int64) * s.mult_b))
+        if s.shift:
+            v = wrap32(v + (1 << (s.shift - 1))) >> s.shift
+        return np.clip(v, *s.clip).astype(np.int8)  # type: ignore[no-any-return]
 
     def describe(self) -> dict[str, Any]:
         return {"op": self.spec.kind, **{k: v for k, v in asdict(self.spec).items() if k != "kind"}}

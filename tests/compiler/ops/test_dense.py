@@ -22,7 +22,8 @@ def test_resnet18_classifier_exact():
        st.integers(0, 10**6), st.booleans())  # fmt: skip
 def test_generated_shapes_and_points_exact(cfg, m_blocks, k, n, pick, relu):
     t = AcceleratorTarget(cfg)
-    op = Dense(DenseSpec(m_blocks * t.batch, k, n, Epilogue(clip=(0, 127) if relu else None)), t)
+    ep = Epilogue(clip=(0, 127) if relu else None, channel_multiplier=pick % 4 == 1, round=pick % 4 == 1)
+    op = Dense(DenseSpec(m_blocks * t.batch, k, n, ep), t)
     points = [p for p in op.points() if op.fits(p)]
     knobs = op.default_knobs() if pick % 3 == 0 else points[pick % len(points)]
     check_op(op, knobs=knobs, seed=pick, fsim_seed=pick if pick % 2 else None)

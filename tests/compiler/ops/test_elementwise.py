@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from compiler.errors import ScheduleError
@@ -22,6 +23,29 @@ def test_elementwise_exact_on_fsim(cfg, kind, clip):
     assert result.stats.acc_load_bytes == operands * op.nb * op.cb * 30 * cfg.out_elem_bytes
 
 
+# (mult_a, mult_b, shift, clip): rescaled residual adds of a quantized network, and a requantize
+RESCALED = [(300, -200, 9, (0, 127)), (1, 77, 6, (-128, 127)), (-5000, 20000, 15, (-100, 100))]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=[c.name for c in CONFIGS])
+@pytest.mark.parametrize("mult_a,mult_b,shift,clip", RESCALED)
+def test_rescaled_add_exact_on_fsim(cfg, mult_a, mult_b, shift, clip):
+    t = AcceleratorTarget(cfg)
+    op = Eltwise(EltwiseSpec("add", t.batch, 2 * t.block_out + 1, 4, 3, clip, mult_a, mult_b, shift), t)
+    assert "b_scaled" in op.schedule(op.default_knobs()).stages
+    for knobs in (None, EltwiseKnobs(tile_h=1, threads=2)):
+        check_op(op, knobs=knobs, fsim_seed=3)
+    requant = Eltwise(EltwiseSpec("clip", t.batch, t.block_out, 4, 4, clip, mult_a, 1, shift), t)
+    check_op(requant)
+
+
+def test_rescaled_add_reference_by_hand():
+    op = Eltwise(EltwiseSpec("add", 1, 16, 1, 1, (-128, 127), 3, -2, 2), AcceleratorTarget(PRESETS["vta"]))
+    a, b = np.full(op.tensors()["a"].shape, 9, np.int8), np.full(op.tensors()["b"].shape, 100, np.int8)
+    # 9*3 + 100*(-2) = -173; + 2 (rounding) = -171; >> 2 = -43 (floor)
+    assert (op.reference({"a": a, "b": b}) == -43).all()
+
+
 @pytest.mark.rtl
 @pytest.mark.parametrize("name", ["tiny", "rect", "vta"])
 def test_residual_add_exact_on_rtl(name):
@@ -29,13 +53,21 @@ def test_residual_add_exact_on_rtl(name):
 
     cfg = PRESETS[name]
     t = AcceleratorTarget(cfg)
+    sim = RtlSimulator(cfg)
     op = Eltwise(EltwiseSpec("add", t.batch, 2 * t.block_out, 4, 6, (0, 127)), t)
-    check_op(op, backend=RtlSimulator(cfg), knobs=EltwiseKnobs(tile_h=2, threads=2))
+    check_op(op, backend=sim, knobs=EltwiseKnobs(tile_h=2, threads=2))
+    mult_a, mult_b, shift, clip = RESCALED[0]
+    op = Eltwise(EltwiseSpec("add", t.batch, 2 * t.block_out, 4, 6, clip, mult_a, mult_b, shift), t)
+    check_op(op, backend=sim, knobs=EltwiseKnobs(tile_h=2, threads=2))
 
 
 def test_elementwise_errors():
     t = AcceleratorTarget(PRESETS["rect"])
     with pytest.raises(ValueError, match="kind must be add or clip, not 'mul'"):
         EltwiseSpec("mul", 2, 16, 4, 4)
+    with pytest.raises(ValueError, match=r"element-wise shift must be in \[0, 31\], not 32"):
+        EltwiseSpec("add", 2, 16, 4, 4, shift=32)
+    with pytest.raises(ValueError, match="element-wise clip has one operand: mult_b does not apply"):
+        EltwiseSpec("clip", 2, 16, 4, 4, mult_b=3)
     with pytest.raises(ScheduleError, match="batch 3 is not a multiple of the core's batch 2"):
         Eltwise(EltwiseSpec("add", 3, 16, 4, 4), t)

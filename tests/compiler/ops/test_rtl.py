@@ -39,8 +39,8 @@ def test_conv_and_dense_points_on_rtl(cfg, rtl):
     for knobs in points:
         result = check_op(conv, backend=rtl(cfg), knobs=knobs)
         assert result.stats.cycles and result.stats.gemm_uops == 2 * 2 * 36 * 9
-    dense = Dense(DenseSpec(2 * t.batch, 3 * t.block_in, 5 * t.block_out), t)
-    check_op(dense, backend=rtl(cfg))
+    for ep in (Epilogue(), Epilogue(channel_multiplier=True, round=True, shift=12, clip=(-100, 120))):
+        check_op(Dense(DenseSpec(2 * t.batch, 3 * t.block_in, 5 * t.block_out, ep), t), backend=rtl(cfg))
 
 
 @pytest.mark.parametrize("layer", RESNET18, ids=[r[0] for r in RESNET18])
