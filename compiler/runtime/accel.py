@@ -1,0 +1,103 @@
+"""Quantized graph operators on the accelerator: QConv (groups 1), QGemm and QAdd become the
+compiled operators of compiler/ops, with their constants packed once and their activations
+packed and unpacked by native host kernels around each run.
+
+The integer semantics are those of the quantized-graph contract (compiler/quant): requantization
+(+ bias, * per-channel multiplier, + rounding, >> shift, clip) wraps at 32 bits exactly like
+`Epilogue.apply`, which is what the accelerator's ALU does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import ScheduleError
+from compiler.ops import CompiledOp, Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, compile_op
+from compiler.ops.common import Epilogue
+from compiler.ops.host import compile_host_op
+from compiler.target.accel import AcceleratorTarget
+
+
+@dataclass
+class AccelStep:
+    """One operator compiled for the accelerator: its Program, packed constants, and the host
+    kernels that pack its activations in and unpack its output."""
+
+    name: str
+    op: Any
+    compiled: CompiledOp
+    constants: dict[str, np.ndarray]
+    activations: tuple[str, ...]  # the Program's activation inputs, in the node's input order
+    out_shape: tuple[int, ...]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def pack(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+        """The Program's inputs for these activations (NCHW or [M, K] int8)."""
+        t = self.op.target
+        out = dict(self.constants)
+        for name, x in zip(self.activations, arrays, strict=True):
+            block = t.block_in if name == "data" else t.block_out
+            kernel = compile_host_op("pack", shape=x.shape, batch_block=t.batch, channel_block=block,
+                                     dtype="int8")  # fmt: skip
+            out[name] = kernel(np.ascontiguousarray(x, dtype=np.int8))
+        return out
+
+    def unpack(self, packed: np.ndarray) -> np.ndarray:
+        t = self.op.target
+        kernel = compile_host_op("unpack", shape=self.out_shape, batch_block=t.batch,
+                                 channel_block=t.block_out, dtype="int8")  # fmt: skip
+        return kernel(np.ascontiguousarray(packed))  # type: ignore[no-any-return]
+
+
+def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, bias: bool = True) -> Epilogue:
+    return Epilogue(bias=bias, shift=shift, round=shift > 0, clip=(clip_lo, clip_hi), channel_multiplier=True)
+
+
+def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], weight: np.ndarray,
+              bias: np.ndarray, mult: np.ndarray, *, strides: tuple[int, ...], pads: tuple[int, ...],
+              shift: int, clip: tuple[int, int], knobs: Any = None) -> AccelStep:  # fmt: skip
+    """A QConv with one group, a square kernel, equal strides and symmetric padding."""
+    n, c, h, w = x_shape
+    k, c_w, r, s = weight.shape
+    if c_w != c or r != s or len(set(strides)) != 1 or len(set(pads)) != 1:
+        raise ScheduleError(f"{name}: the accelerator runs square kernels with one group, equal "
+                            f"strides and symmetric padding (kernel {r}x{s}, strides {strides}, "
+                            f"pads {pads}, {c // c_w} groups)")  # fmt: skip
+    if n % target.batch:
+        raise ScheduleError(f"{name}: batch {n} is not a multiple of the core's batch {target.batch}")
+    spec = Conv2dSpec(n, c, h, w, k, r, strides[0], pads[0], requant_epilogue(shift, *clip))
+    op = Conv2d(spec, target)
+    consts = {"kernel": op.pack_kernel(weight), "bias": op.pack_bias(bias), "mult": op.pack_bias(mult)}
+    compiled = compile_op(op, knobs=knobs)
+    out_shape = (n, k, spec.out_height, spec.out_width)
+    return AccelStep(name, op, compiled, consts, ("data",), out_shape, {"macs": spec.macs})
+
+
+def dense_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], weight: np.ndarray,
+               bias: np.ndarray, mult: np.ndarray, *, shift: int, clip: tuple[int, int],
+               knobs: Any = None) -> AccelStep:  # fmt: skip
+    m, k = x_shape
+    n, k_w = weight.shape
+    if k_w != k:
+        raise ScheduleError(f"{name}: weight is {weight.shape}, input has {k} features")
+    if m % target.batch:
+        raise ScheduleError(f"{name}: {m} rows are not a multiple of the core's batch {target.batch}")
+    op = Dense(DenseSpec(m, k, n, requant_epilogue(shift, *clip)), target)
+    consts = {"weight": op.pack_weight(weight), "bias": op.pack_bias(bias), "mult": op.pack_bias(mult)}
+    compiled = compile_op(op, knobs=knobs)
+    return AccelStep(name, op, compiled, consts, ("data",), (m, n), {"macs": m * k * n})
+
+
+def add_step(name: str, target: AcceleratorTarget, shape: tuple[int, ...], *, mult_a: int, mult_b: int,
+             shift: int, clip: tuple[int, int], knobs: Any = None) -> AccelStep:  # fmt: skip
+    if len(shape) != 4:
+        raise ScheduleError(f"{name}: the accelerator adds NCHW tensors, not shape {shape}")
+    n, c, h, w = shape
+    if n % target.batch:
+        raise ScheduleError(f"{name}: batch {n} is not a multiple of the core's batch {target.batch}")
+    op = Eltwise(EltwiseSpec("add", n, c, h, w, clip, mult_a, mult_b, shift), target)
+    compiled = compile_op(op, knobs=knobs)
+    return AccelStep(name, op, compiled, {}, ("a", "b"), tuple(shape), {"macs": 0})
