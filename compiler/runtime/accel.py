@@ -42,14 +42,20 @@ class AccelStep:
             block = t.block_in if name == "data" else t.block_out
             kernel = compile_host_op("pack", shape=x.shape, batch_block=t.batch, channel_block=block,
                                      dtype="int8")  # fmt: skip
-            out[name] = kernel(np.ascontiguousarray(x, dtype=np.int8))
+            out[name] = _one(kernel(np.ascontiguousarray(x, dtype=np.int8)))
         return out
 
     def unpack(self, packed: np.ndarray) -> np.ndarray:
         t = self.op.target
         kernel = compile_host_op("unpack", shape=self.out_shape, batch_block=t.batch,
                                  channel_block=t.block_out, dtype="int8")  # fmt: skip
-        return kernel(np.ascontiguousarray(packed))  # type: ignore[no-any-return]
+        return _one(kernel(np.ascontiguousarray(packed)))
+
+
+def _one(result: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray:
+    """The single output of a host kernel."""
+    assert isinstance(result, np.ndarray)
+    return result
 
 
 def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, bias: bool = True) -> Epilogue:
