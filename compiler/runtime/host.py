@@ -1,0 +1,127 @@
+"""Graph nodes on the host as native kernels (compiler/ops/host, JIT-compiled with LLVM).
+
+`host_kernel(graph, node)` returns a function from the node's input arrays to its outputs, or
+None when no native kernel covers the node (the runtime then evaluates it with the graph
+interpreter and reports it as `host-numpy`).  Each mapping reads the node's canonical attributes
+(compiler/graph/opdefs) and the quantized-graph contract (compiler/quant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from compiler.graph.ir import Graph, Node
+from compiler.ops.host import HOST_OPS, compile_host_op
+
+Kernel = Callable[[list[np.ndarray]], list[np.ndarray]]
+
+
+def host_kernel(graph: Graph, node: Node) -> Kernel | None:
+    make = _MAPPINGS.get(node.op)
+    if make is None:
+        return None
+    spec = make(graph, node)
+    if spec is None or spec[0] not in HOST_OPS:
+        return None
+    name, params, arity = spec
+    kernel = compile_host_op(name, **params)
+
+    def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        result = kernel(*(np.ascontiguousarray(a) for a in arrays[:arity]))
+        return list(result) if isinstance(result, tuple) else [result]
+
+    return run
+
+
+Spec = tuple[str, dict[str, Any], int] | None
+
+
+def _shape(graph: Graph, node: Node, i: int = 0) -> tuple[int, ...]:
+    return graph.values[node.inputs[i]].shape
+
+
+def _dtype(graph: Graph, node: Node, i: int = 0) -> str:
+    return graph.values[node.inputs[i]].dtype
+
+
+def _window(node: Node) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]] | None:
+    """kernel, stride, pad of a 2-D pool with symmetric padding, floor mode, no dilation."""
+    kernel, strides, pads = node.ints_attr("kernel_shape"), node.ints_attr("strides"), node.ints_attr("pads")
+    if len(kernel) != 2 or pads[:2] != pads[2:] or node.attrs.get("ceil_mode", 0):
+        return None
+    if any(d != 1 for d in node.attrs.get("dilations", (1, 1))):  # type: ignore[union-attr]
+        return None
+    return (kernel[0], kernel[1]), (strides[0], strides[1]), (pads[0], pads[1])
+
+
+def _max_pool(graph: Graph, node: Node) -> Spec:
+    win = _window(node)
+    if win is None or len(node.outputs) != 1:
+        return None
+    kernel, stride, pad = win
+    return "max_pool2d", {"shape": _shape(graph, node), "kernel": kernel, "stride": stride, "pad": pad,
+                          "dtype": _dtype(graph, node)}, 1  # fmt: skip
+
+
+def _global_avg_pool(graph: Graph, node: Node) -> Spec:
+    if _dtype(graph, node) != "float32":
+        return None
+    return "global_avg_pool2d", {"shape": _shape(graph, node)}, 1
+
+
+def _last_axis(graph: Graph, node: Node, name: str) -> Spec:
+    shape = _shape(graph, node)
+    if node.int_attr("axis") % len(shape) != len(shape) - 1:
+        return None
+    return name, {"shape": shape}, 1
+
+
+def _softmax(graph: Graph, node: Node) -> Spec:
+    return _last_axis(graph, node, "softmax")
+
+
+def _gelu(graph: Graph, node: Node) -> Spec:
+    if node.attrs.get("approximate", "none") != "none":
+        return None
+    return "gelu", {"shape": _shape(graph, node)}, 1
+
+
+def _layer_norm(graph: Graph, node: Node) -> Spec:
+    spec = _last_axis(graph, node, "layer_norm")
+    if spec is None:
+        return None
+    spec[1].update(eps=node.float_attr("epsilon"), bias=len(node.inputs) > 2)
+    return spec[0], spec[1], len(node.inputs)
+
+
+def _quantize(graph: Graph, node: Node) -> Spec:
+    return "quantize", {"shape": _shape(graph, node), "scale": node.float_attr("scale")}, 1
+
+
+def _dequantize(graph: Graph, node: Node) -> Spec:
+    return "dequantize", {"shape": _shape(graph, node), "scale": node.float_attr("scale"),
+                          "dtype": _dtype(graph, node)}, 1  # fmt: skip
+
+
+def _binary(name: str) -> Callable[[Graph, Node], Spec]:
+    def make(graph: Graph, node: Node) -> Spec:
+        return name, {"a_shape": _shape(graph, node, 0), "b_shape": _shape(graph, node, 1),
+                      "dtype": _dtype(graph, node)}, 2  # fmt: skip
+
+    return make
+
+
+_MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
+    "MaxPool": _max_pool,
+    "GlobalAveragePool": _global_avg_pool,
+    "Softmax": _softmax,
+    "Gelu": _gelu,
+    "LayerNormalization": _layer_norm,
+    "Quantize": _quantize,
+    "Dequantize": _dequantize,
+    "Add": _binary("add"),
+    "Mul": _binary("mul"),
+}

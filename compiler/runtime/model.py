@@ -1,0 +1,202 @@
+"""`CompiledModel`: a quantized graph partitioned into accelerator steps and host steps.
+
+Partitioning: a QConv with one group (square kernel, equal strides, symmetric padding), a QGemm
+and a 4-D QAdd become accelerator steps (compiler/runtime/accel.py) when the operator compiles
+for the target; everything else runs on the host.  Host steps use a native kernel where the
+host-kernel registry has one (compiler/ops/host, JIT-compiled with LLVM); layout-only ops
+(Flatten, Reshape, Squeeze, Unsqueeze) are views; an op with neither is evaluated by the graph
+interpreter and reported as `host-numpy`, so the report never hides where an operator ran.
+
+`run` executes the steps in order against one environment of named arrays and returns the
+outputs with a per-step record (where it ran, cycles, GEMM micro-ops, utilization, host time).
+This module never imports `sim`: the caller passes a backend (`sim.backends.make_backend`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from compiler.errors import ScheduleError
+from compiler.graph.interp import evaluate_node
+from compiler.graph.ir import Graph, Node
+from compiler.runtime.accel import AccelStep, add_step, conv_step, dense_step
+from compiler.target.accel import AcceleratorTarget
+
+_VIEWS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze")
+
+
+class Backend(Protocol):
+    name: str
+
+    def run(self, program: Any, inputs: Mapping[str, np.ndarray] | None) -> Any: ...
+
+
+@dataclass
+class Step:
+    node: Node
+    where: str  # "accel", "host", "host-numpy" or "view"
+    accel: AccelStep | None = None
+    host: Callable[[list[np.ndarray]], list[np.ndarray]] | None = None
+    compile_s: float = 0.0
+
+
+@dataclass
+class StepRecord:
+    name: str
+    op: str
+    where: str
+    cycles: int | None = None
+    gemm_uops: int | None = None
+    utilization: float | None = None
+    host_s: float = 0.0
+    macs: int = 0
+    stats: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ModelResult:
+    outputs: dict[str, np.ndarray]
+    steps: list[StepRecord] = field(default_factory=list)
+
+    @property
+    def cycles(self) -> int:
+        return sum(s.cycles or 0 for s in self.steps)
+
+    @property
+    def host_s(self) -> float:
+        return sum(s.host_s for s in self.steps)
+
+
+class CompiledModel:
+    """The steps of one quantized graph on one accelerator target."""
+
+    def __init__(self, graph: Graph, target: AcceleratorTarget, steps: list[Step]) -> None:
+        self.graph, self.target, self.steps = graph, target, steps
+
+    @classmethod
+    def compile(cls, graph: Graph, target: AcceleratorTarget, *, offload: bool = True) -> CompiledModel:
+        steps = [_plan(graph, node, target, offload) for node in graph.nodes]
+        return cls(graph, target, steps)
+
+    @property
+    def compile_s(self) -> float:
+        return sum(s.compile_s for s in self.steps)
+
+    def offloaded_macs_fraction(self) -> float:
+        total = sum(_macs(self.graph, s.node) for s in self.steps)
+        accel = sum(_macs(self.graph, s.node) for s in self.steps if s.where == "accel")
+        return accel / total if total else 0.0
+
+    def run(self, inputs: Mapping[str, np.ndarray], backend: Backend) -> ModelResult:
+        env = {k: v.data for k, v in self.graph.values.items() if v.data is not None}
+        env.update(inputs)
+        records = []
+        for step in self.steps:
+            arrays = [env[x] for x in step.node.inputs]
+            outputs, record = _execute(self.graph, step, arrays, backend)
+            env.update(zip(step.node.outputs, outputs, strict=True))
+            records.append(record)
+        return ModelResult({name: env[name] for name in self.graph.outputs}, records)
+
+
+def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool) -> Step:
+    start = time.perf_counter()
+    step: Step
+    if node.op in _VIEWS:
+        step = Step(node, "view")
+    else:
+        accel = _accel_step(graph, node, target) if offload else None
+        if accel is not None:
+            step = Step(node, "accel", accel=accel)
+        else:
+            host = _host_kernel(graph, node)
+            step = Step(node, "host" if host else "host-numpy", host=host)
+    step.compile_s = time.perf_counter() - start
+    return step
+
+
+def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget) -> AccelStep | None:
+    """The node as an accelerator step, or None when the accelerator cannot run it."""
+    shape = graph.values[node.inputs[0]].shape
+    clip = (node.int_attr("clip_lo"), node.int_attr("clip_hi")) if node.op.startswith("Q") else (0, 0)
+    try:
+        if node.op == "QConv" and node.int_attr("group") == 1:
+            w, b, m = (graph.const_data(x) for x in node.inputs[1:4])
+            if w is None or b is None or m is None:
+                return None
+            return conv_step(node.name, target, shape, w, b, m, strides=node.ints_attr("strides"),
+                             pads=node.ints_attr("pads"), shift=node.int_attr("shift"),
+                             clip=clip)  # fmt: skip
+        if node.op == "QGemm":
+            w, b, m = (graph.const_data(x) for x in node.inputs[1:4])
+            if w is None or b is None or m is None:
+                return None
+            return dense_step(node.name, target, shape, w, b, m, shift=node.int_attr("shift"), clip=clip)
+        if node.op == "QAdd" and len(shape) == 4:
+            return add_step(node.name, target, shape, mult_a=node.int_attr("mult_a"),
+                            mult_b=node.int_attr("mult_b"), shift=node.int_attr("shift"),
+                            clip=clip)  # fmt: skip
+    except ScheduleError:
+        return None  # not this accelerator's shape: the host runs it
+    return None
+
+
+def _host_kernel(graph: Graph, node: Node) -> Callable[[list[np.ndarray]], list[np.ndarray]] | None:
+    """A native host kernel for the node, when the registry has one for its op."""
+    from compiler.runtime.host import host_kernel
+
+    return host_kernel(graph, node)
+
+
+def _execute(graph: Graph, step: Step, arrays: Sequence[np.ndarray],
+             backend: Backend) -> tuple[list[np.ndarray], StepRecord]:  # fmt: skip
+    node = step.node
+    record = StepRecord(node.name, node.op, step.where, macs=_macs(graph, node))
+    start = time.perf_counter()
+    if step.accel is not None:
+        packed = step.accel.pack(list(arrays))
+        host = time.perf_counter() - start
+        result = backend.run(step.accel.compiled.built.program, packed)
+        start = time.perf_counter()
+        outputs = [step.accel.unpack(result.outputs["out"])] if result.outputs else [_zeros(graph, node)]
+        stats = result.stats
+        record.cycles, record.gemm_uops = stats.cycles, stats.gemm_uops
+        record.utilization = stats.gemm_uops / stats.cycles if stats.cycles else None
+        record.stats = stats.to_dict()
+        record.host_s = host + time.perf_counter() - start
+        return outputs, record
+    if step.where == "view":
+        outputs = [np.asarray(arrays[0]).reshape(graph.values[node.outputs[0]].shape)]
+    elif step.host is not None:
+        outputs = step.host(list(arrays))
+    else:
+        outputs = evaluate_node(graph, node, arrays)
+    record.host_s = time.perf_counter() - start
+    return outputs, record
+
+
+def _zeros(graph: Graph, node: Node) -> np.ndarray:
+    """A timing-only backend computes no values: later steps still need arrays of the shape."""
+    value = graph.values[node.outputs[0]]
+    return np.zeros(value.shape, value.dtype)
+
+
+def _macs(graph: Graph, node: Node) -> int:
+    """Multiply-accumulates of a convolution or matrix product (0 for other ops)."""
+    if node.op in ("QConv", "Conv"):
+        out = graph.values[node.outputs[0]].shape
+        w = graph.values[node.inputs[1]].shape
+        return int(np.prod(out)) * int(np.prod(w[1:]))
+    if node.op in ("QGemm", "Gemm", "MatMul"):
+        a = graph.values[node.inputs[0]].shape
+        out = graph.values[node.outputs[0]].shape
+        return int(np.prod(out)) * int(a[-1])
+    return 0
