@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -207,10 +208,10 @@ register(
 # -- pooling -------------------------------------------------------------------------------------
 
 
-def _pool_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
+def _pool_rule(values: Sequence[Value], attrs: Attrs, allowed: Sequence[str] = FLOATS) -> list[TensorType]:
     (x,) = values
     check(x.rank >= 3, f"pooling needs NC + spatial dimensions, not {x.shape}")
-    check(x.dtype in FLOATS, f"dtype {x.dtype} is not supported")
+    check(x.dtype in allowed, f"dtype {x.dtype} is not supported")
     spatial = _spatial(x, attrs, _ints(attrs, "kernel_shape"), bool(attrs["ceil_mode"]))
     return [TensorType(x.shape[:2] + spatial, x.dtype)]
 
@@ -224,7 +225,9 @@ def _pool_out(x: np.ndarray, attrs: Attrs) -> tuple[int, ...]:
 def _max_pool(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     (x,) = xs
     kernel, out = _ints(attrs, "kernel_shape"), _pool_out(x, attrs)
-    win = _windows(x, attrs, kernel, out, -np.inf)
+    # int8 max pooling (quantized graphs) is exact: pads never win, scale unchanged
+    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    win = _windows(x, attrs, kernel, out, fill)
     return [win.max(axis=tuple(range(-len(kernel), 0))).astype(x.dtype)]
 
 
@@ -248,7 +251,16 @@ def _avg_pool(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
 
 
 _POOL = {**_WINDOW, "kernel_shape": AttrSpec("ints"), "ceil_mode": AttrSpec("int", 0)}
-register(OpDef("MaxPool", (1, 1), _pool_rule, _max_pool, "max over windows (only the values output)", _POOL))
+register(
+    OpDef(
+        "MaxPool",
+        (1, 1),
+        partial(_pool_rule, allowed=FLOATS + ("int8",)),
+        _max_pool,
+        "max over windows (only the values output); float or int8",
+        _POOL,
+    )
+)
 register(
     OpDef(
         "AveragePool",
