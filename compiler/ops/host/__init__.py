@@ -4,6 +4,9 @@ compiled through LLVM.
     kernel = compile_host_op("max_pool2d", shape=(1, 64, 112, 112), kernel=3, stride=2, pad=1)
     out = kernel(data)              # or kernel(data, out=preallocated)
 
+The quantizer's int8 operators (qconv2d, qgemm, qadd, qglobal_avg_pool) take their graph
+attributes by the same names (see compiler.ops.host.qconv and qops).
+
 `compile_host_op` builds each distinct (operator, parameters, opt_level) once per process; below
 it, compiler.codegen.host caches compiled code by the kernel's LLVM IR.  `build_host` compiles a
 user's own schedule the same way.
@@ -24,6 +27,8 @@ from compiler.ops.host.eltwise import Add, Mul
 from compiler.ops.host.layout import Pack, Unpack
 from compiler.ops.host.norm import Gelu, LayerNorm, Softmax
 from compiler.ops.host.pool import AvgPool2d, GlobalAvgPool2d, MaxPool2d
+from compiler.ops.host.qconv import QConv2d
+from compiler.ops.host.qops import QAdd, QGemm, QGlobalAvgPool
 from compiler.ops.host.quant import Dequantize, Quantize, Requantize
 from compiler.schedule.schedule import Schedule
 from compiler.te.tensor import Tensor
@@ -31,7 +36,8 @@ from compiler.te.tensor import Tensor
 HOST_OPS: dict[str, type[HostOp]] = {
     cls.op: cls
     for cls in (MaxPool2d, AvgPool2d, GlobalAvgPool2d, Softmax, LayerNorm, Gelu, Quantize,
-                Dequantize, Requantize, Add, Mul, Pack, Unpack, Conv2dInt8)
+                Dequantize, Requantize, Add, Mul, Pack, Unpack, Conv2dInt8, QConv2d, QGemm, QAdd,
+                QGlobalAvgPool)
 }  # fmt: skip
 
 _KERNELS: dict[tuple[HostOp, int], HostKernel] = {}
@@ -73,5 +79,6 @@ def build_host(sched: Schedule, name: str = "main", inputs: Sequence[Tensor] | N
 
 
 __all__ = ["HOST_OPS", "Add", "AvgPool2d", "Conv2dInt8", "Dequantize", "Gelu", "GlobalAvgPool2d",
-           "HostKernel", "HostOp", "LayerNorm", "MaxPool2d", "Mul", "Pack", "Quantize",
-           "Requantize", "Softmax", "Unpack", "build_host", "compile_host_op", "host_op"]  # fmt: skip
+           "HostKernel", "HostOp", "LayerNorm", "MaxPool2d", "Mul", "Pack", "QAdd", "QConv2d", "QGemm",
+           "QGlobalAvgPool", "Quantize", "Requantize", "Softmax", "Unpack", "build_host",
+           "compile_host_op", "host_op"]  # fmt: skip
