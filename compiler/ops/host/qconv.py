@@ -34,6 +34,7 @@ from compiler.ops.host.qops import (
     random_channel_vectors,
     requant_expr,
     requant_reference,
+    vectorize_loop,
     wrap32,
 )
 from compiler.schedule.schedule import Schedule
@@ -230,25 +231,24 @@ class QConv2d(HostOp):
         block = next(f for f in (4, 2, 1) if self.out_hw[1] % f == 0)
         s.split("acc", "x", block)
         s.reorder("acc", "x.o", "ic", "ry", "rx", "x.i", "k")
-        s.vectorize("acc", "k")
+        vectorize_loop(s, "acc", "k", self.weight_shape[0])
         return s
 
     def _schedule_depthwise(self, s: Schedule) -> Schedule:
         """Channels last, `lanes` channels a vector: the transposed copy and the requantized
         transpose back in tiles of `lanes` channels (contiguous vector stores and loads); each
         output row accumulated a few pixels at a time, the window loops inside a channel tile."""
-        lanes = next(f for f in (16, 8, 4, 2, 1) if self.weight_shape[0] % f == 0)
+        lanes = next((f for f in (16, 8, 4) if self.weight_shape[0] % f == 0), 1)
         s.split("data_pad", "ch", lanes)
         s.reorder("data_pad", "y", "ch.o", "x", "ch.i")
-        s.vectorize("data_pad", "ch.i")
         s.split("out", "ch", lanes)
         s.reorder("out", "y", "ch.o", "x", "ch.i")
-        s.vectorize("out", "ch.i")
         s.compute_at("acc", "out", "y")  # one output row, channels last, in the stack
         s.split("acc", "x", next(f for f in (4, 2, 1) if self.out_hw[1] % f == 0))
         s.split("acc", "k", lanes)
         s.reorder("acc", "x.o", "k.o", "ry", "rx", "x.i", "k.i")
-        s.vectorize("acc", "k.i")
+        for stage, axis in (("data_pad", "ch.i"), ("out", "ch.i"), ("acc", "k.i")):
+            vectorize_loop(s, stage, axis, lanes)
         return s
 
     def _schedule_rows(self, s: Schedule) -> Schedule:
@@ -263,8 +263,8 @@ class QConv2d(HostOp):
             s.vectorize("acc", "x.i")
         else:
             s.reorder("acc", "ic", "ry", "rx", "x")
-            s.vectorize("acc", "x")
-        s.vectorize("out", "x")
+            vectorize_loop(s, "acc", "x", ow)
+        vectorize_loop(s, "out", "x", ow)
         kg = self.weight_shape[0] // self.group
         if any(self.pad_tlbr) and kg == 1:  # each padded plane serves one output channel
             s.compute_at("data_pad", "out", "ch")

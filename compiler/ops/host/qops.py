@@ -80,6 +80,13 @@ def random_channel_vectors(rng: np.random.Generator, channels: int) -> list[np.n
     return [bias, mult]
 
 
+def vectorize_loop(s: Schedule, stage: str, axis: str, extent: int) -> None:
+    """Vectorise a loop of at least 4 iterations (given 2 or 3, LLVM may fail to, and then says
+    so on stderr)."""
+    if extent >= 4:
+        s.vectorize(stage, axis)
+
+
 def _i32(x: E.Expr) -> E.Expr:
     return E.cast("int32", x)
 
@@ -124,7 +131,7 @@ class QGemm(HostOp):
     def schedule(self, ts: dict[str, Tensor]) -> Schedule:
         s = Schedule(ts["out"])
         s.compute_at("acc", "out", "j")  # one int32 in the stack: a register
-        s.vectorize("acc", "rk")
+        vectorize_loop(s, "acc", "rk", self.shape[1])
         return s
 
     def random_inputs(self, seed: int) -> list[np.ndarray]:
@@ -170,7 +177,7 @@ class QAdd(HostOp):
 
     def schedule(self, ts: dict[str, Tensor]) -> Schedule:
         s = Schedule(ts["out"])
-        s.vectorize("out", s.stage("out").leaves[-1])
+        vectorize_loop(s, "out", s.stage("out").leaves[-1], self.shape[-1])
         return s
 
     def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[override]
@@ -209,7 +216,8 @@ class QGlobalAvgPool(HostOp):
     def schedule(self, ts: dict[str, Tensor]) -> Schedule:
         s = Schedule(ts["out"])
         s.compute_at("total", "out", "ch")
-        s.vectorize("total", s.fuse("total", "ry", "rx"))  # one contiguous run of H*W bytes
+        flat = s.fuse("total", "ry", "rx")  # one contiguous run of H*W bytes
+        vectorize_loop(s, "total", flat, self.shape[2] * self.shape[3])
         return s
 
     def reference(self, data: np.ndarray) -> np.ndarray:  # type: ignore[override]
