@@ -1,0 +1,98 @@
+"""Small schedules written with the public TE and schedule primitives, shared by the pass tests.
+
+Each is as small as shows its pass's work on the `tiny` preset (batch 1, 4x4 core), so that the
+expected IR can be derived by hand from the passes' contracts.
+"""
+
+from __future__ import annotations
+
+from compiler import te
+from compiler.schedule import Schedule
+from compiler.target import AcceleratorTarget
+from hw.config import PRESETS
+
+TINY = AcceleratorTarget(PRESETS["tiny"])
+
+
+def matmul(m: int = 1, k: int = 2, n: int = 2, *, tile_k: int = 1, tile_n: int = 1,
+           threads: int = 1, epilogue: bool = False, loads_per_tile: bool = False,
+           t: AcceleratorTarget = TINY) -> Schedule:  # fmt: skip
+    """out[m, n] = int8(sum_k a[m, k] * w[n, k]) in blocks, optionally through the epilogue
+    `min(max((acc + bias) >> 8, 0), 127)` on the ALU; one output block (or `tile_n` of them) per
+    tile, `threads` virtual threads over n, the reduction in steps of `tile_k` blocks (or, with
+    `loads_per_tile`, the inputs loaded once per output tile, whole k)."""
+    b, ci, co = t.batch, t.block_in, t.block_out
+    a = te.placeholder((m, k, b, ci), "int8", "a")
+    w = te.placeholder((n, k, co, ci), "int8", "w")
+    kk, ki = te.reduce_axis(k, "k"), te.reduce_axis(ci, "ki")
+    shape = (m, n, b, co)
+    c = te.compute(shape, lambda m, n, b, o: te.sum(
+        te.cast("int32", a[m, kk, b, ki]) * te.cast("int32", w[n, kk, o, ki]), [kk, ki]), "c")
+    res = c
+    if epilogue:
+        bias = te.placeholder((n, b, co), "int32", "bias")
+        res = te.compute(shape, lambda m, n, b, o: te.minimum(
+            te.maximum((c[m, n, b, o] + bias[n, b, o]) >> 8, 0), 127), "epi")  # fmt: skip
+    out = te.compute(shape, lambda m, n, b, o: te.cast("int8", res[m, n, b, o]), "out")
+    s = Schedule(out)
+    s.cache_read("a", "inp", ["c"])
+    s.cache_read("w", "wgt", ["c"])
+    s.set_scope("c", "acc")
+    s.split("out", "n", tile_n)
+    at = "n.o"
+    if threads > 1:
+        s.virtual_thread("out", "n.o", threads)
+        at = "n.o.vi"
+    s.compute_at("c", "out", at)
+    s.pragma("out", "n.i", "dma_copy")
+    if epilogue:
+        s.set_scope("epi", "acc")
+        s.cache_read("bias", "acc", ["epi"])
+        s.pragma("bias.acc", "i0", "dma_copy")
+        s.compute_at("epi", "out", at)
+        s.pragma("epi", "m", "alu")
+    s.split("c", "k", tile_k)
+    s.reorder("c", "k.o", "m", "n", "k.i", "b", "o", "ki")
+    s.tensorize("c", "b")
+    for stage in ("a.inp", "w.wgt"):
+        if loads_per_tile:
+            s.compute_at(stage, "out", at)
+        else:
+            s.compute_at(stage, "c", "k.o")
+        s.pragma(stage, "i0", "dma_copy")
+    return s
+
+
+def conv(h: int = 4, w: int = 4, *, kernel: int = 3, pad: int = 1, tile_h: int = 2,
+         t: AcceleratorTarget = TINY) -> Schedule:  # fmt: skip
+    """A one-channel-block 2-D convolution (stride 1, zero padding `pad`) in tiles of `tile_h`
+    output rows: the padded input is one 2-D DMA per tile with pads on both spatial axes."""
+    b, ci, co = t.batch, t.block_in, t.block_out
+    data = te.placeholder((1, 1, h, w, b, ci), "int8", "data")
+    kern = te.placeholder((1, 1, kernel, kernel, co, ci), "int8", "kernel")
+    hp, wp = h + 2 * pad, w + 2 * pad
+    padded = te.compute((1, 1, hp, wp, b, ci), lambda n, c, y, x, bi, i: te.if_then_else(
+        te.all_of(te.ge(y, pad), te.lt(y, h + pad), te.ge(x, pad), te.lt(x, w + pad)),
+        data[n, c, y - pad, x - pad, bi, i], 0), "pad")  # fmt: skip
+    ic, ry, rx = te.reduce_axis(1, "ic"), te.reduce_axis(kernel, "ry"), te.reduce_axis(kernel, "rx")
+    ii = te.reduce_axis(ci, "ii")
+    oh, ow = hp - kernel + 1, wp - kernel + 1
+    shape = (1, 1, oh, ow, b, co)
+    cv = te.compute(shape, lambda n, o, y, x, bi, oi: te.sum(
+        te.cast("int32", padded[n, ic, y + ry, x + rx, bi, ii])
+        * te.cast("int32", kern[o, ic, ry, rx, oi, ii]), [ic, ry, rx, ii]), "conv")  # fmt: skip
+    out = te.compute(shape, lambda n, o, y, x, bi, oi: te.cast("int8", cv[n, o, y, x, bi, oi]), "out")
+    s = Schedule(out)
+    s.set_scope("pad", "inp")
+    s.cache_read("kernel", "wgt", ["conv"])
+    s.set_scope("conv", "acc")
+    s.split("out", "y", tile_h)
+    s.compute_at("conv", "out", "y.o")
+    s.pragma("out", "y.i", "dma_copy")
+    s.reorder("conv", "ic", "n", "o", "y", "x", "ry", "rx", "bi", "oi", "ii")
+    s.tensorize("conv", "bi")
+    for stage in ("pad", "kernel.wgt"):
+        s.compute_at(stage, "conv", "ic")
+    s.pragma("pad", "n", "dma_copy")
+    s.pragma("kernel.wgt", "i0", "dma_copy")
+    return s
