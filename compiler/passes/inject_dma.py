@@ -104,7 +104,8 @@ def _pattern(stage: str, where: str, loops: list[tuple[E.Var, int]], load: bool,
         if list(idx[-2:]) != lanes or any(lanes[0] in E.free_vars(i) or lanes[1] in E.free_vars(i)
                                           for i in idx[:-2]):  # fmt: skip
             raise ScheduleError(f"{where}: the two innermost loops must run over the element's "
-                                f"lanes in the {name} tensor, which is indexed {list(idx)}")  # fmt: skip
+                                f"lanes in the {name} tensor, which is indexed "
+                                f"[{', '.join(map(str, idx))}]")  # fmt: skip
     if dram_t.shape[-2:] != sram_t.shape[-2:]:
         raise ScheduleError(f"{where}: {dram_t.name}'s elements {dram_t.shape[-2:]} differ from the "
                             f"scratchpad's {sram_t.shape[-2:]}")  # fmt: skip
