@@ -98,7 +98,8 @@ def _match(pattern: E.Expr, e: E.Expr, bound: dict[E.Var, E.Expr],
                                 f"the intrinsic reads it from {scope}")  # fmt: skip
         want = [bound[i] for i in pattern.indices]  # type: ignore[index]
         if list(e.indices[-2:]) != want:
-            raise ScheduleError(f"{where}: {e} must be indexed by the lanes {want} last")
+            raise ScheduleError(f"{where}: {e} must be indexed by the lanes [{', '.join(map(str, want))}] "
+                                "last")  # fmt: skip
         lanes = set(want) | set(bound.values())
         if any(E.free_vars(i) & lanes for i in e.indices[:-2]):  # type: ignore[arg-type]
             raise ScheduleError(f"{where}: {e} uses lane loops in its outer indices")
