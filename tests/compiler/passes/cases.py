@@ -6,6 +6,8 @@ expected IR can be derived by hand from the passes' contracts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from compiler import te
 from compiler.schedule import Schedule
 from compiler.target import AcceleratorTarget
@@ -13,21 +15,30 @@ from hw.config import PRESETS
 
 TINY = AcceleratorTarget(PRESETS["tiny"])
 
+# the GEMM body from (a, w, m, n, b, o, k, ki): a product of an inp and a wgt operand
+Product = Callable[..., te.Expr]
+
+
+def inp_times_wgt(a: te.Tensor, w: te.Tensor, m: te.Var, n: te.Var, b: te.Var, o: te.Var,
+                  k: te.IterVar, ki: te.IterVar) -> te.Expr:  # fmt: skip
+    return te.cast("int32", a[m, k, b, ki]) * te.cast("int32", w[n, k, o, ki])
+
 
 def matmul(m: int = 1, k: int = 2, n: int = 2, *, tile_k: int = 1, tile_n: int = 1,
            threads: int = 1, epilogue: bool = False, loads_per_tile: bool = False,
+           product: Product = inp_times_wgt, a_dtype: str = "int8", a_scope: str = "inp",
            t: AcceleratorTarget = TINY) -> Schedule:  # fmt: skip
     """out[m, n] = int8(sum_k a[m, k] * w[n, k]) in blocks, optionally through the epilogue
     `min(max((acc + bias) >> 8, 0), 127)` on the ALU; one output block (or `tile_n` of them) per
     tile, `threads` virtual threads over n, the reduction in steps of `tile_k` blocks (or, with
-    `loads_per_tile`, the inputs loaded once per output tile, whole k)."""
+    `loads_per_tile`, the inputs loaded once per output tile, whole k).  `product`, `a_dtype`
+    and `a_scope` vary the GEMM's operands for tensorize's errors."""
     b, ci, co = t.batch, t.block_in, t.block_out
-    a = te.placeholder((m, k, b, ci), "int8", "a")
+    a = te.placeholder((m, k, b, ci), a_dtype, "a")
     w = te.placeholder((n, k, co, ci), "int8", "w")
     kk, ki = te.reduce_axis(k, "k"), te.reduce_axis(ci, "ki")
     shape = (m, n, b, co)
-    c = te.compute(shape, lambda m, n, b, o: te.sum(
-        te.cast("int32", a[m, kk, b, ki]) * te.cast("int32", w[n, kk, o, ki]), [kk, ki]), "c")
+    c = te.compute(shape, lambda m, n, b, o: te.sum(product(a, w, m, n, b, o, kk, ki), [kk, ki]), "c")
     res = c
     if epilogue:
         bias = te.placeholder((n, b, co), "int32", "bias")
@@ -35,7 +46,7 @@ def matmul(m: int = 1, k: int = 2, n: int = 2, *, tile_k: int = 1, tile_n: int =
             te.maximum((c[m, n, b, o] + bias[n, b, o]) >> 8, 0), 127), "epi")  # fmt: skip
     out = te.compute(shape, lambda m, n, b, o: te.cast("int8", res[m, n, b, o]), "out")
     s = Schedule(out)
-    s.cache_read("a", "inp", ["c"])
+    a_copy = s.cache_read("a", a_scope, ["c"])
     s.cache_read("w", "wgt", ["c"])
     s.set_scope("c", "acc")
     s.split("out", "n", tile_n)
@@ -54,7 +65,7 @@ def matmul(m: int = 1, k: int = 2, n: int = 2, *, tile_k: int = 1, tile_n: int =
     s.split("c", "k", tile_k)
     s.reorder("c", "k.o", "m", "n", "k.i", "b", "o", "ki")
     s.tensorize("c", "b")
-    for stage in ("a.inp", "w.wgt"):
+    for stage in (a_copy, "w.wgt"):
         if loads_per_tile:
             s.compute_at(stage, "out", at)
         else:
