@@ -1,0 +1,195 @@
+"""The host's QConv (qconv2d) against its numpy reference, bit for bit: every group form and
+schedule, strides, asymmetric padding, 32-bit wrapping and rounding; and against the graph's
+QConv evaluator."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compiler.graph.opdefs import OPS, make_attrs
+from compiler.ops.host import HostKernel, QConv2d, compile_host_op
+from compiler.ops.host.qconv import conv_reference
+
+INT32 = np.iinfo(np.int32)
+
+
+def kernel_of(op: QConv2d) -> HostKernel:
+    """The registry's kernel of `op`: compiled once per distinct parameters in the session."""
+    return compile_host_op(op.op, **{f.name: getattr(op, f.name) for f in dataclasses.fields(op)})
+
+
+def assert_exact(op: QConv2d, inputs: list[np.ndarray]) -> np.ndarray:
+    got = kernel_of(op)(*inputs)
+    ref = op.reference(*inputs)
+    assert isinstance(got, np.ndarray) and got.dtype == np.int8 and got.shape == op.out_shape
+    assert np.array_equal(got, ref), f"{op}: {int(np.sum(got != ref))} of {ref.size} elements differ"
+    return got
+
+
+def spread_shift(op: QConv2d) -> int:
+    """A shift that maps this convolution's typical |acc * mult| into the int8 range, so the
+    outputs are mostly not clipped (full-range data and weights, |mult| <= 2**12)."""
+    _, cg, r, s = op.weight_shape
+    typical = 5500 * np.sqrt(cg * r * s) * 2**11  # std of an int8 product is about 5500
+    return int(min(31, max(0, np.ceil(np.log2(typical / 64)))))
+
+
+@st.composite
+def qconvs(draw):  # type: ignore[no-untyped-def]
+    form = draw(st.sampled_from(["dense", "depthwise", "multiplier", "grouped"]))
+    groups = draw(st.sampled_from([1, 2, 3, 5]))
+    if form == "dense":
+        c, group, k = draw(st.sampled_from([1, 2, 3, 4, 7])), 1, draw(st.sampled_from([1, 3, 4, 8, 17]))
+    elif form == "depthwise":
+        c = group = k = draw(st.sampled_from([1, 3, 4, 8, 16]))
+    elif form == "multiplier":  # K = C * m, one input channel per group
+        c = group = groups
+        k = c * draw(st.integers(2, 3))
+    else:
+        group = groups
+        c, k = group * draw(st.integers(1, 3)), group * draw(st.integers(1, 3))
+    r, s = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    h = draw(st.integers(max(1, r - pads[0] - pads[2]), 12))
+    w = draw(st.integers(max(1, s - pads[1] - pads[3]), 12))
+    strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    legal = ["auto", "rows"] + ["channels"] * (group == 1) + ["depthwise"] * (c == k == group)
+    op = QConv2d((draw(st.integers(1, 2)), c, h, w), (k, c // group, r, s), strides, pads, group,
+                 strategy=draw(st.sampled_from(legal)))  # fmt: skip
+    lo = draw(st.integers(-128, 0))
+    return dataclasses.replace(op, shift=spread_shift(op), clip_lo=lo, clip_hi=draw(st.integers(lo, 127)))
+
+
+@settings(max_examples=20, deadline=None)
+@given(qconvs(), st.integers(0, 2**16))
+def test_generated_convolutions_are_exact(op, seed):
+    assert_exact(op, op.random_inputs(seed))
+
+
+# Shape classes of the zoo models, smaller images; each compiled once, then fed many values.
+ZOO = {
+    "resnet18 conv1": QConv2d((1, 3, 20, 20), (64, 3, 7, 7), 2, 3, shift=22),  # channels
+    "mobilenetv2 first conv": QConv2d((1, 3, 17, 17), (32, 3, 3, 3), 2, (0, 0, 1, 1), shift=20),
+    "depthwise s1 wide": QConv2d((1, 16, 32, 32), (16, 1, 3, 3), 1, 1, 16, shift=19),  # rows, x16
+    "depthwise s1 width 40": QConv2d((1, 8, 40, 40), (8, 1, 3, 3), 1, 1, 8, shift=19),  # rows, x8
+    "depthwise s2 wide": QConv2d((1, 8, 66, 66), (8, 1, 3, 3), 2, 1, 8, shift=19),  # rows
+    "depthwise s1 narrow": QConv2d((1, 48, 14, 14), (48, 1, 3, 3), 1, 1, 48, shift=19),  # depthwise
+    "depthwise s2 narrow": QConv2d((1, 32, 15, 15), (32, 1, 3, 3), 2, (0, 0, 1, 1), 32, shift=19),
+    "depthwise 7x7": QConv2d((1, 40, 7, 7), (40, 1, 3, 3), 1, 1, 40, shift=19),
+    "grouped": QConv2d((1, 12, 10, 10), (8, 3, 3, 3), 1, 1, 4, shift=21),
+}  # fmt: skip
+
+
+def test_zoo_shape_classes_take_the_intended_schedules():
+    strategies = {name: op.chosen_strategy for name, op in ZOO.items()}
+    assert strategies == {
+        "resnet18 conv1": "channels", "mobilenetv2 first conv": "channels",
+        "depthwise s1 wide": "rows", "depthwise s1 width 40": "rows", "depthwise s2 wide": "rows",
+        "depthwise s1 narrow": "depthwise", "depthwise s2 narrow": "depthwise",
+        "depthwise 7x7": "depthwise", "grouped": "rows"}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_zoo_shape_classes_are_exact_and_compile_quietly(name, capfd):
+    op = ZOO[name]
+    outs = [assert_exact(op, op.random_inputs(seed)) for seed in range(3)]
+    assert len(np.unique(outs[0])) > 64  # most outputs in range: the check is not all clipping
+    assert "not vectorized" not in capfd.readouterr().err  # LLVM followed every vectorize hint
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(list(ZOO)), st.integers(0, 2**16), st.sampled_from(["realistic", "full"]))
+def test_one_kernel_serves_any_weights_and_vectors(name, seed, vectors):
+    """bias and mult are arguments: full-range int32 ones make every step wrap."""
+    op = ZOO[name]
+    inputs = op.random_inputs(seed)
+    if vectors == "full":
+        rng = np.random.default_rng(seed)
+        k = op.weight_shape[0]
+        inputs[2:] = [rng.integers(INT32.min, INT32.max, k, endpoint=True, dtype=np.int32) for _ in range(2)]
+    assert_exact(op, inputs)
+
+
+def test_wrapping_and_rounding_match_hand_computed_values():
+    """1x1 convolution of one channel: acc = data * weight, so each step can be aimed at."""
+    op = QConv2d((1, 1, 1, 8), (8, 1, 1, 1), shift=4, clip_lo=-128, clip_hi=127)
+    data = np.ones((1, 1, 1, 8), np.int8)
+    weight = np.array([1, 1, 1, 1, 1, -1, 2, 0], np.int8).reshape(8, 1, 1, 1)
+    bias = np.array([-41, -40, -24, INT32.max, INT32.max - 1, INT32.min, INT32.max - 3, 7], np.int32)
+    mult = np.array([1, 1, 1, 1, 1, 1, 2, -(2**31)], np.int32)
+    t = [(int(w) + int(b)) * int(m) for w, b, m in zip(weight.flat, bias, mult, strict=True)]
+    t = [((v + 2**31) % 2**32) - 2**31 for v in t]  # (acc + bias) * mult, wrapped
+    assert t == [-40, -39, -23, INT32.min, INT32.max, INT32.max, -4, INT32.min]
+    # then (t + 8) >> 4: -2.5 rounds half up to -2, -2.44 to -2, -1.44 to -1, -0.25 to 0; MIN
+    # clips to -128, and MAX + 8 wraps to MIN + 7, which clips to -128 too
+    expected = [-2, -2, -1, -128, -128, -128, 0, -128]
+    got = assert_exact(op, [data, weight, bias, mult])
+    assert got[0, :, 0, 0].tolist() == expected
+
+
+def test_accumulation_wraps_at_32_bits():
+    """140000 products of (-128)*(-128) sum to 2.29e9, past int32: the accumulator wraps to
+    -2.0e9 (clipped to -128), where a saturating or 64-bit one would give +127."""
+    c = 140_000
+    op = QConv2d((1, c, 1, 1), (2, c, 1, 1), shift=0, clip_lo=-128, clip_hi=127)
+    data = np.full((1, c, 1, 1), -128, np.int8)
+    weight = np.full((2, c, 1, 1), -128, np.int8)
+    weight[1, ::2] = 127  # the second output stays in range: 70000 * (16384 - 16256) > 0
+    assert conv_reference(data, weight, (1, 1), (0, 0, 0, 0), 1)[0, 0, 0, 0] == c * 16384 > INT32.max
+    got = assert_exact(op, [data, weight, np.zeros(2, np.int32), np.ones(2, np.int32)])
+    assert got[0, :, 0, 0].tolist() == [-128, 127]
+
+
+def test_clip_bounds_outside_int8_keep_the_low_bits():
+    op = QConv2d((1, 1, 1, 1), (3, 1, 1, 1), shift=0, clip_lo=-300, clip_hi=300)
+    inputs = [np.zeros((1, 1, 1, 1), np.int8), np.zeros((3, 1, 1, 1), np.int8),
+              np.array([-1000, 200, 1000], np.int32), np.ones(3, np.int32)]  # fmt: skip
+    got = assert_exact(op, inputs)
+    assert got[0, :, 0, 0].tolist() == [-300 + 256, 200 - 256, 300 - 256]
+
+
+@pytest.mark.parametrize("name", ["resnet18 conv1", "depthwise s2 narrow", "grouped", "depthwise s1 wide"])
+def test_equals_the_graph_evaluator(name):
+    op = ZOO[name]
+    names = ("strides", "pads", "group", "shift", "clip_lo", "clip_hi")
+    attrs = make_attrs("QConv", {name: getattr(op, name) for name in names})
+    for seed in range(2):
+        inputs = op.random_inputs(seed + 10)
+        (expected,) = OPS["QConv"].evaluate(inputs, attrs)
+        assert np.array_equal(kernel_of(op)(*inputs), expected)
+
+
+def test_parameters_normalise_so_equal_convolutions_share_a_kernel():
+    a = QConv2d([1, 4, 6, 6], [4, 1, 3, 3], 1, 1, 4)
+    b = QConv2d((1, 4, 6, 6), (4, 1, 3, 3), (1, 1), (1, 1, 1, 1), 4)
+    assert a == b and a.pads == (1, 1, 1, 1) and a.strides == (1, 1)
+    assert QConv2d((1, 1, 5, 5), (1, 1, 3, 3), pads=(1, 2)).pads == (1, 2, 1, 2)
+    assert kernel_of(a) is kernel_of(b)
+
+
+G = dict(shape=(1, 3, 4, 4), weight_shape=(4, 3, 3, 3))  # a valid convolution to spoil
+D = dict(shape=(1, 4, 4, 4), weight_shape=(4, 1, 3, 3), group=4)  # a valid depthwise one
+
+
+@pytest.mark.parametrize("params,message", [
+    (dict(shape=(1, 6, 4, 4), weight_shape=(4, 2, 3, 3), group=4), "group 4 must divide the input channels"),
+    (dict(shape=(1, 6, 4, 4), weight_shape=(4, 2, 3, 3), group=2),
+     r"weight \(4, 2, 3, 3\) takes 2 input channels per group, but data \(1, 6, 4, 4\) has 6 in 2 groups"),
+    (dict(shape=(1, 3, 2, 2), weight_shape=(4, 3, 5, 5)), "kernel .* is larger than the padded input"),
+    (G | dict(pads=(1, 1, 1)), "pads must be an int >= 0, a pair"),
+    (G | dict(pads=-1), "pads must be an int >= 0"),
+    (G | dict(strides=0), "strides must be an int >= 1"),
+    (G | dict(shift=32), r"shift must be an int in \[0, 31\], not 32"),
+    (G | dict(clip_lo=5, clip_hi=4), "clip_lo 5 is above clip_hi 4"),
+    (G | dict(strategy="fast"), "strategy must be one of auto, "),
+    (D | dict(strategy="channels"), "'channels' needs group 1, not 4"),
+    (D | dict(weight_shape=(8, 1, 3, 3), strategy="depthwise"), "'depthwise' needs one input channel per"),
+])  # fmt: skip
+def test_bad_parameters(params, message):
+    with pytest.raises(ValueError, match=message):
+        QConv2d(**params)
