@@ -114,7 +114,37 @@ def _binary(name: str) -> Callable[[Graph, Node], Spec]:
     return make
 
 
+def _epilogue(node: Node) -> dict[str, Any]:
+    return {"shift": node.int_attr("shift"), "clip_lo": node.int_attr("clip_lo"),
+            "clip_hi": node.int_attr("clip_hi")}  # fmt: skip
+
+
+def _qconv(graph: Graph, node: Node) -> Spec:
+    return "qconv2d", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
+                       "strides": node.ints_attr("strides"), "pads": node.ints_attr("pads"),
+                       "group": node.int_attr("group"), **_epilogue(node)}, 4  # fmt: skip
+
+
+def _qgemm(graph: Graph, node: Node) -> Spec:
+    return "qgemm", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
+                     **_epilogue(node)}, 4  # fmt: skip
+
+
+def _qadd(graph: Graph, node: Node) -> Spec:
+    return "qadd", {"shape": _shape(graph, node), "mult_a": node.int_attr("mult_a"),
+                    "mult_b": node.int_attr("mult_b"), **_epilogue(node)}, 2  # fmt: skip
+
+
+def _qglobal_avg_pool(graph: Graph, node: Node) -> Spec:
+    return "qglobal_avg_pool", {"shape": _shape(graph, node), "mult": node.int_attr("mult"),
+                                **_epilogue(node)}, 1  # fmt: skip
+
+
 _MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
+    "QConv": _qconv,
+    "QGemm": _qgemm,
+    "QAdd": _qadd,
+    "QGlobalAvgPool": _qglobal_avg_pool,
     "MaxPool": _max_pool,
     "GlobalAveragePool": _global_avg_pool,
     "Softmax": _softmax,

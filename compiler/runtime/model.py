@@ -126,7 +126,7 @@ def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool) ->
 def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget) -> AccelStep | None:
     """The node as an accelerator step, or None when the accelerator cannot run it."""
     shape = graph.values[node.inputs[0]].shape
-    clip = (node.int_attr("clip_lo"), node.int_attr("clip_hi")) if node.op.startswith("Q") else (0, 0)
+    clip = (node.int_attr("clip_lo"), node.int_attr("clip_hi")) if "clip_lo" in node.attrs else (0, 0)
     try:
         if node.op == "QConv" and node.int_attr("group") == 1:
             w, b, m = (graph.const_data(x) for x in node.inputs[1:4])
@@ -162,7 +162,7 @@ def _execute(graph: Graph, step: Step, arrays: Sequence[np.ndarray],
     record = StepRecord(node.name, node.op, step.where, macs=_macs(graph, node))
     start = time.perf_counter()
     if step.accel is not None:
-        packed = step.accel.pack(list(arrays))
+        packed = step.accel.pack(list(arrays[: len(step.accel.activations)]))
         host = time.perf_counter() - start
         result = backend.run(step.accel.compiled.built.program, packed)
         start = time.perf_counter()

@@ -3,12 +3,18 @@ graph interpreter's."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from compiler.frontend import import_onnx
+from compiler.graph.builder import append
 from compiler.graph.interp import run_graph
+from compiler.graph.ir import Graph
+from compiler.graph.verify import verify
 from compiler.runtime.model import CompiledModel
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
@@ -40,3 +46,59 @@ def test_host_steps_run_native_kernels_and_match_the_interpreter():
     np.testing.assert_allclose(result.outputs["y"], want, rtol=1e-5, atol=1e-6)
     assert [r.where for r in result.steps] == ["host", "host", "view", "host"]
     assert result.cycles == 0 and model.offloaded_macs_fraction() == 0.0
+
+
+def _quantized_graph(rng: np.random.Generator) -> Graph:
+    """x -> Quantize -> QConv 3x3 (+ReLU) -> QConv 1x1 -> QAdd (residual, ReLU) -> depthwise QConv
+    -> MaxPool -> QGlobalAvgPool -> Flatten -> QGemm -> Dequantize."""
+    g = Graph("q")
+    g.add_input("x", (1, 5, 8, 8), "float32")
+    ep = {"shift": 12, "clip_lo": 0, "clip_hi": 127}
+
+    def conv(x: str, out: str, k: int, c: int, r: int, group: int = 1, **extra: Any) -> None:
+        w = g.add_const(f"{out}.w", rng.integers(-127, 128, (k, c // group, r, r)).astype(np.int8))
+        b = g.add_const(f"{out}.b", rng.integers(-3000, 3000, k).astype(np.int32))
+        m = g.add_const(f"{out}.m", rng.integers(100, 600, k).astype(np.int32))
+        attrs = {"strides": (1, 1), "pads": (r // 2,) * 4, "group": group, **ep, **extra}
+        append(g, "QConv", [x, w, b, m], [out], attrs)
+
+    append(g, "Quantize", ["x"], ["xq"], {"scale": 0.02})
+    conv("xq", "c1", 24, 5, 3)
+    conv("c1", "c2", 24, 24, 1, clip_lo=-128)
+    append(g, "QAdd", ["c1", "c2"], ["r"], {"mult_a": 300, "mult_b": 200, **ep, "shift": 9})
+    conv("r", "dw", 24, 24, 3, group=24)
+    append(g, "MaxPool", ["dw"], ["p"], {"kernel_shape": (2, 2), "strides": (2, 2), "pads": (0, 0, 0, 0),
+                                       "dilations": (1, 1)})
+    append(g, "QGlobalAvgPool", ["p"], ["gap"], {"mult": 700, **ep, "shift": 13, "clip_lo": -128})
+    append(g, "Flatten", ["gap"], ["f"], {"axis": 1})
+    w = g.add_const("fc.w", rng.integers(-127, 128, (10, 24)).astype(np.int8))
+    b = g.add_const("fc.b", rng.integers(-3000, 3000, 10).astype(np.int32))
+    m = g.add_const("fc.m", rng.integers(100, 600, 10).astype(np.int32))
+    append(g, "QGemm", ["f", w, b, m], ["logits_q"], {**ep, "shift": 10, "clip_lo": -128})
+    append(g, "Dequantize", ["logits_q"], ["logits"], {"scale": 0.05})
+    g.outputs = ["logits"]
+    verify(g)
+    return g
+
+
+@pytest.mark.parametrize("name", ["tiny", "vta"])
+def test_quantized_graph_on_the_accelerator_equals_the_integer_reference(name):
+    rng = np.random.default_rng(7)
+    g = _quantized_graph(rng)
+    cfg = PRESETS[name]
+    model = CompiledModel.compile(g, AcceleratorTarget(cfg))
+    where = {s.node.op + ("-dw" if s.node.op == "QConv" and s.node.int_attr("group") > 1 else ""): s.where
+             for s in model.steps}  # fmt: skip
+    assert where == {"Quantize": "host", "QConv": "accel", "QAdd": "accel", "QConv-dw": "host",
+                     "MaxPool": "host", "QGlobalAvgPool": "host", "Flatten": "view", "QGemm": "accel",
+                     "Dequantize": "host"}  # fmt: skip
+    fsim = make_backend("fsim", cfg)
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((1, 5, 8, 8)).astype(np.float32)
+        result = model.run({"x": x}, fsim)
+        np.testing.assert_array_equal(result.outputs["logits"], run_graph(g, {"x": x})["logits"])
+    assert 0.5 < model.offloaded_macs_fraction() < 1.0
+    timed = model.run({"x": x}, make_backend("timing", cfg))
+    accel = [r for r in timed.steps if r.where == "accel"]
+    assert all(r.cycles and r.gemm_uops is not None for r in accel)
+    assert timed.cycles == sum(r.cycles or 0 for r in accel)
