@@ -1,4 +1,5 @@
-"""Host kernels (LLVM JIT) against their numpy references on ResNet-18-sized shapes; prints JSON.
+"""Host kernels (LLVM JIT) against their numpy references on ResNet-18-sized shapes (and
+MobileNetV2's depthwise convolutions); prints JSON.
 
 Per operator: the compile time (TE -> loop IR -> LLVM IR -> optimised native code, once per
 process, after one warm-up compile that pays LLVM's own start-up), and the run time of the
@@ -39,6 +40,15 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("unpack", dict(shape=(1, 64, 56, 56), batch_block=1, channel_block=16)),
     ("add", dict(a_shape=(1, 64, 56, 56), b_shape=(1, 64, 56, 56))),
     ("conv2d_int8", dict(shape=(1, 3, 224, 224), out_channels=64, kernel=7, stride=2, pad=3)),
+    # the quantizer's int8 operators (shifts that keep typical outputs inside int8)
+    ("qconv2d", dict(shape=(1, 3, 224, 224), weight_shape=(64, 3, 7, 7), strides=2, pads=3, shift=22)),
+    *(
+        ("qconv2d", dict(shape=(1, c, h, h), weight_shape=(c, 1, 3, 3), strides=s, pads=1, group=c, shift=19))
+        for c, h, s in ((32, 112, 1), (96, 112, 2), (144, 56, 1), (144, 56, 2), (192, 28, 1), (960, 7, 1))
+    ),  # MobileNetV2
+    ("qgemm", dict(shape=(1, 512), weight_shape=(1000, 512), shift=24)),
+    ("qadd", dict(shape=(1, 64, 56, 56), mult_a=300, mult_b=-170, shift=8)),
+    ("qglobal_avg_pool", dict(shape=(1, 512, 7, 7), mult=1337, shift=16)),
 ]
 
 
@@ -73,6 +83,8 @@ def bench(name: str, params: dict[str, Any], repeat: int) -> dict[str, Any]:
            "numpy_ms_min": round(min(reference) * 1e3, 4),
            "numpy_ms_median": round(statistics.median(reference) * 1e3, 4)}  # fmt: skip
     row["speedup_vs_numpy"] = round(row["numpy_ms_min"] / row["run_ms_min"], 2)
+    if hasattr(op, "chosen_strategy"):  # qconv2d: the schedule "auto" picked
+        row["schedule"] = op.chosen_strategy
     return row | _error(op, out, op.reference(*inputs))
 
 
