@@ -9,15 +9,18 @@ weight[k, c, ry, rx] with g(k) = k // (K/group) and zero padding (top, left, bot
 t = wrap32(wrap32(acc + bias[k]) * mult[k]), rounded, shifted and clipped as compiler.ops.host.
 qops describes.  `group` is 1, C (depthwise) or any common divisor of C and K.
 
-Three schedules, chosen from the shape (`strategy="auto"`) or named:
+Three schedules, named by `strategy` or chosen from the shape ("auto": "channels" for group 1
+with at least 8 output channels, "depthwise" for K = C = group with output rows of at most
+DEPTHWISE_MAX_WIDTH pixels, else "rows"):
 - "channels" (group 1): the weights reordered to (C, R, S, K) int32 and each output row
   accumulated channels last, a few pixels at a time, vectorised across output channels, then
   requantized into NCHW (compiler.ops.host.conv's schedule);
 - "depthwise" (one input channel per output channel, K = C = group): the padded input is
   transposed to channels last (int8) once, and each output row accumulated channels last,
   vectorised across channels; for narrow images, whose rows are too short to vectorise;
-- "rows" (any group): one zero-padded input plane at a time, each output row accumulated in
-  NCHW, vectorised along the row.
+- "rows" (any group): each output row accumulated in NCHW, vectorised along the row, from a
+  zero-padded copy of the input (one plane at a time when each group has one output channel,
+  else the whole input once).
 """
 
 from __future__ import annotations
@@ -254,7 +257,7 @@ class QConv2d(HostOp):
     def _schedule_rows(self, s: Schedule) -> Schedule:
         """NCHW, vectorised along each output row.  With unit width stride and a width that 8
         divides, the row goes in chunks of 16 or 8 pixels, the reduction loops inside a chunk
-        (measured: 10-20% faster; with stride 2 LLVM fails to vectorise the chunk)."""
+        (measured: 10-20% faster; with stride 2 the chunked loops came out 7-10x slower)."""
         s.compute_at("acc", "out", "y")  # one output row in the stack
         ow, sw = self.out_hw[1], self.stride_hw[1]
         if sw == 1 and ow % 8 == 0:
