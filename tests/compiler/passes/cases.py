@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from compiler import te
 from compiler.schedule import Schedule
 from compiler.target import AcceleratorTarget
@@ -74,10 +76,25 @@ def matmul(m: int = 1, k: int = 2, n: int = 2, *, tile_k: int = 1, tile_n: int =
     return s
 
 
-def conv(h: int = 4, w: int = 4, *, kernel: int = 3, pad: int = 1, tile_h: int = 2,
+def matmul_data(m: int = 1, k: int = 2, n: int = 2, *, epilogue: bool = False,
+                seed: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
+    """Seeded inputs of `matmul` (tiny's blocks) and its exact output."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-128, 128, (m, k, 1, 4)).astype(np.int8)
+    w = rng.integers(-128, 128, (n, k, 4, 4)).astype(np.int8)
+    inputs = {"a": a, "w": w}
+    acc = np.einsum("mkbi,nkoi->mnbo", a.astype(np.int64), w.astype(np.int64))
+    if epilogue:
+        inputs["bias"] = rng.integers(-(1 << 12), 1 << 12, (n, 1, 4)).astype(np.int32)
+        acc = np.clip((acc + inputs["bias"][None]) >> 8, 0, 127)
+    return inputs, acc.astype(np.int32).astype(np.int8)
+
+
+def conv(h: int = 4, w: int = 4, *, kernel: int = 3, pad: int = 1, tile_h: int = 2, threads: int = 1,
          t: AcceleratorTarget = TINY) -> Schedule:  # fmt: skip
     """A one-channel-block 2-D convolution (stride 1, zero padding `pad`) in tiles of `tile_h`
-    output rows: the padded input is one 2-D DMA per tile with pads on both spatial axes."""
+    output rows, `threads` virtual threads over the tiles: the padded input is one 2-D DMA per
+    tile with pads on both spatial axes."""
     b, ci, co = t.batch, t.block_in, t.block_out
     data = te.placeholder((1, 1, h, w, b, ci), "int8", "data")
     kern = te.placeholder((1, 1, kernel, kernel, co, ci), "int8", "kernel")
@@ -98,7 +115,11 @@ def conv(h: int = 4, w: int = 4, *, kernel: int = 3, pad: int = 1, tile_h: int =
     s.cache_read("kernel", "wgt", ["conv"])
     s.set_scope("conv", "acc")
     s.split("out", "y", tile_h)
-    s.compute_at("conv", "out", "y.o")
+    at = "y.o"
+    if threads > 1:
+        s.virtual_thread("out", "y.o", threads)
+        at = "y.o.vi"
+    s.compute_at("conv", "out", at)
     s.pragma("out", "y.i", "dma_copy")
     s.reorder("conv", "ic", "n", "o", "y", "x", "ry", "rx", "bi", "oi", "ii")
     s.tensorize("conv", "bi")
