@@ -11,6 +11,9 @@ import numpy as np
 
 from compiler.errors import ScheduleError
 from compiler.te import expr as E
+from hw import isa
+
+IMM_MAX = (1 << (isa.ALU_IMM_BITS - 1)) - 1  # the largest ALU immediate
 
 
 @dataclass(frozen=True)
@@ -40,13 +43,28 @@ class Epilogue:
 
     @property
     def alu_ops(self) -> int:
-        return (len(self.vectors) + int(self.multiplier is not None) + int(self.round and self.shift > 0)
-                + int(self.shift > 0) + 2 * int(self.clip is not None))  # fmt: skip
+        return (int(self.bias) + int(self.multiplier is not None) + int(self.channel_multiplier)
+                + int(self.round and self.shift > 0) + int(self.shift > 0)
+                + 2 * int(self.clip is not None))  # fmt: skip
+
+    @property
+    def round_vector(self) -> bool:
+        """Whether the rounding constant 2**(shift - 1) is beyond the ALU's 16-bit immediate, so
+        it is added as a vector operand (an input `round`, every element that constant)."""
+        return self.round and self.shift > 0 and (1 << (self.shift - 1)) > IMM_MAX
 
     @property
     def vectors(self) -> tuple[str, ...]:
         """The per-output-channel int32 inputs, in the order they are applied."""
-        return ("bias",) * self.bias + ("mult",) * self.channel_multiplier
+        return ("bias",) * self.bias + ("mult",) * self.channel_multiplier + ("round",) * self.round_vector
+
+    def vector_values(self, name: str, channels: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Values of vector input `name`: the rounding constant, or seeded test values."""
+        if name == "round":
+            return np.full(channels, 1 << (self.shift - 1), np.int64)
+        assert rng is not None, f"{name} needs values from the caller or an rng"
+        low, high = {"bias": (-(1 << 16), 1 << 16), "mult": (-(1 << 10), 1 << 10)}[name]
+        return rng.integers(low, high, channels)
 
     def expr(self, acc: E.Expr, vectors: Mapping[str, E.Expr]) -> E.Expr:
         """The epilogue applied to one accumulator value, in the TE language; `vectors` holds
@@ -59,7 +77,7 @@ class Epilogue:
         if self.channel_multiplier:
             x = x * vectors["mult"]
         if self.round and self.shift > 0:
-            x = x + (1 << (self.shift - 1))
+            x = x + (vectors["round"] if self.round_vector else 1 << (self.shift - 1))
         if self.shift:
             x = x >> self.shift
         if self.clip is not None:
@@ -90,9 +108,9 @@ class Epilogue:
 
 
 def random_vectors(ep: Epilogue, rng: np.random.Generator, channels: int) -> dict[str, np.ndarray]:
-    """Seeded per-channel epilogue inputs: biases of realistic size, multipliers of both signs."""
-    ranges = {"bias": (-(1 << 16), 1 << 16), "mult": (-(1 << 10), 1 << 10)}
-    return {name: rng.integers(*ranges[name], channels) for name in ep.vectors}
+    """Seeded per-channel epilogue inputs: biases of realistic size, multipliers of both signs
+    (and the rounding constant, when it is a vector)."""
+    return {name: ep.vector_values(name, channels, rng) for name in ep.vectors}
 
 
 def wrap32(x: np.ndarray) -> np.ndarray:

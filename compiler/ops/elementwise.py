@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import check_knobs, default_point, divisors, grid, wrap32
+from compiler.ops.common import IMM_MAX, check_knobs, default_point, divisors, grid, wrap32
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -84,7 +84,7 @@ class Eltwise:
             if b_term is not None:
                 v = v + E.cast(acc, b_term[n, c, y, x, bi, oi])
             if s.shift:
-                v = (v + (1 << (s.shift - 1))) >> s.shift
+                v = _round_shift(v, s.shift)
             return E.minimum(E.maximum(v, lo), hi)
 
         res = compute(shape, body, "res")
@@ -152,3 +152,14 @@ class Eltwise:
 
     def describe(self) -> dict[str, Any]:
         return {"op": self.spec.kind, **{k: v for k, v in asdict(self.spec).items() if k != "kind"}}
+
+
+def _round_shift(v: E.Expr, shift: int) -> E.Expr:
+    """(v + 2**(shift-1)) >> shift with every immediate inside the ALU's 16 bits: for a larger
+    shift, ((v >> (shift - 15)) + 2**14) >> 15, which is the same integer (floor((n + f) / 2**k) =
+    floor(n / 2**k) for an integer n and 0 <= f < 1).  Exact here because int8 operands times
+    16-bit multipliers stay far from the 32-bit wrap that the one-step form could hit."""
+    if 1 << (shift - 1) <= IMM_MAX:
+        return (v + (1 << (shift - 1))) >> shift
+    pre = shift - 15
+    return ((v >> pre) + (1 << 14)) >> 15

@@ -58,6 +58,14 @@ def _one(result: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray:
     return result
 
 
+def _vectors(op: Any, ep: Epilogue, bias: np.ndarray, mult: np.ndarray,
+             channels: int) -> dict[str, np.ndarray]:  # fmt: skip
+    """The epilogue's per-channel inputs, packed: bias, multiplier, and a rounding constant too
+    large for an ALU immediate."""
+    given = {"bias": bias, "mult": mult}
+    return {v: op.pack_bias(given[v] if v in given else ep.vector_values(v, channels)) for v in ep.vectors}
+
+
 def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, bias: bool = True) -> Epilogue:
     return Epilogue(bias=bias, shift=shift, round=shift > 0, clip=(clip_lo, clip_hi), channel_multiplier=True)
 
@@ -76,7 +84,7 @@ def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], we
         raise ScheduleError(f"{name}: batch {n} is not a multiple of the core's batch {target.batch}")
     spec = Conv2dSpec(n, c, h, w, k, r, strides[0], pads[0], requant_epilogue(shift, *clip))
     op = Conv2d(spec, target)
-    consts = {"kernel": op.pack_kernel(weight), "bias": op.pack_bias(bias), "mult": op.pack_bias(mult)}
+    consts = {"kernel": op.pack_kernel(weight), **_vectors(op, spec.epilogue, bias, mult, k)}
     compiled = compile_op(op, knobs=knobs)
     out_shape = (n, k, spec.out_height, spec.out_width)
     return AccelStep(name, op, compiled, consts, ("data",), out_shape, {"macs": spec.macs})
@@ -92,7 +100,7 @@ def dense_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], w
     if m % target.batch:
         raise ScheduleError(f"{name}: {m} rows are not a multiple of the core's batch {target.batch}")
     op = Dense(DenseSpec(m, k, n, requant_epilogue(shift, *clip)), target)
-    consts = {"weight": op.pack_weight(weight), "bias": op.pack_bias(bias), "mult": op.pack_bias(mult)}
+    consts = {"weight": op.pack_weight(weight), **_vectors(op, op.spec.epilogue, bias, mult, n)}
     compiled = compile_op(op, knobs=knobs)
     return AccelStep(name, op, compiled, consts, ("data",), (m, n), {"macs": m * k * n})
 

@@ -31,3 +31,12 @@ def test_per_channel_requantization_by_hand():
     # (7-4)*5=15, +8 -> 23 >> 4 = 1
     got = ep.apply(acc, {"bias": bias, "mult": mult})
     np.testing.assert_array_equal(got, np.array([[20, -32], [-128, 1]], dtype=np.int8))
+
+
+def test_a_rounding_constant_beyond_the_immediate_is_a_vector():
+    assert Epilogue(round=True, shift=16).vectors == ("bias", "round")  # 2**15 > 32767
+    assert Epilogue(round=True, shift=16).round_vector is True
+    assert Epilogue(round=True, shift=15).round_vector is False  # 2**14 is an immediate
+    ep = Epilogue(bias=False, channel_multiplier=True, round=True, shift=23)
+    assert ep.vectors == ("mult", "round") and ep.alu_ops == 1 + 1 + 1 + 2
+    assert (ep.vector_values("round", 3) == 1 << 22).all()

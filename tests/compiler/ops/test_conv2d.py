@@ -35,7 +35,8 @@ def conv_cases(draw):  # type: ignore[no-untyped-def]
     ep = draw(st.sampled_from([Epilogue(), Epilogue(bias=False, shift=0, clip=None),
                                Epilogue(multiplier=3, shift=6, round=True, clip=(-100, 100)),
                                Epilogue(channel_multiplier=True, shift=14, round=True,
-                                        clip=(-128, 127))]))  # fmt: skip
+                                        clip=(-128, 127)),
+                               Epilogue(channel_multiplier=True, shift=22, round=True)]))  # fmt: skip
     spec = Conv2dSpec(t.batch * draw(st.integers(1, 2)), c, h, w, k, kernel, stride, pad, ep)
     return Conv2d(spec, t), draw(st.integers(0, 2**16)), draw(st.integers(0, 10**6))
 

@@ -24,7 +24,9 @@ def test_elementwise_exact_on_fsim(cfg, kind, clip):
 
 
 # (mult_a, mult_b, shift, clip): rescaled residual adds of a quantized network, and a requantize
-RESCALED = [(300, -200, 9, (0, 127)), (1, 77, 6, (-128, 127)), (-5000, 20000, 15, (-100, 100))]
+# (a shift beyond 16 rounds in two steps: its one-step constant would not fit an ALU immediate)
+RESCALED = [(300, -200, 9, (0, 127)), (1, 77, 6, (-128, 127)), (-5000, 20000, 15, (-100, 100)),
+            (32767, -32768, 21, (-128, 127))]
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=[c.name for c in CONFIGS])

@@ -39,7 +39,8 @@ def test_conv_and_dense_points_on_rtl(cfg, rtl):
     for knobs in points:
         result = check_op(conv, backend=rtl(cfg), knobs=knobs)
         assert result.stats.cycles and result.stats.gemm_uops == 2 * 2 * 36 * 9
-    for ep in (Epilogue(), Epilogue(channel_multiplier=True, round=True, shift=12, clip=(-100, 120))):
+    for ep in (Epilogue(), Epilogue(channel_multiplier=True, round=True, shift=12, clip=(-100, 120)),
+               Epilogue(channel_multiplier=True, round=True, shift=20)):
         check_op(Dense(DenseSpec(2 * t.batch, 3 * t.block_in, 5 * t.block_out, ep), t), backend=rtl(cfg))
 
 
