@@ -29,12 +29,13 @@ def inp_times_wgt(a: te.Tensor, w: te.Tensor, m: te.Var, n: te.Var, b: te.Var, o
 def matmul(m: int = 1, k: int = 2, n: int = 2, *, tile_k: int = 1, tile_n: int = 1,
            threads: int = 1, epilogue: bool = False, loads_per_tile: bool = False,
            product: Product = inp_times_wgt, a_dtype: str = "int8", a_scope: str = "inp",
-           t: AcceleratorTarget = TINY) -> Schedule:  # fmt: skip
+           store_at: str = "n.i", t: AcceleratorTarget = TINY) -> Schedule:  # fmt: skip
     """out[m, n] = int8(sum_k a[m, k] * w[n, k]) in blocks, optionally through the epilogue
     `min(max((acc + bias) >> 8, 0), 127)` on the ALU; one output block (or `tile_n` of them) per
     tile, `threads` virtual threads over n, the reduction in steps of `tile_k` blocks (or, with
     `loads_per_tile`, the inputs loaded once per output tile, whole k).  `product`, `a_dtype`
-    and `a_scope` vary the GEMM's operands for tensorize's errors."""
+    and `a_scope` vary the GEMM's operands for tensorize's errors; the store is one DMA from
+    axis `store_at` (b: one DMA per output block, in a loop)."""
     b, ci, co = t.batch, t.block_in, t.block_out
     a = te.placeholder((m, k, b, ci), a_dtype, "a")
     w = te.placeholder((n, k, co, ci), "int8", "w")
@@ -57,7 +58,7 @@ def matmul(m: int = 1, k: int = 2, n: int = 2, *, tile_k: int = 1, tile_n: int =
         s.virtual_thread("out", "n.o", threads)
         at = "n.o.vi"
     s.compute_at("c", "out", at)
-    s.pragma("out", "n.i", "dma_copy")
+    s.pragma("out", store_at, "dma_copy")
     if epilogue:
         s.set_scope("epi", "acc")
         s.cache_read("bias", "acc", ["epi"])
