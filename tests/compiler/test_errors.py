@@ -8,7 +8,7 @@ import pytest
 
 from compiler import te
 from compiler.build import build
-from compiler.errors import ScheduleError
+from compiler.errors import ScheduleError, TensorExprError
 from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseSpec, compile_op, knobs_from_json
 from compiler.schedule import Schedule
 from compiler.target import AcceleratorTarget
@@ -116,3 +116,35 @@ def test_bad_knobs_in_a_schedule_file():
     op = Dense(DenseSpec(4, 16, 16), TINY)
     with pytest.raises(ScheduleError, match=r"dense knobs \{'tile_q': 2\}: .*tile_q"):
         knobs_from_json(op, json.loads('{"tile_q": 2}'))
+
+
+# -- tensor expressions: each TensorExprError by its message -------------------------------------
+
+
+VAR = te.Var("i")
+A8 = te.placeholder((4,), "int8", "a")
+B32 = te.placeholder((4,), "int32", "b")
+
+
+@pytest.mark.parametrize("build_expr,match", [
+    (lambda: te.lt(VAR, 1) + te.lt(VAR, 2), r"^'\+' needs integer operands, not conditions$"),
+    (lambda: te.all_of(), "^all_of needs at least one condition$"),
+    (lambda: te.all_of(te.lt(VAR, 1), VAR), "^'and' needs two conditions, not bool and int32$"),
+    (lambda: te.call("exp", 1.0, 2.0), "^exp takes 1 operand, not 2$"),
+    (lambda: te.if_then_else(te.lt(VAR, 1), A8[VAR], B32[VAR]), "^if_then_else branches have dtypes int8 and "
+                                                          "int32$"),
+    (lambda: A8[te.cast("int8", VAR)], r"^index int8\(i\) of a must be int32, not int8$"),
+    (lambda: te.evaluate(A8[0] + 1, {}), r"^cannot evaluate a\[0\] to a constant$"),
+    (lambda: te.evaluate(VAR + 1, {}), "^variable i has no value$"),
+    (lambda: te.placeholder((0, 4), "int8", "x"), r"^placeholder x: every dimension must be a positive "
+                                                  r"int, not \(0, 4\)$"),
+    (lambda: te.compute((4,), lambda i: i, "c", dtype="int8"), "^compute c: body has dtype int32, "
+                                                              "declared int8$"),
+    (lambda: te.compute((4,), lambda i: te.lt(i, 2), "c"), "^compute c: the body is a condition, not a "
+                                                          "value$"),
+    (lambda: te.compute((4,), lambda i: te.sum(A8[te.reduce_axis(4, "i")], te.reduce_axis(4, "i")), "c"),
+     r"^compute c: reduce axis \['i'\] has the name of a spatial axis$"),
+])  # fmt: skip
+def test_tensor_expression_errors(build_expr, match):
+    with pytest.raises(TensorExprError, match=match):
+        build_expr()

@@ -148,3 +148,50 @@ def test_a_stage_that_cannot_hold_a_whole_element():
     with pytest.raises(ScheduleError, match=r"stage b in scope acc: its two innermost dimensions must be "
                                             r"one whole acc element \(1, 4\), not \(1, 2\)"):  # fmt: skip
         build(s, TINY)
+
+
+@pytest.mark.parametrize("record,match", [
+    (R.VirtualThread("out", "m", 0), r"^virtual_thread\(out, axis=m, count=0\): the thread count must be a "
+                                     "positive int$"),
+    (R.Fuse("gemm", "oi", "ko"), r"^fuse\(gemm, outer=oi, inner=ko\): cannot fuse a reduction and a spatial "
+                                 "axis$"),
+    (R.CacheRead("nope", "inp", ("gemm",)), "^no tensor 'nope'$"),
+])  # fmt: skip
+def test_more_illegal_records(record, match):
+    op = Dense(DenseSpec(4, 16, 16), TINY)
+    s = Schedule(op.tensors()["out"])
+    with pytest.raises(ScheduleError, match=match):
+        s.apply(record)
+
+
+def test_a_copy_stage_name_is_taken():
+    op = Dense(DenseSpec(4, 16, 16), TINY)
+    s = Schedule(op.tensors()["out"])
+    s.cache_write("gemm", "acc")
+    with pytest.raises(ScheduleError, match=r"^cache_write\(gemm, scope=acc\): a stage named gemm\.acc "
+                                            "already exists$"):  # fmt: skip
+        s.cache_write("gemm", "acc")
+
+
+def _reduction(*names: str) -> te.Tensor:
+    a = te.placeholder((4, 2, 2), "int8", "a")
+    k1, k2 = te.reduce_axis(2, names[0]), te.reduce_axis(2, names[1])
+    return te.compute((4,), lambda i: te.sum(te.cast("int32", a[i, k1, k2]), [k1, k2]), "c")
+
+
+def test_axis_names_of_a_stage_are_unique():
+    with pytest.raises(ScheduleError, match=r"^stage c: axis names repeat: \['i', 'k', 'k'\]$"):
+        Schedule(_reduction("k", "k"))
+    s = Schedule(_reduction("k", "k.o"))  # a reduce axis may take any name, even a split's
+    with pytest.raises(ScheduleError, match="^stage c: axis k.o exists already$"):
+        s.split("c", "k", 2)
+
+
+def test_schedule_files_hold_a_list_of_record_objects(tmp_path):
+    (tmp_path / "list.json").write_text("[]")
+    with pytest.raises(ScheduleError, match="list.json: expected an object with a list 'records'$"):
+        load_records(tmp_path / "list.json")
+    (tmp_path / "item.json").write_text('{"records": [[1]]}')
+    with pytest.raises(ScheduleError, match=r"item.json record 0: a record must be an object with a 'kind', "
+                                            r"not \[1\]$"):  # fmt: skip
+        load_records(tmp_path / "item.json")
