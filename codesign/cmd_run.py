@@ -1,0 +1,108 @@
+"""`codesign compile` and `codesign run`: whole ONNX models on a candidate design."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from codesign.cli import add_config_args
+from hw.config import resolve
+from sim.backends import NAMES, make_backend
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="compile (ONNX) and run a model; per-operator cycles and accuracy")
+    run.add_argument("model", metavar="MODEL.onnx|MODEL.cmodel")
+    add_config_args(run)
+    run.add_argument("--backend", choices=NAMES, default="fsim")
+    group = run.add_mutually_exclusive_group()
+    group.add_argument("--inputs", type=int, default=1, metavar="N", help="N seeded inputs (default 1)")
+    group.add_argument("--input-file", metavar="X.npz",
+                       help="inputs: one array per model input, samples first")  # fmt: skip
+    _model_args(run)
+    run.add_argument("--json", action="store_true")
+    run.set_defaults(run=_run, config=None)  # a .cmodel carries its own config
+    comp = sub.add_parser("compile", help="import, quantize and compile an ONNX model to one file")
+    comp.add_argument("model", metavar="MODEL.onnx")
+    comp.add_argument("-o", "--output", required=True, metavar="MODEL.cmodel")
+    add_config_args(comp)
+    _model_args(comp)
+    comp.add_argument("--json", action="store_true")
+    comp.set_defaults(run=_compile)
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
+                   help="bind a model input's symbolic dimensions (repeatable)")  # fmt: skip
+    p.add_argument("--calibration", default="percentile",
+                   help="activation calibration: minmax, percentile, entropy or mse")  # fmt: skip
+
+
+def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
+    shapes = {}
+    for item in items:
+        name, _, dims = item.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = ()
+        if not name or not shape or any(d < 1 for d in shape):
+            raise ValueError(f"--input-shape {item!r} must be NAME=D1,D2,... with positive integers")
+        shapes[name] = shape
+    return shapes
+
+
+def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from codesign.model_run import load_model
+
+    cfg = resolve(args.config or "vta", args.set)
+    loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None, args.calibration)
+    saved = loaded.model.target.cfg
+    if args.model.endswith(".cmodel"):
+        if (args.config or args.set) and cfg.fingerprint() != saved.fingerprint():
+            raise ValueError(f"{args.model} was compiled for config {saved.name}, not {cfg.name}; "
+                             "compile the ONNX model again with codesign compile --config")  # fmt: skip
+        cfg = saved
+    return cfg, loaded
+
+
+def _run(args: argparse.Namespace) -> int:
+    from codesign.model_run import print_table, read_input_file, run, sample_inputs
+
+    if args.inputs < 1:
+        raise ValueError(f"--inputs must be at least 1, not {args.inputs}")
+    cfg, loaded = _load(args)
+    graph = loaded.model.graph
+    if args.input_file:
+        inputs = read_input_file(args.input_file, graph)
+    else:
+        inputs = sample_inputs(graph, loaded.zoo_name, args.inputs, seed=0)
+    report = run(loaded, inputs, make_backend(args.backend, cfg), _progress if len(inputs) > 1 else None)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print_table(report)
+    return 0
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from compiler.runtime import serialize
+
+    if not args.output.endswith(".cmodel"):
+        raise ValueError(f"-o {args.output}: a compiled model file ends in .cmodel")
+    _, loaded = _load(args)
+    serialize.save(loaded.model, args.output, {"onnx": args.model, "zoo": loaded.zoo_name})
+    model = loaded.model
+    summary = {"output": args.output, "steps": len(model.steps),
+               "accelerator_steps": sum(s.where == "accel" for s in model.steps),
+               "offloaded_macs_fraction": model.offloaded_macs_fraction(),
+               "compile_s": loaded.compile_s}  # fmt: skip
+    print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return 0
+
+
+def _progress(done: int, total: int) -> None:
+    bar = "#" * (30 * done // total)
+    end = "\n" if done == total else ""
+    print(f"\rrunning {done}/{total} [{bar:30}]", end=end, file=sys.stderr, flush=True)

@@ -1,0 +1,216 @@
+"""Whole models: ONNX -> quantized graph -> CompiledModel, runs on a backend, and the figures of
+`codesign run` (exactness against the integer reference, agreement with onnxruntime fp32,
+cycles and where they go)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.frontend import import_onnx
+from compiler.graph.interp import run_graph
+from compiler.graph.ir import Graph
+from compiler.quant import quantize
+from compiler.runtime import serialize
+from compiler.runtime.model import CompiledModel, ModelResult
+from compiler.target import AcceleratorTarget
+from hw.config import AcceleratorConfig
+
+Inputs = dict[str, np.ndarray]
+CALIBRATION_COUNT = 16
+CALIBRATION_SEED = 1000  # calibration never sees the evaluation inputs (seeds 0, 1, ...)
+
+
+@dataclass
+class Loaded:
+    model: CompiledModel
+    onnx_bytes: bytes | None  # the float model, for the fp32 reference
+    zoo_name: str | None
+    compile_s: float
+
+
+def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+               calibration: str = "percentile") -> Loaded:  # fmt: skip
+    """A CompiledModel from an ONNX file (imported, quantized on calibration inputs, compiled)
+    or from a .cmodel file."""
+    start = time.perf_counter()
+    if path.endswith(".cmodel"):
+        model, extra = serialize.load(path)
+        onnx_path = extra.get("onnx")
+        data = Path(onnx_path).read_bytes() if onnx_path and Path(onnx_path).exists() else None
+        return Loaded(model, data, extra.get("zoo"), time.perf_counter() - start)
+    graph = import_onnx(path, input_shapes)  # its errors name the file
+    data = Path(path).read_bytes()
+    name = zoo_name(data)
+    calib = calibration_inputs(graph, name, CALIBRATION_COUNT)
+    qgraph = quantize(graph, calib, method=calibration)
+    model = CompiledModel.compile(qgraph, AcceleratorTarget(cfg))
+    return Loaded(model, data, name, time.perf_counter() - start)
+
+
+def zoo_name(onnx_bytes: bytes) -> str | None:
+    """The zoo model a file was exported from (its producer and graph name), if any."""
+    import onnx
+
+    from codesign import zoo
+
+    model = onnx.load_from_string(onnx_bytes)
+    if model.producer_name == "codesign.zoo" and model.graph.name in zoo.names():
+        return model.graph.name
+    return None
+
+
+def calibration_inputs(graph: Graph, name: str | None, count: int) -> list[Inputs]:
+    """Zoo models calibrate on their own kind of data (digits on its training split); other
+    models on seeded random inputs of the right shapes."""
+    if name == "digits":
+        from codesign import zoo
+
+        images = zoo.digits_split().train_images[:count]
+        return [{"input": image[None].copy()} for image in images]
+    return sample_inputs(graph, name, count, CALIBRATION_SEED)
+
+
+def sample_inputs(graph: Graph, name: str | None, count: int, seed: int) -> list[Inputs]:
+    if name is not None:
+        from codesign import zoo
+
+        return zoo.sample_inputs(name, count, seed)
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        feeds = {}
+        for n in graph.inputs:
+            v = graph.values[n]
+            if np.issubdtype(np.dtype(v.dtype), np.integer):
+                feeds[n] = rng.integers(0, 100, v.shape).astype(v.dtype)
+            else:
+                feeds[n] = rng.standard_normal(v.shape).astype(v.dtype)
+        out.append(feeds)
+    return out
+
+
+def read_input_file(path: str, graph: Graph) -> list[Inputs]:
+    """Inputs from an npz: one array per graph input, with a leading axis over samples."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {k: archive[k] for k in archive.files}
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not an npz file of inputs ({exc})") from None
+    missing = sorted(set(graph.inputs) - set(arrays))
+    if missing:
+        raise ValueError(f"{path}: no array for model input {missing[0]!r} "
+                         f"(inputs: {', '.join(graph.inputs)})")  # fmt: skip
+    counts = {len(arrays[n]) for n in graph.inputs}
+    if len(counts) != 1:
+        raise ValueError(f"{path}: inputs have different sample counts {sorted(counts)}")
+    return [{n: arrays[n][i] for n in graph.inputs} for i in range(counts.pop())]
+
+
+def check_inputs(graph: Graph, feeds: Inputs) -> None:
+    for n in graph.inputs:
+        v, a = graph.values[n], feeds[n]
+        if a.shape != v.shape or a.dtype.name != v.dtype:
+            raise ValueError(f"input {n!r} is {a.dtype.name}{list(a.shape)}, the model takes "
+                             f"{v.dtype}{list(v.shape)}")  # fmt: skip
+
+
+def run(loaded: Loaded, inputs: list[Inputs], backend: Any,
+        progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Run every input; compare with the integer reference and onnxruntime fp32."""
+    model, graph = loaded.model, loaded.model.graph
+    session = _ort_session(loaded.onnx_bytes)
+    results: list[ModelResult] = []
+    exact, cosines, max_err, agree = True, [], 0.0, []
+    start = time.perf_counter()
+    for i, feeds in enumerate(inputs):
+        check_inputs(graph, feeds)
+        result = model.run(feeds, backend)
+        results.append(result)
+        out_name = graph.outputs[0]
+        got = result.outputs[out_name]
+        if backend.name != "timing":
+            want = run_graph(graph, feeds)[out_name]
+            exact = exact and bool(np.array_equal(got, want))
+        if session is not None and backend.name != "timing":
+            ref = session.run(None, feeds)[0]
+            a, b = got.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
+            cosines.append(float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30)))
+            max_err = max(max_err, float(np.abs(a - b).max()))
+            if ref.ndim == 2 and ref.shape[1] > 1:
+                agree.append(bool(got.argmax(axis=1)[0] == ref.argmax(axis=1)[0]))
+        if progress:
+            progress(i + 1, len(inputs))
+    run_s = time.perf_counter() - start
+    return _report(loaded, results, backend, run_s, exact, cosines, max_err, agree)
+
+
+def _ort_session(onnx_bytes: bytes | None) -> Any:
+    if onnx_bytes is None:
+        return None
+    import onnxruntime as ort
+
+    return ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
+
+
+def _report(loaded: Loaded, results: list[ModelResult], backend: Any, run_s: float, exact: bool,
+            cosines: list[float], max_err: float, agree: list[bool]) -> dict[str, Any]:  # fmt: skip
+    model = loaded.model
+    cfg = model.target.cfg
+    n = max(len(results), 1)
+    cycles = sum(r.cycles for r in results) / n
+    host_s = sum(r.host_s for r in results) / n
+    timed = backend.name != "fsim"
+    return {
+        "model": model.graph.name, "config": cfg.name, "backend": backend.name, "inputs": len(results),
+        "correct_int8": None if backend.name == "timing" else exact,
+        "top1_agreement": float(np.mean(agree)) if agree else None,
+        "cosine": float(np.mean(cosines)) if cosines else None,
+        "max_abs_err": max_err if cosines else None,
+        "cycles": int(cycles) if timed else None,
+        "latency_ms": (cycles / (cfg.clock_mhz * 1e3) if timed else 0.0) + host_s * 1e3,
+        "host_ms": host_s * 1e3,
+        "compile_s": loaded.compile_s, "run_s": run_s,
+        "offloaded_macs_fraction": model.offloaded_macs_fraction(),
+        "operators": _operators(results, timed),
+    }  # fmt: skip
+
+
+def _operators(results: list[ModelResult], timed: bool) -> list[dict[str, Any]]:
+    """Per step, averaged over the runs."""
+    rows = []
+    n = len(results)
+    for i, first in enumerate(results[0].steps if results else []):
+        steps = [r.steps[i] for r in results]
+        cycles = sum(s.cycles or 0 for s in steps) / n if timed and first.where == "accel" else None
+        gemm = first.gemm_uops
+        rows.append({
+            "name": first.name, "op": first.op, "where": first.where, "macs": first.macs,
+            "cycles": None if cycles is None else int(cycles), "gemm_uops": gemm,
+            "utilization": gemm / cycles if cycles and gemm is not None else None,
+            "host_ms": sum(s.host_s for s in steps) / n * 1e3,
+        })  # fmt: skip
+    return rows
+
+
+def print_table(report: dict[str, Any], out: Any = sys.stdout) -> None:
+    print(f"{'operator':28} {'op':15} {'where':10} {'cycles':>10} {'util':>6} {'host ms':>8}", file=out)
+    for r in report["operators"]:
+        if r["where"] == "view":
+            continue
+        cycles = "" if r["cycles"] is None else f"{r['cycles']:,}"
+        util = "" if r["utilization"] is None else f"{r['utilization']:.3f}"
+        print(f"{r['name'][:28]:28} {r['op']:15} {r['where']:10} {cycles:>10} {util:>6} {r['host_ms']:8.3f}",
+              file=out)  # fmt: skip
+    keys = ("correct_int8", "top1_agreement", "cosine", "max_abs_err", "cycles", "latency_ms",
+            "offloaded_macs_fraction", "compile_s", "run_s")  # fmt: skip
+    for k in keys:
+        print(f"{k}: {report[k]}", file=out)

@@ -1,0 +1,109 @@
+"""`codesign run` and `codesign compile` on whole models: exactness against the integer reference,
+agreement with onnxruntime, a compiled model file, and every bad input with its own message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from codesign import zoo
+from codesign.cli import main
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "mlp.onnx"
+    onnx.save(zoo.build("mlp"), path)
+    return path
+
+
+def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:  # type: ignore[type-arg]
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_run_mlp_exact_and_close_to_fp32(mlp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = _json(capsys, ["run", str(mlp), "--config", "tiny", "--inputs", "4", "--json"])
+    assert report["correct_int8"] is True and report["inputs"] == 4
+    assert report["cosine"] > 0.99 and report["top1_agreement"] >= 0.75
+    assert report["offloaded_macs_fraction"] > 0.9
+    ops = [(r["op"], r["where"]) for r in report["operators"]]
+    assert ("QGemm", "accel") in ops and report["cycles"] is None  # fsim counts no cycles
+    for key in ("max_abs_err", "latency_ms", "compile_s", "run_s"):
+        assert report[key] is not None
+
+
+def test_run_on_the_timing_model_reports_cycles(mlp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = _json(capsys, ["run", str(mlp), "--config", "tiny", "--backend", "timing", "--json"])
+    accel = [r for r in report["operators"] if r["where"] == "accel"]
+    assert report["correct_int8"] is None and report["cycles"] == sum(r["cycles"] for r in accel) > 0
+    assert report["latency_ms"] > report["cycles"] / 100e3 * 0.999  # cycles at the clock, plus host time
+
+
+def test_compiled_model_file_runs_the_same(mlp: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    out = tmp_path / "mlp.cmodel"
+    summary = _json(capsys, ["compile", str(mlp), "-o", str(out), "--config", "tiny", "--json"])
+    assert out.exists() and summary["accelerator_steps"] >= 1
+    a = _json(capsys, ["run", str(mlp), "--config", "tiny", "--backend", "timing", "--json"])
+    b = _json(capsys, ["run", str(out), "--backend", "timing", "--json"])
+    assert a["cycles"] == b["cycles"] and a["config"] == b["config"] == "tiny"
+    assert main(["run", str(out), "--config", "vta"]) == 2
+    assert "was compiled for config tiny, not vta" in capsys.readouterr().err
+
+
+def test_input_file(mlp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    samples = zoo.sample_inputs("mlp", 2, seed=3)
+    path = tmp_path / "x.npz"
+    np.savez(path, **{k: np.stack([s[k] for s in samples]) for k in samples[0]})
+    report = _json(capsys, ["run", str(mlp), "--config", "tiny", "--input-file", str(path), "--json"])
+    assert report["inputs"] == 2 and report["correct_int8"] is True
+
+
+def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err  # one line, no traceback
+    return err
+
+
+def _model_file(tmp_path: Path, nodes: list, shape: list) -> Path:  # type: ignore[type-arg]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_bad_inputs_exit_2_with_their_own_message(mlp: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    assert "no such file" in _error(capsys, ["run", str(tmp_path / "nope.onnx")])
+    (tmp_path / "text.onnx").write_bytes(b"hello, not a model\n")
+    assert "not an ONNX model" in _error(capsys, ["run", str(tmp_path / "text.onnx")])
+    data = mlp.read_bytes()
+    (tmp_path / "cut.onnx").write_bytes(data[: len(data) // 2])
+    assert "truncated ONNX model" in _error(capsys, ["run", str(tmp_path / "cut.onnx")])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("LSTM", ["r"], ["y"])]
+    lstm = _model_file(tmp_path, nodes, [1, 2, 3])
+    assert "unsupported operator LSTM" in _error(capsys, ["run", str(lstm)])
+    dynamic = _model_file(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], ["batch", 8])
+    assert "pass --input-shape x=1,8" in _error(capsys, ["run", str(dynamic)])
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, input=np.zeros((1, 1, 63), np.float32))
+    assert "the model takes float32[1, 64]" in _error(capsys, ["run", str(mlp), "--input-file", str(bad)])
+    np.savez(bad, input=np.zeros((1, 1, 64), np.int64))
+    assert "input 'input' is int64[1, 64]" in _error(capsys, ["run", str(mlp), "--input-file", str(bad)])
+    np.savez(bad, other=np.zeros((1, 1, 64), np.float32))
+    assert "no array for model input 'input'" in _error(capsys, ["run", str(mlp), "--input-file", str(bad)])
+    assert "must be NAME=D1,D2" in _error(capsys, ["run", str(mlp), "--input-shape", "x=1,a"])
+    assert "--inputs must be at least 1, not 0" in _error(capsys, ["run", str(mlp), "--inputs", "0"])
+    assert "ends in .cmodel" in _error(capsys, ["compile", str(mlp), "-o", str(tmp_path / "x.bin")])
+    (tmp_path / "junk.cmodel").write_bytes(b"junk")
+    assert "not a compiled model file" in _error(capsys, ["run", str(tmp_path / "junk.cmodel")])
