@@ -9,7 +9,16 @@ import pytest
 from compiler import te
 from compiler.build import build
 from compiler.errors import ScheduleError, TensorExprError
-from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseSpec, compile_op, knobs_from_json
+from compiler.ops import (
+    Conv2d,
+    Conv2dKnobs,
+    Conv2dSpec,
+    Dense,
+    DenseKnobs,
+    DenseSpec,
+    compile_op,
+    knobs_from_json,
+)
 from compiler.schedule import Schedule
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
@@ -148,3 +157,16 @@ B32 = te.placeholder((4,), "int32", "b")
 def test_tensor_expression_errors(build_expr, match):
     with pytest.raises(TensorExprError, match=match):
         build_expr()
+
+
+def test_dense_rows_come_in_whole_batches():
+    rect = AcceleratorTarget(PRESETS["rect"])  # batch 2
+    with pytest.raises(ScheduleError, match="^dense m=3 is not a multiple of the core's batch 2$"):
+        Dense(DenseSpec(3, 16, 16), rect)
+
+
+def test_no_default_when_no_point_fits():
+    # n blocks of biases plus at least one accumulator element: 255 + 1 fill tiny's 256 exactly
+    assert Dense(DenseSpec(1, 4, 4 * 255), TINY).default_knobs() == DenseKnobs()
+    with pytest.raises(ScheduleError, match="^no schedule point fits this accelerator's scratchpads$"):
+        Dense(DenseSpec(1, 4, 4 * 256), TINY).default_knobs()
