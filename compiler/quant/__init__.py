@@ -1,0 +1,26 @@
+"""Int8 quantization: calibration, static quantization of float graphs, QDQ import.
+
+    quantize(graph, calibration_inputs, method="percentile") -> quantized Graph
+    import_qdq(graph, calibration_inputs=None)                 -> quantized Graph
+
+Both produce the quantized-graph contract of compiler.graph.opdefs.qops (QConv, QGemm, QAdd,
+QGlobalAvgPool, Quantize, Dequantize; MaxPool/Relu/Flatten/Reshape on int8), which
+`compiler.graph.run_graph` evaluates exactly: that is the workbench's integer reference.
+"""
+
+from compiler.quant.calibrate import CALIBRATORS, Calibration, collect
+from compiler.quant.errors import QuantizationError
+from compiler.quant.lowering import QuantParams, lower
+from compiler.quant.static import DEFAULT_METHOD, activation_scales, quantize
+
+__all__ = [
+    "CALIBRATORS",
+    "DEFAULT_METHOD",
+    "Calibration",
+    "QuantParams",
+    "QuantizationError",
+    "activation_scales",
+    "collect",
+    "lower",
+    "quantize",
+]

@@ -1,0 +1,213 @@
+"""Calibration: run the float graph on sample inputs and summarise every float tensor.
+
+`collect` records, for each float32 activation (graph inputs and node outputs), a histogram of
+|x|, the largest |x|, and the largest |x| of each channel (axis 1), which bounds the
+accumulators of convolutions and dense layers. Calibrators turn a tensor's summary into the
+threshold `amax` that int8 represents (scale = amax / 127, symmetric):
+
+- `minmax`: the largest |x| seen; nothing saturates on the calibration data;
+- `percentile`: the PERCENTILE-th percentile of |x|; a few outliers saturate, the rest gets
+  finer steps;
+- `entropy`: TensorRT's rule: the threshold whose 128-level quantized histogram is closest (KL
+  divergence) to the clipped histogram;
+- `mse`: the threshold with the least expected squared error (rounding plus saturation) on the
+  histogram.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.errors import GraphError
+from compiler.graph.interp import evaluate_node
+from compiler.graph.ir import Graph
+from compiler.quant.errors import QuantizationError
+
+BINS = 2048
+LEVELS = 128  # int8 magnitudes 0..127
+PERCENTILE = 99.99
+# Candidate thresholds are every STEP-th bin edge (the search is then a few hundred numpy ops).
+STEP = 8
+
+
+@dataclass
+class TensorStats:
+    """Counts of |x| in BINS bins over [0, top), top a power of two that doubles (merging bin
+    pairs, exactly) when a larger value arrives; the largest |x|; the largest |x| along axis 1
+    and along the last axis (channels of NCHW and of dense outputs), for accumulator bounds."""
+
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(BINS, np.int64))
+    top: float = 0.0
+    absmax: float = 0.0
+    axis_absmax: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def add(self, x: np.ndarray) -> None:
+        a = np.abs(x.astype(np.float32, copy=False))
+        m = float(a.max(initial=0.0))
+        self.absmax = max(self.absmax, m)
+        for axis in {1, a.ndim - 1} if a.ndim >= 2 else ():
+            per = a.max(axis=tuple(i for i in range(a.ndim) if i != axis), initial=0.0).astype(np.float64)
+            seen = self.axis_absmax.get(axis)
+            self.axis_absmax[axis] = per if seen is None else np.maximum(seen, per)
+        if m > 0 and self.top == 0.0:
+            self.top = 2.0 ** math.ceil(math.log2(m))
+        while m > self.top:
+            self.counts = np.concatenate(
+                [self.counts.reshape(-1, 2).sum(axis=1), np.zeros(BINS // 2, np.int64)]
+            )
+            self.top *= 2.0
+        if self.top == 0.0:
+            self.counts[0] += a.size  # all zeros so far
+            return
+        index = np.minimum((a.ravel() * np.float32(BINS / self.top)).astype(np.int64), BINS - 1)
+        self.counts += np.bincount(index, minlength=BINS)
+
+    @property
+    def width(self) -> float:
+        return self.top / BINS
+
+
+Calibrator = Callable[[TensorStats], float]
+
+
+def minmax(stats: TensorStats) -> float:
+    return stats.absmax
+
+
+def percentile(stats: TensorStats, pct: float = PERCENTILE) -> float:
+    """The upper edge of the bin where the cumulative count reaches `pct` percent."""
+    total = stats.counts.sum()
+    if total == 0 or stats.top == 0.0:
+        return stats.absmax
+    index = int(np.searchsorted(np.cumsum(stats.counts), pct / 100.0 * total))
+    return min(stats.absmax, (index + 1) * stats.width)
+
+
+def _used_bins(stats: TensorStats) -> int:
+    nonzero = np.nonzero(stats.counts)[0]
+    return int(nonzero[-1]) + 1 if nonzero.size else 0
+
+
+def entropy(stats: TensorStats) -> float:
+    """TensorRT's KL-divergence threshold over the |x| histogram (128 levels)."""
+    used = _used_bins(stats)
+    if used <= LEVELS or stats.top == 0.0:
+        return stats.absmax
+    counts = stats.counts[:used].astype(np.float64)
+    best, best_kl = used, math.inf
+    for i in range(LEVELS, used + 1, STEP):
+        kl = _kl_at(counts, i)
+        if kl < best_kl:
+            best, best_kl = i, kl
+    return min(stats.absmax, best * stats.width)
+
+
+def _kl_at(counts: np.ndarray, i: int) -> float:
+    """KL(P || Q): P = the first i bins with the outliers added to the last; Q = P's bins merged
+    into LEVELS groups and spread back evenly over each group's non-empty bins."""
+    p = counts[:i].copy()
+    p[-1] += counts[i:].sum()
+    groups = np.minimum(np.arange(i) * LEVELS // i, LEVELS - 1)
+    sums = np.bincount(groups, weights=counts[:i], minlength=LEVELS)
+    nonzero = np.bincount(groups, weights=(p > 0).astype(np.float64), minlength=LEVELS)
+    q = np.where(p > 0, sums[groups] / np.maximum(nonzero[groups], 1.0), 0.0)
+    p, q = p / p.sum(), q / max(q.sum(), 1e-300)
+    mask = p > 0
+    q = np.where(mask & (q == 0), 1e-10, q)
+    return float(np.sum(p[mask] * np.log(p[mask] / q[mask])))
+
+
+def mse(stats: TensorStats) -> float:
+    """The threshold with the least expected squared int8 error over the histogram's bin centres."""
+    used = _used_bins(stats)
+    if used == 0 or stats.top == 0.0:
+        return stats.absmax
+    centres = (np.arange(used) + 0.5) * stats.width
+    counts = stats.counts[:used].astype(np.float64)
+    candidates = np.append(np.arange(1, used + 1, STEP) * stats.width, stats.absmax)
+    scales = candidates[:, None] / (LEVELS - 1)
+    err = centres[None, :] - np.minimum(np.rint(centres[None, :] / scales), LEVELS - 1) * scales
+    cost = (err**2 * counts[None, :]).sum(axis=1)
+    return float(min(stats.absmax, candidates[int(np.argmin(cost))]))
+
+
+CALIBRATORS: dict[str, Calibrator] = {
+    "minmax": minmax,
+    "percentile": percentile,
+    "entropy": entropy,
+    "mse": mse,
+}
+
+
+@dataclass
+class Calibration:
+    """Statistics of every float32 activation of a graph, by value name."""
+
+    stats: dict[str, TensorStats]
+    samples: int
+
+    def amax(self, name: str, method: str) -> float:
+        if method not in CALIBRATORS:
+            raise QuantizationError(f"unknown calibration method {method!r}; known: {', '.join(CALIBRATORS)}")
+        return CALIBRATORS[method](self.stats[name])
+
+
+def collect(graph: Graph, inputs: Iterable[Mapping[str, np.ndarray]]) -> Calibration:
+    """Run `graph` (float) on each input dict and gather every float32 activation's statistics."""
+    stats: dict[str, TensorStats] = {}
+    last = _last_uses(graph)
+    samples = 0
+    for feeds in inputs:
+        env = _feeds(graph, feeds)
+        for name in graph.inputs:
+            _observe(stats, name, env[name])
+        for i, node in enumerate(graph.nodes):
+            outs = evaluate_node(graph, node, [env[x] for x in node.inputs])
+            for name, array in zip(node.outputs, outs, strict=True):
+                env[name] = array
+                _observe(stats, name, array)
+            for name in last.get(i, ()):
+                env.pop(name, None)
+        samples += 1
+    if samples == 0:
+        raise QuantizationError("calibration needs at least one input")
+    return Calibration(stats, samples)
+
+
+def _feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    env = {k: v.data for k, v in graph.values.items() if v.data is not None}
+    for name in graph.inputs:
+        if name not in feeds:
+            raise QuantizationError(f"calibration input lacks graph input {name}")
+        array, value = np.asarray(feeds[name]), graph.values[name]
+        if array.shape != value.shape or array.dtype.name != value.dtype:
+            raise QuantizationError(
+                f"calibration input {name} is {array.dtype.name}{list(array.shape)}, "
+                f"the graph expects {value.type_str()}"
+            )
+        env[name] = array
+    return env
+
+
+def _observe(stats: dict[str, TensorStats], name: str, array: np.ndarray) -> None:
+    if array.dtype == np.float32:
+        stats.setdefault(name, TensorStats()).add(array)
+
+
+def _last_uses(graph: Graph) -> dict[int, list[str]]:
+    last: dict[str, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for name in node.inputs:
+            last[name] = i
+    by_node: dict[int, list[str]] = {}
+    for name, i in last.items():
+        value = graph.values.get(name)
+        if value is None:
+            raise GraphError(f"value {name} is not defined")
+        if name not in graph.outputs and not value.is_const:
+            by_node.setdefault(i, []).append(name)
+    return by_node

@@ -1,0 +1,419 @@
+"""Float graph + quantization parameters -> quantized graph (the quantized-graph contract of
+compiler.graph.opdefs.qops), fusing as it goes.
+
+Fusions: Conv (+ bias) and dense layers (canonical Gemm, or MatMul by a constant [K, N] plus an
+Add of a constant bias; inputs of rank > 2 are flattened to [M, K] around the QGemm) become
+QConv/QGemm with their requantization; a Relu or Clip that is the only user of such a result,
+of a residual Add, folds into the op's clip bounds (clip(round(y / s)) is exact for any bounds,
+rounding being monotone). Add of two activations of one shape becomes QAdd;
+GlobalAveragePool (and ReduceMean over H, W) QGlobalAvgPool. MaxPool, Relu, Flatten and
+Reshape of an int8 value stay int8 with the input's scale. Every other op runs in float:
+Dequantize and Quantize nodes are inserted where a value changes representation, once per value.
+
+`QuantParams.strict` is for QDQ files, whose every scale is binding: an activation folds into
+the op before it only when both tensors share a scale, and an int8 MaxPool/Relu/Flatten/Reshape
+only when its output keeps its input's scale; otherwise the file's requantization is kept (a
+float op between Dequantize and Quantize), as onnxruntime computes it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.graph.builder import append
+from compiler.graph.ir import Graph, Node, const
+from compiler.graph.opdefs.qops import INT8_MAX, INT8_MIN
+from compiler.graph.verify import verify
+from compiler.quant.calibrate import Calibration
+from compiler.quant.errors import QuantizationError
+from compiler.quant.requant import (
+    ACT_MAX,
+    QWeight,
+    accumulator_bounds,
+    channel_requant,
+    immediate_requant,
+    quantize_bias,
+    quantize_weight,
+)
+
+
+@dataclass(frozen=True)
+class QuantParams:
+    """What the lowering needs besides the float graph.
+
+    `scales`: activation value -> scale (amax / 127); a value without one stays float.
+    `weights`, `biases`: int8 weights and (int32 bias, its scales) already fixed (a QDQ file's),
+    by the name of the float constant they stand for; other weights and biases are quantized
+    here, as is a fixed bias whose scale is not the accumulator's.
+    `calibration`: statistics bounding the accumulators (None: the data-free bound).
+    """
+
+    scales: Mapping[str, float]
+    weights: Mapping[str, QWeight] = field(default_factory=dict)
+    biases: Mapping[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    calibration: Calibration | None = None
+    strict: bool = False
+
+
+def lower(graph: Graph, params: QuantParams) -> Graph:
+    """The quantized graph of float `graph` (verified); inputs and outputs keep their names and types."""
+    return _Lowering(graph, params).run()
+
+
+@dataclass(frozen=True)
+class _Act:
+    """An activation folded into the op before it: its node and bounds (float units)."""
+
+    node: Node
+    lo: float
+    hi: float
+
+
+class _Lowering:
+    def __init__(self, src: Graph, params: QuantParams) -> None:
+        self.src, self.p = src, params
+        self.g = Graph(src.name)
+        for name in src.inputs:
+            v = src.values[name]
+            self.g.add_input(name, v.shape, v.dtype)
+        self.floats: dict[str, str] = {name: name for name in src.inputs}
+        self.ints: dict[str, tuple[str, float]] = {}
+        self.absorbed: set[int] = set()
+        self.users = src.consumer_map()
+
+    def run(self) -> Graph:
+        for node in self.src.nodes:
+            if id(node) in self.absorbed:
+                continue
+            handler = HANDLERS.get(node.op)
+            if handler is None or not handler(self, node):
+                self.emit_float(node)
+        for name in self.src.outputs:
+            if self.float_of(name) != name:
+                raise QuantizationError(f"graph output {name} could not keep its name")
+        self.g.outputs = list(self.src.outputs)
+        return verify(self.g.remove_dead())
+
+    # -- values -----------------------------------------------------------------------------------
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 0
+        while name in self.g.values or name in self.src.values:
+            i += 1
+            name = f"{base}.{i}"
+        return name
+
+    def const(self, name: str) -> np.ndarray | None:
+        return self.src.const_data(name)
+
+    def add_const(self, base: str, data: np.ndarray) -> str:
+        name = self.fresh(base)
+        self.g.add_value(const(name, data))
+        return name
+
+    def is_float_act(self, name: str) -> bool:
+        v = self.src.values[name]
+        return not v.is_const and v.dtype == "float32"
+
+    def scale_of(self, name: str) -> float | None:
+        if name in self.ints:
+            return self.ints[name][1]
+        return self.p.scales.get(name) if self.is_float_act(name) else None
+
+    def float_of(self, name: str) -> str:
+        """The name of `name` as float in the new graph (a Dequantize the first time it is needed)."""
+        if name in self.floats:
+            return self.floats[name]
+        value = self.src.values[name]
+        if value.is_const:
+            self.g.values.setdefault(name, value)
+            self.floats[name] = name
+            return name
+        qname, scale = self.ints[name]
+        out = name if name in self.src.outputs and name not in self.g.values else self.fresh(f"{name}.dq")
+        append(self.g, "Dequantize", [qname], [out], {"scale": scale})
+        self.floats[name] = out
+        return out
+
+    def int8_of(self, name: str) -> str:
+        """The name of `name` as int8 (a Quantize the first time; the caller checked its scale)."""
+        if name in self.ints:
+            return self.ints[name][0]
+        scale = self.p.scales[name]
+        out = self.fresh(f"{name}.q")
+        append(self.g, "Quantize", [self.float_of(name)], [out], {"scale": scale})
+        self.ints[name] = (out, scale)
+        return out
+
+    def emit_int8(
+        self, name: str, op: str, inputs: Sequence[str], attrs: Mapping[str, object], scale: float
+    ) -> str:
+        """Append an op whose int8 output stands for float value `name` at `scale`."""
+        out = self.fresh(f"{name}.q") if name in self.src.outputs else name
+        append(self.g, op, inputs, [out], attrs)
+        self.ints[name] = (out, scale)
+        return out
+
+    def emit_float(self, node: Node) -> None:
+        append(self.g, node.op, [self.float_of(i) for i in node.inputs], node.outputs, node.attrs)
+        self.floats.update((o, o) for o in node.outputs)
+
+    # -- patterns ---------------------------------------------------------------------------------
+
+    def activation_after(self, name: str) -> _Act | None:
+        """The Relu or Clip that is the only user of `name`, when it can fold into `name`'s op."""
+        users = self.users.get(name, [])
+        if name in self.src.outputs or len(users) != 1 or users[0].op not in ("Relu", "Clip"):
+            return None
+        act = users[0]
+        if act.op == "Relu":
+            lo, hi = 0.0, math.inf
+        else:
+            lo, hi = act.float_attr("min"), act.float_attr("max")
+        if lo > hi:
+            return None
+        if self.p.strict:
+            pre, post = self.p.scales.get(name), self.p.scales.get(act.outputs[0])
+            if pre is not None and pre != post:
+                return None
+        return _Act(act, lo, hi)
+
+    def clip_bounds(self, act: _Act | None, scale: float) -> tuple[int, int]:
+        if act is None:
+            return INT8_MIN, INT8_MAX
+        return _to_int8(act.lo, scale), _to_int8(act.hi, scale)
+
+    def single_user(self, name: str, op: str) -> Node | None:
+        users = self.users.get(name, [])
+        if name in self.src.outputs or len(users) != 1 or users[0].op != op:
+            return None
+        return users[0]
+
+
+def _to_int8(bound: float, scale: float) -> int:
+    """A float bound in int8 steps, rounded as Quantize rounds (so the clip is exact)."""
+    if math.isinf(bound):
+        return INT8_MAX if bound > 0 else INT8_MIN
+    q = float(np.rint(np.float32(bound) / np.float32(scale)))
+    return int(min(max(q, INT8_MIN), INT8_MAX))
+
+
+# -- dense layers ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Dense:
+    """A convolution or dense product to lower: its input, weight (output channels on
+    `w_axis`), optional bias, the pre-activation output and the nodes it absorbs."""
+
+    op: str
+    x: str
+    w: str
+    w_axis: int
+    bias: str | None
+    out: str
+    attrs: Mapping[str, object]
+    absorbs: tuple[Node, ...] = ()
+
+
+def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
+    act = lw.activation_after(d.out)
+    out = act.node.outputs[0] if act else d.out
+    s_in, s_out = lw.scale_of(d.x), lw.scale_of(out)
+    w_float = lw.const(d.w)
+    if s_in is None or s_out is None or w_float is None:
+        return False
+    qw = _weight(lw, d, w_float)
+    w_int = np.moveaxis(qw.data, qw.axis, 0) if qw.axis != 0 else qw.data
+    channels = w_int.shape[0]
+    acc_scale = s_in * qw.channel_scales(channels)
+    bias = _bias(lw, d, acc_scale, channels)
+    reals = acc_scale / s_out
+    observed = _observed(lw, d.out, acc_scale)
+    bounds = accumulator_bounds(w_int, bias, reals, observed)
+    mult, shift = channel_requant(reals, bounds, f"node {d.out} ({d.op})")
+    lo, hi = lw.clip_bounds(act, s_out)
+    attrs = {**d.attrs, "shift": shift, "clip_lo": lo, "clip_hi": hi, "out_scale": s_out}
+    consts = [
+        lw.add_const(f"{d.w}.q", np.ascontiguousarray(w_int)),
+        lw.add_const(f"{d.out}.bias", bias),
+        lw.add_const(f"{d.out}.mult", mult),
+    ]
+    _emit_dense(lw, d, out, consts, attrs, s_out)
+    lw.absorbed.update(id(n) for n in d.absorbs + ((act.node,) if act else ()))
+    return True
+
+
+def _weight(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> QWeight:
+    qw = lw.p.weights.get(d.w)
+    if qw is None:
+        return quantize_weight(w_float, d.w_axis)
+    if qw.scales.size > 1 and qw.axis != d.w_axis:
+        raise QuantizationError(
+            f"node {d.out} ({d.op}): weight {d.w} is quantized per channel along axis {qw.axis}, "
+            f"its output channels are axis {d.w_axis}"
+        )
+    return QWeight(qw.data, qw.scales, d.w_axis)
+
+
+def _bias(lw: _Lowering, d: _Dense, acc_scale: np.ndarray, channels: int) -> np.ndarray:
+    if d.bias is None:
+        return np.zeros(channels, np.int32)
+    fixed = lw.p.biases.get(d.bias)
+    if fixed is not None and fixed[0].size == channels:
+        q, scales = fixed
+        if np.allclose(np.broadcast_to(scales, (channels,)), acc_scale, rtol=1e-6, atol=0.0):
+            return np.asarray(q, np.int32).reshape(channels)
+    data = lw.const(d.bias)
+    assert data is not None
+    return quantize_bias(data.reshape(channels), acc_scale, f"node {d.out} ({d.op})")
+
+
+def _observed(lw: _Lowering, name: str, acc_scale: np.ndarray) -> np.ndarray | None:
+    """Largest |acc + bias| per channel on the calibration data (accumulator units), if calibrated."""
+    cal = lw.p.calibration
+    stats = cal.stats.get(name) if cal is not None else None
+    if stats is None:
+        return None
+    rank = lw.src.values[name].rank
+    per = stats.axis_absmax.get(1 if rank == 4 else rank - 1)
+    return None if per is None else per / acc_scale
+
+
+def _emit_dense(
+    lw: _Lowering, d: _Dense, out: str, consts: list[str], attrs: Mapping[str, object], s_out: float
+) -> None:
+    xq = lw.int8_of(d.x)
+    x_shape = lw.src.values[d.x].shape
+    if d.op == "QConv" or len(x_shape) == 2:
+        lw.emit_int8(out, d.op, [xq, *consts], attrs, s_out)
+        return
+    flat = lw.fresh(f"{d.x}.2d")
+    append(lw.g, "Reshape", [xq], [flat], {"shape": (math.prod(x_shape[:-1]), x_shape[-1])})
+    y = lw.fresh(f"{out}.2d")
+    append(lw.g, d.op, [flat, *consts], [y], attrs)
+    lw.emit_int8(out, "Reshape", [y], {"shape": lw.src.values[out].shape}, s_out)
+
+
+def _conv(lw: _Lowering, node: Node) -> bool:
+    w = lw.const(node.inputs[1])
+    bias = node.inputs[2] if len(node.inputs) == 3 else None
+    if w is None or w.ndim != 4 or set(node.ints_attr("dilations")) != {1}:
+        return False
+    if bias is not None and lw.const(bias) is None:
+        return False
+    attrs = {k: node.attrs[k] for k in ("strides", "pads", "group")}
+    return _lower_dense(lw, _Dense("QConv", node.inputs[0], node.inputs[1], 0, bias, node.outputs[0], attrs))
+
+
+def _gemm(lw: _Lowering, node: Node) -> bool:
+    x, w = node.inputs[:2]
+    bias = node.inputs[2] if len(node.inputs) == 3 else None
+    canonical = (node.attrs["transA"], node.attrs["transB"], node.attrs["alpha"], node.attrs["beta"]) == (
+        0,
+        1,
+        1,
+        1,
+    )
+    wd = lw.const(w)
+    if not canonical or wd is None or lw.src.values[x].rank != 2:
+        return False
+    if bias is not None:
+        b = lw.const(bias)
+        if b is None or b.size != wd.shape[0]:
+            return False
+    return _lower_dense(lw, _Dense("QGemm", x, w, 0, bias, node.outputs[0], {}))
+
+
+def _matmul(lw: _Lowering, node: Node) -> bool:
+    """MatMul(x, W[K, N] constant), with the Add of a constant [N] bias that follows it when there is one."""
+    x, w = node.inputs
+    wd = lw.const(w)
+    if wd is None or wd.ndim != 2 or lw.src.values[x].rank < 2 or lw.const(x) is not None:
+        return False
+    out, bias, absorbs = node.outputs[0], None, tuple[Node, ...]()
+    add = lw.single_user(out, "Add")
+    if add is not None:
+        other = add.inputs[1] if add.inputs[0] == out else add.inputs[0]
+        b = lw.const(other)
+        if b is not None and b.size == wd.shape[1] and b.shape[-1:] == (wd.shape[1],) and other != out:
+            out, bias, absorbs = add.outputs[0], other, (add,)
+    return _lower_dense(lw, _Dense("QGemm", x, w, 1, bias, out, {}, absorbs))
+
+
+# -- element-wise and pooling ----------------------------------------------------------------------
+
+
+def _add(lw: _Lowering, node: Node) -> bool:
+    a, b = node.inputs
+    if not (lw.is_float_act(a) and lw.is_float_act(b)) or lw.src.values[a].shape != lw.src.values[b].shape:
+        return False
+    act = lw.activation_after(node.outputs[0])
+    out = act.node.outputs[0] if act else node.outputs[0]
+    s_a, s_b, s_out = lw.scale_of(a), lw.scale_of(b), lw.scale_of(out)
+    if s_a is None or s_b is None or s_out is None:
+        return False
+    (mult_a, mult_b), shift = immediate_requant(np.array([s_a, s_b]) / s_out, ACT_MAX, f"node {out} (QAdd)")
+    lo, hi = lw.clip_bounds(act, s_out)
+    attrs = {
+        "mult_a": mult_a,
+        "mult_b": mult_b,
+        "shift": shift,
+        "clip_lo": lo,
+        "clip_hi": hi,
+        "out_scale": s_out,
+    }
+    lw.emit_int8(out, "QAdd", [lw.int8_of(a), lw.int8_of(b)], attrs, s_out)
+    if act:
+        lw.absorbed.add(id(act.node))
+    return True
+
+
+def _global_pool(lw: _Lowering, node: Node) -> bool:
+    x, out = node.inputs[0], node.outputs[0]
+    shape = lw.src.values[x].shape
+    if node.op == "ReduceMean" and (node.ints_attr("axes") != (2, 3)):
+        return False
+    s_in, s_out = lw.scale_of(x), lw.scale_of(out)
+    if len(shape) != 4 or s_in is None or s_out is None:
+        return False
+    cells = shape[2] * shape[3]
+    (mult,), shift = immediate_requant(np.array([s_in / (cells * s_out)]), ACT_MAX * cells, f"node {out}")
+    attrs = {"mult": mult, "shift": shift, "out_scale": s_out}
+    if node.op == "GlobalAveragePool" or node.int_attr("keepdims"):
+        lw.emit_int8(out, "QGlobalAvgPool", [lw.int8_of(x)], attrs, s_out)
+        return True
+    pooled = lw.fresh(f"{out}.pool")
+    append(lw.g, "QGlobalAvgPool", [lw.int8_of(x)], [pooled], attrs)
+    lw.emit_int8(out, "Reshape", [pooled], {"shape": lw.src.values[out].shape}, s_out)
+    return True
+
+
+def _keeps_scale(lw: _Lowering, node: Node) -> bool:
+    """MaxPool, Relu, Flatten, Reshape on an int8 value: int8 out, the input's scale."""
+    x, out = node.inputs[0], node.outputs[0]
+    if x not in lw.ints:
+        return False
+    qname, scale = lw.ints[x]
+    if lw.p.strict and lw.p.scales.get(out, scale) != scale:
+        return False
+    lw.emit_int8(out, node.op, [qname], node.attrs, scale)
+    return True
+
+
+HANDLERS: dict[str, Callable[[_Lowering, Node], bool]] = {
+    "Conv": _conv,
+    "Gemm": _gemm,
+    "MatMul": _matmul,
+    "Add": _add,
+    "GlobalAveragePool": _global_pool,
+    "ReduceMean": _global_pool,
+    "MaxPool": _keeps_scale,
+    "Relu": _keeps_scale,
+    "Flatten": _keeps_scale,
+    "Reshape": _keeps_scale,
+}

@@ -1,0 +1,136 @@
+"""Integer parameters of the quantized ops: int8 weights, int32 biases, and the multiplier and
+shift that requantize an int32 accumulator to the output's scale.
+
+**The multiplier/shift rule.** A requantization multiplies a value v (|v| <= `bound`) by an
+integer `mult` and shifts right by `shift` with rounding, so mult / 2**shift stands for a real
+ratio r (in_scale * w_scale[k] / out_scale for a convolution). The relative error of
+mult = round(r * 2**shift) is at most 2**-(shift + 1) / r, so the shift is the largest in
+[0, 31] for which every channel still fits: |mult| within its register (int32 for the
+per-channel vectors, a signed 16-bit immediate for QAdd and QGlobalAvgPool) and
+bound * |mult| + 2**(shift - 1) <= 2**31 - 1, so neither the product nor the rounding add can
+wrap. One shift serves all channels (the ALU shifts a whole tile by one immediate); each
+channel's multiplier then has as many bits as that shift gives it.
+
+**The bound.** For QAdd and QGlobalAvgPool the worst case is small (|a|, |b| <= 128; a sum of
+H*W int8 values) and is used as it is. For QConv/QGemm the worst case (128 * sum|w[k]| +
+|bias[k]|) would waste 4-6 bits, so the bound is `HEADROOM` times the largest |acc + bias| seen
+on the calibration data (estimated from the float run as max|y[k]| / (in_scale * w_scale[k])),
+never more than the worst case: inputs may exceed anything calibration saw by a factor
+HEADROOM before a value can wrap. Without calibration data (a QDQ file imported as it is) the
+bound is the accumulator that makes a pre-clip output of `OUT_RANGE` steps, i.e. outputs up to
+OUT_RANGE / 128 times past saturation never wrap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.graph.opdefs.qops import IMM_MAX, INT8_MAX, INT32_MAX, SHIFT_MAX
+from compiler.quant.errors import QuantizationError
+
+HEADROOM = 4.0
+OUT_RANGE = float(1 << 11)
+ACT_MAX = 128  # the largest |int8| value
+
+
+@dataclass(frozen=True)
+class QWeight:
+    """Symmetric int8 weights with one scale per output channel (`axis`), or one for the tensor
+    (`scales` of size 1)."""
+
+    data: np.ndarray  # int8, the float weight's layout
+    scales: np.ndarray  # float64 [channels] or [1]
+    axis: int = 0
+
+    def channel_scales(self, channels: int) -> np.ndarray:
+        """The scale of each of `channels` output channels."""
+        if self.scales.size == 1:
+            return np.full(channels, float(self.scales.reshape(-1)[0]))
+        if self.scales.size != channels:
+            raise QuantizationError(f"weight has {self.scales.size} channel scales for {channels} channels")
+        return self.scales.astype(np.float64)
+
+
+def quantize_weight(w: np.ndarray, axis: int = 0) -> QWeight:
+    """Per-output-channel symmetric int8: scale = max|w[k]| / 127, w_q = round(w / scale).
+
+    A channel of zeros takes the largest channel scale (any positive scale represents it; a tiny
+    one would make its bias overflow int32)."""
+    moved = np.moveaxis(np.asarray(w, np.float64), axis, 0)
+    amax = np.abs(moved.reshape(moved.shape[0], -1)).max(axis=1, initial=0.0)
+    fallback = amax.max() if amax.max() > 0 else 1.0
+    scales = np.where(amax > 0, amax, fallback) / INT8_MAX
+    scales = scales.astype(np.float32).astype(np.float64)  # as a file would store them
+    q = np.clip(np.rint(moved / scales.reshape((-1,) + (1,) * (moved.ndim - 1))), -INT8_MAX, INT8_MAX)
+    return QWeight(np.moveaxis(q.astype(np.int8), 0, axis), scales, axis)
+
+
+def quantize_bias(bias: np.ndarray, acc_scales: np.ndarray, where: str) -> np.ndarray:
+    """int32 bias at the accumulator's per-channel scale (in_scale * w_scale[k])."""
+    q = np.rint(np.asarray(bias, np.float64) / acc_scales)
+    if np.abs(q).max(initial=0) > INT32_MAX:
+        raise QuantizationError(f"{where}: bias does not fit int32 at the accumulator's scale")
+    return q.astype(np.int32)
+
+
+def choose_shift(
+    reals: np.ndarray, fits: Callable[[np.ndarray, int], bool], where: str
+) -> tuple[np.ndarray, int]:
+    """(mult, shift): mult = round(reals * 2**shift) for the largest shift in [0, 31] that `fits`."""
+    reals = np.asarray(reals, np.float64)
+    for shift in range(SHIFT_MAX, -1, -1):
+        mult = np.rint(reals * float(1 << shift))
+        if fits(mult, shift):
+            return mult.astype(np.int64), shift
+    raise QuantizationError(
+        f"{where}: scale ratios {reals.max():.3g} cannot be applied by a multiply and shift"
+    )
+
+
+def _rounding(shift: int) -> int:
+    return (1 << (shift - 1)) if shift > 0 else 0
+
+
+def channel_requant(reals: np.ndarray, bounds: np.ndarray, where: str) -> tuple[np.ndarray, int]:
+    """Per-channel int32 multipliers and one shift for values |v[k]| <= bounds[k] (see the module doc)."""
+    bounds = np.asarray(bounds, np.float64)
+
+    def fits(mult: np.ndarray, shift: int) -> bool:
+        if np.abs(mult).max(initial=0) > INT32_MAX:
+            return False
+        return bool((bounds * np.abs(mult) + _rounding(shift) <= INT32_MAX).all())
+
+    mult, shift = choose_shift(reals, fits, where)
+    return mult.astype(np.int32), shift
+
+
+def immediate_requant(reals: np.ndarray, bound: float, where: str) -> tuple[list[int], int]:
+    """16-bit immediate multipliers and one shift for sum_i v_i * mult_i with |v_i| <= bound."""
+
+    def fits(mult: np.ndarray, shift: int) -> bool:
+        if np.abs(mult).max(initial=0) > IMM_MAX:
+            return False
+        return bool(bound * np.abs(mult).sum() + _rounding(shift) <= INT32_MAX)
+
+    mult, shift = choose_shift(reals, fits, where)
+    return [int(m) for m in mult], shift
+
+
+def accumulator_bounds(
+    weight: np.ndarray, bias: np.ndarray, reals: np.ndarray, observed: np.ndarray | None
+) -> np.ndarray:
+    """Per-channel bound on |acc + bias| (see the module doc).
+
+    `weight` int8 with output channels first, `bias` int32; `observed` the largest |acc + bias|
+    per channel on the calibration data (accumulator units), None without calibration data.
+    """
+    w = np.abs(weight.astype(np.int64)).reshape(weight.shape[0], -1).sum(axis=1)
+    worst = ACT_MAX * w + np.abs(bias.astype(np.int64))
+    if observed is None:
+        likely = OUT_RANGE / np.maximum(reals, 1e-300)
+    else:
+        likely = HEADROOM * np.asarray(observed, np.float64)
+    return np.minimum(worst.astype(np.float64), np.ceil(likely))
