@@ -153,7 +153,9 @@ B32 = te.placeholder((4,), "int32", "b")
                                                           "value$"),
     (lambda: te.compute((4,), lambda i: te.sum(A8[te.reduce_axis(4, "i")], te.reduce_axis(4, "i")), "c"),
      r"^compute c: reduce axis \['i'\] has the name of a spatial axis$"),
-])  # fmt: skip
+], ids=["add-conditions", "all-of-none", "and-integer", "exp-arity", "select-dtypes", "index-dtype",
+        "evaluate-load", "evaluate-free-var", "zero-dim", "declared-dtype", "condition-body",
+        "reduce-axis-name"])  # fmt: skip
 def test_tensor_expression_errors(build_expr, match):
     with pytest.raises(TensorExprError, match=match):
         build_expr()

@@ -247,7 +247,8 @@ def test_dma_addresses_must_be_affine():
     (lambda i, b: te.ge(i, 1),
      r"the padding condition lets dimension 0 of x be read at \[0, 1152921504606846976\), outside its "
      "extent 4"),
-])  # fmt: skip
+], ids=["not-affine", "no-source-index", "not-ordered", "not-a-comparison", "below-0",
+        "no-upper-bound"])  # fmt: skip
 def test_padding_conditions(cond, match):
     _error(_padded(cond), f"^dma_copy of stage p: {match}$")
 

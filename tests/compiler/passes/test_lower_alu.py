@@ -89,7 +89,7 @@ def _alu_ops(sched: Schedule) -> list[str]:
     (lambda x, y: te.minimum(-1, x >> 1), ["alu SHR acc[res.i], imm 1", "alu MIN acc[res.i], imm -1"]),
     (lambda x, y: (x + y) * 3 - 1, ["alu ADD acc[res.i], acc[(res.i + 2)]", "alu MUL acc[res.i], imm 3",
                                      "alu ADD acc[res.i], imm -1"]),
-])  # fmt: skip
+], ids=["add", "max", "sub-imm", "shl-imm", "mul-imm", "shr-min", "chain"])  # fmt: skip
 def test_the_spine_in_place_over_its_first_operand(body, expected):
     # res computes in place over x.acc (its only reader, same region): no clearing first
     assert _alu_ops(_eltwise(body)) == expected
