@@ -20,6 +20,8 @@ from compiler.ops.common import Epilogue
 from compiler.ops.host import compile_host_op
 from compiler.target.accel import AcceleratorTarget
 
+Layout = tuple[int, int, int]  # (rank, batch block, channel block) of a packed activation
+
 
 @dataclass
 class AccelStep:
@@ -33,16 +35,30 @@ class AccelStep:
     activations: tuple[str, ...]  # the Program's activation inputs, in the node's input order
     out_shape: tuple[int, ...]
     info: dict[str, Any] = field(default_factory=dict)
+    in_ranks: tuple[int, ...] = (4,)
+
+    def in_layout(self, i: int) -> Layout:
+        """How activation `i` is packed: (rank, batch block, channel block)."""
+        t = self.op.target
+        block = t.block_in if self.activations[i] == "data" else t.block_out
+        return (self.in_ranks[i], t.batch, block)
+
+    @property
+    def out_layout(self) -> Layout:
+        t = self.op.target
+        return (len(self.out_shape), t.batch, t.block_out)
+
+    def pack_one(self, i: int, x: np.ndarray) -> np.ndarray:
+        """Activation `i` (NCHW or [M, K] int8) in the Program's packed layout."""
+        _, batch, block = self.in_layout(i)
+        kernel = compile_host_op("pack", shape=x.shape, batch_block=batch, channel_block=block, dtype="int8")
+        return _one(kernel(np.ascontiguousarray(x, dtype=np.int8)))
 
     def pack(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
         """The Program's inputs for these activations (NCHW or [M, K] int8)."""
-        t = self.op.target
         out = dict(self.constants)
-        for name, x in zip(self.activations, arrays, strict=True):
-            block = t.block_in if name == "data" else t.block_out
-            kernel = compile_host_op("pack", shape=x.shape, batch_block=t.batch, channel_block=block,
-                                     dtype="int8")  # fmt: skip
-            out[name] = _one(kernel(np.ascontiguousarray(x, dtype=np.int8)))
+        for i, x in enumerate(arrays):
+            out[self.activations[i]] = self.pack_one(i, x)
         return out
 
     def unpack(self, packed: np.ndarray) -> np.ndarray:
@@ -102,7 +118,7 @@ def dense_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], w
     op = Dense(DenseSpec(m, k, n, requant_epilogue(shift, *clip)), target)
     consts = {"weight": op.pack_weight(weight), **_vectors(op, op.spec.epilogue, bias, mult, n)}
     compiled = compile_op(op, knobs=knobs)
-    return AccelStep(name, op, compiled, consts, ("data",), (m, n), {"macs": m * k * n})
+    return AccelStep(name, op, compiled, consts, ("data",), (m, n), {"macs": m * k * n}, (2,))
 
 
 def add_step(name: str, target: AcceleratorTarget, shape: tuple[int, ...], *, mult_a: int, mult_b: int,
@@ -114,4 +130,4 @@ def add_step(name: str, target: AcceleratorTarget, shape: tuple[int, ...], *, mu
         raise ScheduleError(f"{name}: batch {n} is not a multiple of the core's batch {target.batch}")
     op = Eltwise(EltwiseSpec("add", n, c, h, w, clip, mult_a, mult_b, shift), target)
     compiled = compile_op(op, knobs=knobs)
-    return AccelStep(name, op, compiled, {}, ("a", "b"), tuple(shape), {"macs": 0})
+    return AccelStep(name, op, compiled, {}, ("a", "b"), tuple(shape), {"macs": 0}, (4, 4))

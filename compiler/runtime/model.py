@@ -24,7 +24,7 @@ import numpy as np
 from compiler.errors import ScheduleError
 from compiler.graph.interp import evaluate_node
 from compiler.graph.ir import Graph, Node
-from compiler.runtime.accel import AccelStep, add_step, conv_step, dense_step
+from compiler.runtime.accel import AccelStep, Layout, add_step, conv_step, dense_step
 from compiler.target.accel import AcceleratorTarget
 
 _VIEWS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze")
@@ -80,6 +80,7 @@ class CompiledModel:
 
     def __init__(self, graph: Graph, target: AcceleratorTarget, steps: list[Step]) -> None:
         self.graph, self.target, self.steps = graph, target, steps
+        self.unpacked = _needs_unpacked(graph, steps)
 
     @classmethod
     def compile(cls, graph: Graph, target: AcceleratorTarget, *, offload: bool = True) -> CompiledModel:
@@ -96,13 +97,23 @@ class CompiledModel:
         return accel / total if total else 0.0
 
     def run(self, inputs: Mapping[str, np.ndarray], backend: Backend) -> ModelResult:
+        """Execute the steps in order.  An accelerator step's output stays packed for the
+        accelerator steps that read it in the same layout, and is unpacked only for the others
+        (`self.unpacked`): consecutive convolutions pass their activations without a round trip
+        through NCHW."""
         env = {k: v.data for k, v in self.graph.values.items() if v.data is not None}
         env.update(inputs)
+        packed: dict[str, tuple[Layout, np.ndarray]] = {}
         records = []
         for step in self.steps:
-            arrays = [env[x] for x in step.node.inputs]
-            outputs, record = _execute(self.graph, step, arrays, backend)
-            env.update(zip(step.node.outputs, outputs, strict=True))
+            outputs: Sequence[np.ndarray | None]
+            if step.accel is not None:
+                outputs, record = _execute_accel(self.graph, step, step.accel, env, packed, backend,
+                                                 step.node.outputs[0] in self.unpacked)  # fmt: skip
+            else:
+                arrays = [env[x] for x in step.node.inputs]
+                outputs, record = _execute(self.graph, step, arrays, backend)
+            env.update((k, v) for k, v in zip(step.node.outputs, outputs, strict=True) if v is not None)
             records.append(record)
         return ModelResult({name: env[name] for name in self.graph.outputs}, records)
 
@@ -156,23 +167,56 @@ def _host_kernel(graph: Graph, node: Node) -> Callable[[list[np.ndarray]], list[
     return host_kernel(graph, node)
 
 
+def _needs_unpacked(graph: Graph, steps: list[Step]) -> set[str]:
+    """Outputs of accelerator steps that some reader needs in NCHW: a host step, a graph output,
+    or an accelerator step that packs differently."""
+    layout = {s.node.outputs[0]: s.accel.out_layout for s in steps if s.accel is not None}
+    need = {name for name in graph.outputs if name in layout}
+    for s in steps:
+        for i, name in enumerate(s.node.inputs):
+            if name not in layout:
+                continue
+            acc = s.accel
+            if acc is None or i >= len(acc.activations) or acc.in_layout(i) != layout[name]:
+                need.add(name)
+    return need
+
+
+def _execute_accel(graph: Graph, step: Step, accel: AccelStep, env: dict[str, np.ndarray],
+                   packed: dict[str, tuple[Layout, np.ndarray]], backend: Backend,
+                   unpack: bool) -> tuple[list[np.ndarray | None], StepRecord]:  # fmt: skip
+    node = step.node
+    record = StepRecord(node.name, node.op, step.where, macs=_macs(graph, node))
+    start = time.perf_counter()
+    feeds = dict(accel.constants)
+    for i, name in enumerate(node.inputs[: len(accel.activations)]):
+        have = packed.get(name)
+        same = have is not None and have[0] == accel.in_layout(i)
+        feeds[accel.activations[i]] = have[1] if have is not None and same else accel.pack_one(i, env[name])
+    host = time.perf_counter() - start
+    result = backend.run(accel.compiled.built.program, feeds)
+    start = time.perf_counter()
+    out: np.ndarray | None = None
+    if result.outputs:
+        packed[node.outputs[0]] = (accel.out_layout, result.outputs["out"])
+        out = accel.unpack(result.outputs["out"]) if unpack else None
+    else:  # a timing-only backend computes no values
+        region = accel.compiled.built.program.region("out")
+        packed[node.outputs[0]] = (accel.out_layout, np.zeros(region.shape, np.int8))
+        out = _zeros(graph, node) if unpack else None
+    stats = result.stats
+    record.cycles, record.gemm_uops = stats.cycles, stats.gemm_uops
+    record.utilization = stats.gemm_uops / stats.cycles if stats.cycles else None
+    record.stats = stats.to_dict()
+    record.host_s = host + time.perf_counter() - start
+    return [out], record
+
+
 def _execute(graph: Graph, step: Step, arrays: Sequence[np.ndarray],
              backend: Backend) -> tuple[list[np.ndarray], StepRecord]:  # fmt: skip
     node = step.node
     record = StepRecord(node.name, node.op, step.where, macs=_macs(graph, node))
     start = time.perf_counter()
-    if step.accel is not None:
-        packed = step.accel.pack(list(arrays[: len(step.accel.activations)]))
-        host = time.perf_counter() - start
-        result = backend.run(step.accel.compiled.built.program, packed)
-        start = time.perf_counter()
-        outputs = [step.accel.unpack(result.outputs["out"])] if result.outputs else [_zeros(graph, node)]
-        stats = result.stats
-        record.cycles, record.gemm_uops = stats.cycles, stats.gemm_uops
-        record.utilization = stats.gemm_uops / stats.cycles if stats.cycles else None
-        record.stats = stats.to_dict()
-        record.host_s = host + time.perf_counter() - start
-        return outputs, record
     if step.where == "view":
         outputs = [np.asarray(arrays[0]).reshape(graph.values[node.outputs[0]].shape)]
     elif step.host is not None:

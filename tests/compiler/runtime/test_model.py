@@ -92,6 +92,9 @@ def test_quantized_graph_on_the_accelerator_equals_the_integer_reference(name):
     assert where == {"Quantize": "host", "QConv": "accel", "QAdd": "accel", "QConv-dw": "host",
                      "MaxPool": "host", "QGlobalAvgPool": "host", "Flatten": "view", "QGemm": "accel",
                      "Dequantize": "host"}  # fmt: skip
+    # the convolutions hand their outputs to the residual add packed; only the add's output (read
+    # by the host's depthwise conv) and the classifier's (read by Dequantize) are unpacked
+    assert model.unpacked == {"r", "logits_q"}
     fsim = make_backend("fsim", cfg)
     for seed in range(3):
         x = np.random.default_rng(seed).standard_normal((1, 5, 8, 8)).astype(np.float32)
