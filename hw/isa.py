@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, ClassVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union
 
 import numpy as np
 
@@ -306,7 +307,27 @@ class Finish(_Insn):
 
 
 Insn = Union[Load, Store, Gemm, Alu, Finish]
+_InsnT = TypeVar("_InsnT", bound=_Insn)
+
+
+def with_fields(insn: _InsnT, **changes: Any) -> _InsnT:
+    """`dataclasses.replace(insn, **changes)` for instructions (which have no `__post_init__`),
+    without its per-call field introspection; unknown names raise TypeError as replace does."""
+    names = _FIELD_NAMES.get(type(insn))
+    if names is None:
+        return dataclasses.replace(insn, **changes)
+    unknown = set(changes) - names
+    if unknown:
+        raise TypeError(f"{type(insn).__name__} has no field(s) {', '.join(sorted(unknown))}")
+    new = object.__new__(type(insn))
+    new.__dict__.update(insn.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
 _BY_OPCODE: dict[int, type] = {c.opcode: c for c in (Load, Store, Gemm, Alu, Finish)}
+_FIELD_NAMES: dict[type, frozenset[str]] = {
+    c: frozenset(f.name for f in dataclasses.fields(c)) for c in _BY_OPCODE.values()}  # fmt: skip
 _ENUM_FIELDS = {"memory_type": MemType, "alu_opcode": AluOp}
 _BOOL_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next", "reset", "use_imm"}
 
@@ -314,6 +335,9 @@ _BOOL_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next", "reset", "use_
 def module_of(insn: Insn) -> Module:
     """Fetch's routing rule: STORE to store; LOAD INP/WGT to load; everything else (LOAD
     UOP/ACC/ACC_8BIT, GEMM, ALU, FINISH) to compute."""
+    cls = type(insn)
+    if cls is Gemm or cls is Alu:  # the common case first: this runs per emitted instruction
+        return Module.COMPUTE
     if isinstance(insn, Store):
         return Module.STORE
     if isinstance(insn, Load) and insn.memory_type in (MemType.INP, MemType.WGT):
@@ -423,7 +447,63 @@ def _typed(cls: type, name: str, raw: int, word: int) -> object:
 
 
 def encode(insns: list[Insn], cfg: AcceleratorConfig) -> np.ndarray:
-    """Instructions as an (N, 2) uint64 array: [low word, high word] each, little-endian."""
+    """Instructions as an (N, 2) uint64 array: [low word, high word] each, little-endian.
+
+    The words are those of `encode_insn`, computed per instruction class with numpy (programs
+    of 10^5 instructions are common during schedule search); a value out of range falls back to
+    `encode_insn` in program order, so the error names the first bad instruction.
+    """
+    first: dict[int, Insn] = {}  # a program repeats instruction objects: encode each once
+    for insn in insns:
+        first.setdefault(id(insn), insn)
+    distinct = list(first.values())
+    out = np.zeros((len(distinct), 2), dtype=np.uint64)
+    types = np.array([_CLASS_CODE.get(type(insn), -1) for insn in distinct], dtype=np.int8)
+    if (types < 0).any():
+        return _encode_scalar(insns, cfg)
+    for cls, code in _CLASS_CODE.items():
+        rows = np.flatnonzero(types == code)
+        if rows.size and not _encode_class(cls, [distinct[i] for i in rows], cfg, out, rows):
+            return _encode_scalar(insns, cfg)
+    row_of = {key: row for row, key in enumerate(first)}
+    return out[np.array([row_of[id(insn)] for insn in insns], dtype=np.int64).reshape(-1)]
+
+
+_CLASS_CODE: dict[type[_Insn], int] = {Load: 0, Store: 1, Gemm: 2, Alu: 3, Finish: 4}
+
+
+def _encode_class(cls: type[_Insn], insns: list[Insn], cfg: AcceleratorConfig, out: np.ndarray,
+                  rows: np.ndarray) -> bool:  # fmt: skip
+    """Encode `insns` (all of `cls`) into `out[rows]`; False when a value needs `encode_insn`
+    (out of its field's range, or not a small integer)."""
+    getter, fields = _encoder(cfg, cls)  # type: ignore[arg-type]  # (a class is hashable)
+    try:
+        values = np.array([getter(insn) for insn in insns], dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        return False
+    values = values.reshape(len(insns), -1)
+    words = [np.zeros(len(insns), dtype=np.uint64) for _ in range(INSN_BITS // WORD_BITS)]
+    for column, f in fields:
+        col = values[:, column] if column >= 0 else np.full(len(insns), int(cls.opcode), np.int64)
+        if ((col < f.low) | (col > f.high)).any():
+            return False
+        word, shift = divmod(f.offset, WORD_BITS)
+        words[word] |= (col & ((1 << f.width) - 1)).astype(np.uint64) << np.uint64(shift)
+    out[rows, 0], out[rows, 1] = words
+    return True
+
+
+@functools.lru_cache(maxsize=256)
+def _encoder(cfg: AcceleratorConfig, cls: type[_Insn]) -> tuple[Any, list[tuple[int, Field]]]:
+    """A getter of the layout fields `cls` holds, and (getter column or -1 for the opcode,
+    field) for each field that is not constant zero."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    held = [f for f in layouts(cfg)[cls.layout_key].fields if f.name in names]
+    fields = [(-1, layouts(cfg)[cls.layout_key]["opcode"])] + list(enumerate(held))
+    return operator.attrgetter(*(f.name for f in held)), fields
+
+
+def _encode_scalar(insns: list[Insn], cfg: AcceleratorConfig) -> np.ndarray:
     out = np.zeros((len(insns), 2), dtype=np.uint64)
     mask = (1 << WORD_BITS) - 1
     for i, insn in enumerate(insns):

@@ -317,14 +317,19 @@ def verify_tokens(insns: list[isa.Insn], capacity: int | None = None) -> None:
         raise ProgramError("program does not end with FINISH")
     pushers: list[list[int]] = [[] for _ in isa.Queue]
     poppers: list[list[int]] = [[] for _ in isa.Queue]
+    signatures = []
+    by_id: dict[int, _Signature] = {}  # instruction objects repeat in long programs
     for index, insn in enumerate(insns):
-        try:
-            pops, pushes = isa.token_queues(insn)
-        except isa.EncodingError as exc:
-            raise ProgramError(f"instruction {index}: {exc}") from None
-        for q in pops:
+        signature = by_id.get(id(insn))
+        if signature is None:
+            try:
+                signature = by_id[id(insn)] = _token_signature(insn)
+            except isa.EncodingError as exc:
+                raise ProgramError(f"instruction {index}: {exc}") from None
+        signatures.append(signature)
+        for q in signature[1]:
             poppers[q].append(index)
-        for q in pushes:
+        for q in signature[2]:
             pushers[q].append(index)
     for q in isa.Queue:
         if len(pushers[q]) != len(poppers[q]):
@@ -332,70 +337,85 @@ def verify_tokens(insns: list[isa.Insn], capacity: int | None = None) -> None:
                 f"token imbalance on queue {_queue_name(q)}: {len(pushers[q])} pushed, "
                 f"{len(poppers[q])} popped"
             )
-    _check_order(insns, pushers, poppers, capacity)
+    _check_order(insns, signatures, pushers, poppers, capacity)
 
 
-def _check_order(insns: list[isa.Insn], pushers: list[list[int]], poppers: list[list[int]],
-                 capacity: int | None) -> None:  # fmt: skip
-    after: list[list[int]] = [[] for _ in insns]  # happens-before edges
-    last: dict[isa.Module, int] = {}
-    for index, insn in enumerate(insns):
-        module = isa.module_of(insn)
-        if module in last:
-            after[last[module]].append(index)
-        last[module] = index
-    for q in isa.Queue:
-        for push, pop in zip(pushers[q], poppers[q], strict=True):
-            after[push].append(pop)
-        if capacity is not None:  # a push needs room in the counter
-            for pop, push in zip(poppers[q], pushers[q][capacity:], strict=False):
-                after[pop].append(push)
-    order = _topological(after)
-    if len(order) < len(insns):
-        stuck = sorted(set(range(len(insns))) - set(order))[:3]
-        names = ", ".join(f"#{i} {isa.format_insn(insns[i])}" for i in stuck)
+_Signature = tuple[isa.Module, list[isa.Queue], list[isa.Queue]]
+_SIGNATURES: dict[tuple[Any, ...], _Signature] = {}
+
+
+def _token_signature(insn: isa.Insn) -> _Signature:
+    """(module, queues popped, queues pushed) of `insn`, which depend only on its class, memory
+    type and flags: cached by those (a program may hold 10^5 instructions)."""
+    key = (type(insn), getattr(insn, "memory_type", None), insn.pop_prev, insn.pop_next,
+           insn.push_prev, insn.push_next)  # fmt: skip
+    found = _SIGNATURES.get(key)
+    if found is None:
+        pops, pushes = isa.token_queues(insn)
+        found = _SIGNATURES[key] = (isa.module_of(insn), pops, pushes)
+    return found
+
+
+def _check_order(insns: list[isa.Insn], signatures: list[_Signature], pushers: list[list[int]],
+                 poppers: list[list[int]], capacity: int | None) -> None:  # fmt: skip
+    """The happens-before graph: program order within a module, the k-th push of a queue
+    before its k-th pop and, with `capacity`, the k-th pop before the (k + capacity)-th push.
+    Each queue has one pushing and one popping module, so the graph is three chains and the
+    cycle check is the token counters run forward (a node runs once everything before it has);
+    the nodes that never run are those a cycle blocks, whatever the order of the run."""
+    chains: list[list[int]] = [[] for _ in isa.Module]
+    for index, (module, _, _) in enumerate(signatures):
+        chains[module].append(index)
+    stuck = _blocked(signatures, chains, capacity)
+    if stuck:
+        names = ", ".join(f"#{i} {isa.format_insn(insns[i])}" for i in stuck[:3])
         room = "" if capacity is None else f", counting the token counters' room of {capacity}"
         raise ProgramError(f"token dependencies form a cycle (a certain deadlock{room}) through {names}")
-    reaches = _reaching(after, len(insns) - 1)
     for module in (isa.Module.LOAD, isa.Module.STORE):
-        if module in last and last[module] not in reaches:
-            i = last[module]
+        if chains[module] and not _reaches_compute(chains[module][-1], signatures, pushers, poppers,
+                                                   capacity):  # fmt: skip
+            i = chains[module][-1]
             raise ProgramError(
                 f"instruction #{i} {isa.format_insn(insns[i])} is not ordered before FINISH by "
                 "dependency tokens: FINISH could retire while it still runs"
             )
 
 
-def _topological(after: list[list[int]]) -> list[int]:
-    indegree = [0] * len(after)
-    for targets in after:
-        for t in targets:
-            indegree[t] += 1
-    ready = [i for i, d in enumerate(indegree) if d == 0]
-    order = []
-    while ready:
-        node = ready.pop()
-        order.append(node)
-        for t in after[node]:
-            indegree[t] -= 1
-            if indegree[t] == 0:
-                ready.append(t)
-    return order
+def _blocked(signatures: list[_Signature], chains: list[list[int]], capacity: int | None) -> list[int]:
+    """The instructions that never run when each module runs its chain in order, a pop waiting
+    for its push and a push for room in the counter (sorted)."""
+    room = len(signatures) + 1 if capacity is None else capacity
+    pushed, popped = [0] * len(isa.Queue), [0] * len(isa.Queue)
+    done = [0] * len(chains)
+    moved = True
+    while moved:
+        moved = False
+        for m, chain in enumerate(chains):
+            i = done[m]
+            while i < len(chain):
+                _, pops, pushes = signatures[chain[i]]
+                if any(pushed[q] <= popped[q] for q in pops) or any(pushed[q] - popped[q] >= room
+                                                                    for q in pushes):  # fmt: skip
+                    break
+                for q in pops:
+                    popped[q] += 1
+                for q in pushes:
+                    pushed[q] += 1
+                i += 1
+            moved = moved or i > done[m]
+            done[m] = i
+    return sorted(n for m, chain in enumerate(chains) for n in chain[done[m]:])
 
 
-def _reaching(after: list[list[int]], target: int) -> set[int]:
-    """Every node with a path to `target` (target included)."""
-    before: list[list[int]] = [[] for _ in after]
-    for node, targets in enumerate(after):
-        for t in targets:
-            before[t].append(node)
-    seen, stack = {target}, [target]
-    while stack:
-        for node in before[stack.pop()]:
-            if node not in seen:
-                seen.add(node)
-                stack.append(node)
-    return seen
+def _reaches_compute(node: int, signatures: list[_Signature], pushers: list[list[int]],
+                     poppers: list[list[int]], capacity: int | None) -> bool:  # fmt: skip
+    """Whether the last instruction of the load or store module has a happens-before edge to
+    the compute module, whose chain ends at FINISH (those modules' only edges go there)."""
+    _, pops, pushes = signatures[node]
+    if pushes:  # balanced queues: its push has a pop
+        return True
+    return capacity is not None and any(
+        poppers[q].index(node) + capacity < len(pushers[q]) for q in pops)  # fmt: skip
 
 
 def _queue_name(q: isa.Queue) -> str:

@@ -7,7 +7,6 @@ pending pops of that module are committed), otherwise it becomes a NOP that only
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from hw import isa
@@ -19,12 +18,16 @@ class Stream:
     def __init__(self) -> None:
         self.insns: list[isa.Insn] = []
         self.pending: dict[isa.Module, set[str]] = {m: set() for m in isa.Module}
+        # Instructions are immutable and repeat (emit reuses one object per operand values), so
+        # a flagged copy is made once per (instruction, flags): (original kept alive, copy).
+        self.flagged: dict[tuple[int, frozenset[str]], tuple[isa.Insn, isa.Insn]] = {}
+        self.nops: dict[tuple[isa.Module, frozenset[str]], isa.Insn] = {}
 
     def add(self, insn: isa.Insn) -> None:
         module = isa.module_of(insn)
         flags = self.pending[module]
         if flags:
-            insn = dataclasses.replace(insn, **{f: True for f in flags})  # type: ignore[arg-type]
+            insn = self.with_flags(insn, frozenset(flags))
             flags.clear()
         self.insns.append(insn)
 
@@ -42,14 +45,27 @@ class Stream:
         flag = "push_next" if s < d else "push_prev"
         last = self.insns[-1] if self.insns else None
         if last is not None and isa.module_of(last) == s and not getattr(last, flag):
-            self.insns[-1] = dataclasses.replace(last, **{flag: True})  # type: ignore[arg-type]
+            self.insns[-1] = self.with_flags(last, frozenset((flag,)))
         else:
-            self.insns.append(nop(s, **{flag: True}))
+            self.insns.append(self.nop(s, frozenset((flag,))))
 
     def commit(self, module: isa.Module) -> None:
         flags = self.pending[module]
-        self.insns.append(nop(module, **{f: True for f in flags}))
+        self.insns.append(self.nop(module, frozenset(flags)))
         flags.clear()
+
+    def with_flags(self, insn: isa.Insn, flags: frozenset[str]) -> isa.Insn:
+        key = (id(insn), flags)
+        found = self.flagged.get(key)
+        if found is None:
+            found = self.flagged[key] = (insn, isa.with_fields(insn, **dict.fromkeys(flags, True)))
+        return found[1]
+
+    def nop(self, module: isa.Module, flags: frozenset[str]) -> isa.Insn:
+        found = self.nops.get((module, flags))
+        if found is None:
+            found = self.nops[module, flags] = nop(module, **dict.fromkeys(flags, True))
+        return found
 
     def finish(self) -> None:
         """Drain load and store into compute, then FINISH (ordered after every transfer)."""
