@@ -75,6 +75,17 @@ class _Lowering:
         names = [lp.name for lp in parent.leaves]
         return parent.outer + parent.leaves[: names.index(axis) + 1]
 
+    @staticmethod
+    def _check_inside(st: Stage, outer: list[LoopAxis], reader: str, rl: _StageLoops) -> None:
+        """A stage is produced inside its attach loop: every reader must run inside it too, or
+        it would read the stage before it is written (or after it is overwritten)."""
+        around = [lp.var for lp in rl.outer + rl.leaves]
+        if around[: len(outer)] != [lp.var for lp in outer]:
+            assert st.attach is not None
+            raise ScheduleError(f"stage {st.name} is computed at {st.attach[0]}.{st.attach[1]}, but "
+                                f"{reader} reads it outside that loop; compute it at a loop that "
+                                f"encloses every reader")  # fmt: skip
+
     def _domain(self, st: Stage, outer: list[LoopAxis]) -> list[Domain]:
         full = [Domain(Affine({}, 0), a.extent) for a in st.axes]
         if st.attach is None:
@@ -88,6 +99,7 @@ class _Lowering:
             rl = self.loops[reader.name]
             for load in E.loads(self.bodies[reader.name]):
                 if load.tensor is st.tensor:
+                    self._check_inside(st, outer, reader.name, rl)
                     idx = [E.substitute(i, rl.index) for i in load.indices]
                     regions.append(region_of(st.name, reader.name, idx, symbolic, extents))
         if not regions:

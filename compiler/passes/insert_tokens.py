@@ -54,6 +54,8 @@ def _sync_for(node: S.For) -> tuple[S.Stmt, str | None, str | None, list[Pair]]:
         chain = S.Sync("pop", last, first, True), body, S.Sync("push", last, first, True)
         return S.For(node.var, node.extent, S.seq(*chain)), first, last, [*fix, (last, first)]
     carried = S.For(node.var, node.extent, S.seq(*_pop(last, first), body, *_push(last, first)))
+    if abs(_ORDER[last] - _ORDER[first]) == 2:  # store -> load: the fix-ups relay through compute
+        return S.seq(*_push(last, first), carried, *_pop(last, first)), last, first, fix
     return _place(carried, [(last, first)]), last, first, fix
 
 

@@ -84,6 +84,15 @@ def _check_loops(where: str, loops: list[tuple[E.Var, int]], want: list[E.Expr],
                             f"{' x '.join(map(str, sizes))} over the lanes")  # fmt: skip
 
 
+def _scope_of(e: E.Expr) -> str | None:
+    """The scope an operand is read from (a pattern's placeholder is named after its scope)."""
+    while isinstance(e, E.Cast):
+        e = e.value
+    if not isinstance(e, E.Load):
+        return None
+    return e.tensor.scope if isinstance(e.tensor, S.Buffer) else e.tensor.name
+
+
 def _match(pattern: E.Expr, e: E.Expr, bound: dict[E.Var, E.Expr],
            operands: dict[str, tuple[Tensor, tuple[E.Expr, ...]]], where: str,
            target: AcceleratorTarget) -> None:  # fmt: skip
@@ -114,16 +123,23 @@ def _match(pattern: E.Expr, e: E.Expr, bound: dict[E.Var, E.Expr],
         assert isinstance(e, E.Bin)
         if pattern.op != e.op:
             raise fail
-        try:
-            _match(pattern.a, e.a, bound, operands, where, target)
-            _match(pattern.b, e.b, bound, operands, where, target)
-        except ScheduleError:
-            if pattern.op not in ("+", "*"):
-                raise
-            operands.clear()
-            _match(pattern.a, e.b, bound, operands, where, target)
-            _match(pattern.b, e.a, bound, operands, where, target)
-        return
+        orders = [(e.a, e.b), (e.b, e.a)] if pattern.op in ("+", "*") else [(e.a, e.b)]
+        if len(orders) == 2 and _scope_of(e.a) != _scope_of(pattern.a) and (
+                _scope_of(e.b) == _scope_of(pattern.a) or _scope_of(e.a) == _scope_of(pattern.b)):
+            orders.reverse()  # the operands' scopes say they are held the other way round
+        first: ScheduleError | None = None
+        before = dict(operands)
+        for a, b in orders:
+            try:
+                operands.clear()
+                operands.update(before)  # what sibling subtrees matched stays
+                _match(pattern.a, a, bound, operands, where, target)
+                _match(pattern.b, b, bound, operands, where, target)
+                return
+            except ScheduleError as exc:
+                first = first or exc  # the likelier order's reason is the one to report
+        assert first is not None
+        raise first
     if isinstance(pattern, E.Cast):
         assert isinstance(e, E.Cast)
         if pattern.dtype != e.dtype:
