@@ -102,9 +102,9 @@ class _Lowering:
                     self._check_inside(st, outer, reader.name, rl)
                     idx = [E.substitute(i, rl.index) for i in load.indices]
                     regions.append(region_of(st.name, reader.name, idx, symbolic, extents))
-        if not regions:
-            raise ScheduleError(f"stage {st.name} is computed at {st.attach[0]} but nothing "
-                                "inside that loop reads it")  # fmt: skip
+        # every attached stage has a reader (a stage nothing reads is not live), and every reader
+        # runs inside the attach loop (_check_inside)
+        assert regions, f"stage {st.name} has no reader"
         out = regions[0]
         for r in regions[1:]:
             out = [a.union(b, st.name) for a, b in zip(out, r, strict=True)]

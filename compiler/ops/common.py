@@ -121,13 +121,6 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def blocks(what: str, n: int, block: int) -> int:
-    """`n` in whole blocks of `block`; channels are padded by the caller, so it must divide."""
-    if n % block:
-        raise ScheduleError(f"{what}={n} is not a multiple of {block}; pad it to {-(-n // block) * block}")
-    return n // block
-
-
 def check_knobs(knobs: Any, space: dict[str, list[int]], op: str) -> None:
     for name, values in space.items():
         value = getattr(knobs, name)
