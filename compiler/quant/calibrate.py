@@ -36,23 +36,28 @@ STEP = 8
 
 @dataclass
 class TensorStats:
-    """Counts of |x| in BINS bins over [0, top), top a power of two that doubles (merging bin
-    pairs, exactly) when a larger value arrives; the largest |x|; the largest |x| along axis 1
+    """Counts of nonzero |x| in BINS bins over [0, top), top a power of two that doubles
+    (merging bin pairs, exactly) when a larger value arrives; the count of exact zeros, which
+    every scale represents exactly (left out of the histogram so that a ReLU's spike at 0 does
+    not steer the entropy search); the largest |x|; the largest |x| along axis 1
     and along the last axis (channels of NCHW and of dense outputs), for accumulator bounds."""
 
     counts: np.ndarray = field(default_factory=lambda: np.zeros(BINS, np.int64))
+    zeros: int = 0
     top: float = 0.0
     absmax: float = 0.0
     axis_absmax: dict[int, np.ndarray] = field(default_factory=dict)
 
     def add(self, x: np.ndarray) -> None:
         a = np.abs(x.astype(np.float32, copy=False))
-        m = float(a.max(initial=0.0))
+        m, size = float(a.max(initial=0.0)), a.size
         self.absmax = max(self.absmax, m)
         for axis in {1, a.ndim - 1} if a.ndim >= 2 else ():
             per = a.max(axis=tuple(i for i in range(a.ndim) if i != axis), initial=0.0).astype(np.float64)
             seen = self.axis_absmax.get(axis)
             self.axis_absmax[axis] = per if seen is None else np.maximum(seen, per)
+        a = a[a != 0]  # exact zeros (half of a ReLU's output) quantize exactly at any scale
+        self.zeros += size - a.size
         if m > 0 and self.top == 0.0:
             self.top = 2.0 ** math.ceil(math.log2(m))
         while m > self.top:
@@ -60,8 +65,7 @@ class TensorStats:
                 [self.counts.reshape(-1, 2).sum(axis=1), np.zeros(BINS // 2, np.int64)]
             )
             self.top *= 2.0
-        if self.top == 0.0:
-            self.counts[0] += a.size  # all zeros so far
+        if a.size == 0:
             return
         index = np.minimum((a.ravel() * np.float32(BINS / self.top)).astype(np.int64), BINS - 1)
         self.counts += np.bincount(index, minlength=BINS)
@@ -80,10 +84,10 @@ def minmax(stats: TensorStats) -> float:
 
 def percentile(stats: TensorStats, pct: float = PERCENTILE) -> float:
     """The upper edge of the bin where the cumulative count reaches `pct` percent."""
-    total = stats.counts.sum()
-    if total == 0 or stats.top == 0.0:
+    total = stats.counts.sum() + stats.zeros
+    if stats.top == 0.0:
         return stats.absmax
-    index = int(np.searchsorted(np.cumsum(stats.counts), pct / 100.0 * total))
+    index = int(np.searchsorted(stats.zeros + np.cumsum(stats.counts), pct / 100.0 * total))
     return min(stats.absmax, (index + 1) * stats.width)
 
 

@@ -62,9 +62,9 @@ def requantize(
 
 
 def conv_acc(
-    x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads: Sequence[int], group: int
+    x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads: Sequence[int], group: int, wrap: bool = True
 ) -> np.ndarray:
-    """Exact integer convolution, wrapped to int32 (held as int64).
+    """Exact integer convolution, wrapped to int32 unless `wrap` is False (held as int64).
 
     Computed as a float64 GEMM: every product of two int8 values is below 2**14 and every
     partial sum below K * 2**14 < 2**53, so each float64 operation is exact.
@@ -77,13 +77,15 @@ def conv_acc(
         "group": group,
     }
     (y,) = OPS["Conv"].evaluate([x.astype(np.float64), w.astype(np.float64)], attrs)
-    return wrap32(np.rint(y).astype(np.int64))
+    acc = np.rint(y).astype(np.int64)
+    return wrap32(acc) if wrap else acc
 
 
-def gemm_acc(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Exact x[M,K] @ w[N,K]^T, wrapped to int32 (held as int64); float64 is exact (see conv_acc)."""
-    y = x.astype(np.float64) @ w.astype(np.float64).T
-    return wrap32(np.rint(y).astype(np.int64))
+def gemm_acc(x: np.ndarray, w: np.ndarray, wrap: bool = True) -> np.ndarray:
+    """Exact x[M,K] @ w[N,K]^T, wrapped to int32 unless `wrap` is False (held as int64); float64
+    is exact (see conv_acc)."""
+    acc = np.rint(x.astype(np.float64) @ w.astype(np.float64).T).astype(np.int64)
+    return wrap32(acc) if wrap else acc
 
 
 # -- shared checks -------------------------------------------------------------------------------

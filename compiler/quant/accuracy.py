@@ -1,0 +1,130 @@
+"""How close a quantized graph comes to its reference: cosine similarity, top-1 agreement and
+largest error against onnxruntime fp32; agreement within one quantization step against
+onnxruntime's int8 execution of a QDQ file; classification accuracy on labelled data.
+
+The quantized graph runs in the reference interpreter (`run_graph`), which evaluates the
+integer ops exactly: these figures are those of the workbench's integer reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from compiler.graph.interp import run_graph
+from compiler.graph.ir import Graph
+
+Inputs = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Candidate outputs against reference outputs over `count` inputs (first output each)."""
+
+    count: int
+    cosine_mean: float
+    cosine_min: float
+    top1: float
+    max_abs_err: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StepAgreement:
+    """Int8 outputs (dequantized) against another int8 execution's, in quantization steps."""
+
+    count: int
+    cosine_mean: float
+    cosine_min: float
+    within_one_step: float  # fraction of elements with |difference| <= one step
+    exact: float  # fraction of elements that are equal
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two arrays read as flat vectors (float64); 1.0 for two zero vectors."""
+    x, y = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
+    norms = float(np.linalg.norm(x) * np.linalg.norm(y))
+    if norms == 0.0:
+        return 1.0 if not x.any() and not y.any() else 0.0
+    return float(x @ y / norms)
+
+
+def agreement(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray]) -> Agreement:
+    """Per-input cosine (mean and min), top-1 agreement (argmax of each flattened output) and
+    the largest absolute error."""
+    if len(reference) != len(candidate) or not reference:
+        raise ValueError(f"need equally many outputs, at least one: {len(reference)} and {len(candidate)}")
+    cos = [cosine(r, c) for r, c in zip(reference, candidate, strict=True)]
+    top1 = [int(np.argmax(r)) == int(np.argmax(c)) for r, c in zip(reference, candidate, strict=True)]
+    err = max(
+        float(np.max(np.abs(np.asarray(r, np.float64) - c)))
+        for r, c in zip(reference, candidate, strict=True)
+    )
+    return Agreement(len(cos), float(np.mean(cos)), float(np.min(cos)), float(np.mean(top1)), err)
+
+
+def step_agreement(
+    reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray], step: float
+) -> StepAgreement:
+    """Agreement of two int8 executions whose outputs are multiples of `step` (the output scale)."""
+    if len(reference) != len(candidate) or not reference:
+        raise ValueError(f"need equally many outputs, at least one: {len(reference)} and {len(candidate)}")
+    cos = [cosine(r, c) for r, c in zip(reference, candidate, strict=True)]
+    diffs = np.concatenate(
+        [
+            np.abs(np.ravel(r).astype(np.float64) - np.ravel(c)) / step
+            for r, c in zip(reference, candidate, strict=True)
+        ]
+    )
+    # differences are whole steps up to float rounding of the dequantized values
+    steps = np.rint(diffs)
+    return StepAgreement(
+        len(cos),
+        float(np.mean(cos)),
+        float(np.min(cos)),
+        float(np.mean(steps <= 1)),
+        float(np.mean(steps == 0)),
+    )
+
+
+def ort_session(model: onnx.ModelProto | bytes | str) -> ort.InferenceSession:
+    """A one-thread CPU onnxruntime session (results do not depend on the thread count)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
+def ort_outputs(session: ort.InferenceSession, inputs: Sequence[Inputs]) -> list[np.ndarray]:
+    """onnxruntime's first output for each input dict."""
+    return [session.run(None, dict(x))[0] for x in inputs]
+
+
+def graph_outputs(graph: Graph, inputs: Sequence[Inputs]) -> list[np.ndarray]:
+    """The graph's first output for each input dict (reference interpreter)."""
+    return [run_graph(graph, x)[graph.outputs[0]] for x in inputs]
+
+
+def output_step(graph: Graph) -> float:
+    """The quantization step of a graph's first output: the scale of the Dequantize writing it."""
+    producer = graph.producer(graph.outputs[0])
+    if producer is None or producer.op != "Dequantize":
+        raise ValueError(f"graph output {graph.outputs[0]} is not written by a Dequantize")
+    return producer.float_attr("scale")
+
+
+def classification_accuracy(graph: Graph, images: np.ndarray, labels: np.ndarray) -> float:
+    """Fraction of `images` (batch-1 slices of [n, ...]) whose argmax equals the label."""
+    name = graph.inputs[0]
+    hits = [int(np.argmax(run_graph(graph, {name: image[None]})[graph.outputs[0]])) == int(label)
+            for image, label in zip(images, labels, strict=True)]  # fmt: skip
+    return float(np.mean(hits))

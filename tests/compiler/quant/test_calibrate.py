@@ -1,0 +1,132 @@
+"""Calibration statistics and the calibrators, on distributions whose answers are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.graph import Graph, const
+from compiler.graph.builder import append
+from compiler.quant import QuantizationError, collect
+from compiler.quant.calibrate import BINS, TensorStats, entropy, minmax, mse, percentile
+
+
+def test_histogram_grows_by_merging_bins_exactly() -> None:
+    rng = np.random.default_rng(0)
+    parts = [rng.normal(0, s, 5000).astype(np.float32) for s in (0.1, 1.0, 7.0)]
+    stats = TensorStats()
+    for p in parts:
+        stats.add(p)
+    values = np.abs(np.concatenate(parts))
+    top = 2.0 ** np.ceil(np.log2(values.max()))
+    assert stats.top == top and stats.absmax == values.max()
+    expected, _ = np.histogram(values, BINS, (0.0, top))
+    np.testing.assert_array_equal(stats.counts, expected)
+
+
+def test_exact_zeros_are_counted_apart() -> None:
+    stats = TensorStats()
+    stats.add(np.array([0.0, 0.0, 0.0, 1.5, -3.0], np.float32))
+    assert stats.zeros == 3 and stats.counts.sum() == 2 and stats.absmax == 3.0
+    stats.add(np.zeros(4, np.float32))
+    assert stats.zeros == 7
+
+
+def test_channel_maxima_along_axis_1_and_the_last_axis() -> None:
+    stats = TensorStats()
+    x = np.zeros((2, 3, 4), np.float32)
+    x[1, 2, 0] = -5.0
+    x[0, 0, 3] = 2.0
+    stats.add(x)
+    np.testing.assert_array_equal(stats.axis_absmax[1], [2.0, 0.0, 5.0])
+    np.testing.assert_array_equal(stats.axis_absmax[2], [5.0, 0.0, 0.0, 2.0])
+
+
+def _stats(values: np.ndarray) -> TensorStats:
+    stats = TensorStats()
+    stats.add(values.astype(np.float32))
+    return stats
+
+
+def test_minmax_and_percentile_on_a_uniform_ramp() -> None:
+    ramp = np.arange(1, 100_001, dtype=np.float64) / 1000.0  # 0.001 .. 100
+    stats = _stats(ramp)
+    assert minmax(stats) == pytest.approx(100.0)
+    assert percentile(stats, 99.0) == pytest.approx(99.0, abs=128 / BINS)  # one bin of [0, 128)
+    assert percentile(stats, 50.0) == pytest.approx(50.0, abs=128 / BINS)
+    # zeros count toward the percentile: with as many zeros as values, the 99th is the 98th of the rest
+    with_zeros = _stats(np.concatenate([ramp, np.zeros_like(ramp)]))
+    assert percentile(with_zeros, 99.0) == pytest.approx(98.0, abs=128 / BINS)
+
+
+def _int8_error(values: np.ndarray, amax: float) -> float:
+    """Mean squared error of symmetric int8 quantization at threshold amax, on the samples."""
+    s = amax / 127
+    return float(np.mean((values - np.clip(np.rint(values / s), -127, 127) * s) ** 2))
+
+
+def test_mse_finds_the_threshold_a_brute_force_search_finds() -> None:
+    rng = np.random.default_rng(1)
+    values = np.concatenate([rng.normal(0.0, 1.0, 200_000), rng.normal(0.0, 8.0, 40)])
+    grid = np.linspace(1.0, np.abs(values).max(), 400)
+    best = min(_int8_error(values, t) for t in grid)
+    amax = mse(_stats(values))
+    assert amax < np.abs(values).max()
+    assert _int8_error(values, amax) <= 1.05 * best
+
+
+def test_entropy_cuts_rare_outliers_of_a_gaussian() -> None:
+    rng = np.random.default_rng(1)
+    values = np.concatenate([rng.normal(0.0, 1.0, 200_000), [60.0, -55.0]])
+    assert 2.5 < entropy(_stats(values)) < 8.0
+
+
+def test_mse_keeps_the_range_of_a_uniform_distribution() -> None:
+    values = np.random.default_rng(2).uniform(-1.0, 1.0, 100_000)
+    assert mse(_stats(values)) == pytest.approx(1.0, abs=0.02)
+
+
+def test_relu_spike_at_zero_does_not_drag_entropy_down() -> None:
+    rng = np.random.default_rng(3)
+    relu = np.maximum(rng.normal(0.0, 1.0, 100_000), 0.0)
+    assert 2.0 < entropy(_stats(relu)) <= relu.max()
+
+
+def _tiny() -> Graph:
+    g = Graph()
+    g.add_input("x", (1, 2, 3), "float32")
+    g.add_value(const("w", np.array([[1.0, -1.0, 2.0], [0.5, 0.0, 0.0], [0.0, 0.0, -3.0]], np.float32)))
+    append(g, "MatMul", ["x", "w"], ["y"])
+    append(g, "Relu", ["y"], ["z"])
+    g.outputs = ["z"]
+    return g
+
+
+def test_collect_summarises_inputs_and_every_float_output() -> None:
+    xs = [{"x": np.array([[[1.0, 2.0, 0.0], [0.0, -1.0, 1.0]]], np.float32)}]
+    cal = collect(_tiny(), xs)
+    assert cal.samples == 1 and sorted(cal.stats) == ["x", "y", "z"]
+    y = xs[0]["x"] @ _tiny().const_data("w")  # [[2, 1, 2], [-0.5, 1, -3]]
+    assert cal.stats["y"].absmax == 3.0 == np.abs(y).max()
+    np.testing.assert_array_equal(cal.stats["y"].axis_absmax[2], np.abs(y).max(axis=(0, 1)))
+    assert cal.amax("z", "minmax") == 2.0
+
+
+@pytest.mark.parametrize(
+    "feeds,match",
+    [
+        ([], r"^calibration needs at least one input$"),
+        ([{}], r"^calibration input lacks graph input x$"),
+        ([{"x": np.zeros((1, 3, 2), np.float32)}], r"^calibration input x is float32\[1, 3, 2\], the graph expects float32\[1,2,3\]$"),
+    ],
+    ids=["none", "missing", "shape"],
+)
+def test_collect_rejects_bad_calibration_data(feeds: list, match: str) -> None:
+    with pytest.raises(QuantizationError, match=match):
+        collect(_tiny(), feeds)
+
+
+def test_unknown_method() -> None:
+    cal = collect(_tiny(), [{"x": np.ones((1, 2, 3), np.float32)}])
+    with pytest.raises(QuantizationError, match=r"^unknown calibration method 'kl'; known: minmax, percentile, entropy, mse$"):
+        cal.amax("x", "kl")
