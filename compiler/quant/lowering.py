@@ -82,6 +82,7 @@ class _Lowering:
             self.g.add_input(name, v.shape, v.dtype)
         self.floats: dict[str, str] = {name: name for name in src.inputs}
         self.ints: dict[str, tuple[str, float]] = {}
+        self.rows: dict[str, str] = {}  # int8 [M, K] views of inputs of rank > 2
         self.absorbed: set[int] = set()
         self.users = src.consumer_map()
 
@@ -292,8 +293,10 @@ def _emit_dense(
     if d.op == "QConv" or len(x_shape) == 2:
         lw.emit_int8(out, d.op, [xq, *consts], attrs, s_out)
         return
-    flat = lw.fresh(f"{d.x}.2d")
-    append(lw.g, "Reshape", [xq], [flat], {"shape": (math.prod(x_shape[:-1]), x_shape[-1])})
+    flat = lw.rows.get(d.x)
+    if flat is None:  # one [M, K] view of an input that several dense layers read
+        flat = lw.rows[d.x] = lw.fresh(f"{d.x}.2d")
+        append(lw.g, "Reshape", [xq], [flat], {"shape": (math.prod(x_shape[:-1]), x_shape[-1])})
     y = lw.fresh(f"{out}.2d")
     append(lw.g, d.op, [flat, *consts], [y], attrs)
     lw.emit_int8(out, "Reshape", [y], {"shape": lw.src.values[out].shape}, s_out)

@@ -30,7 +30,13 @@ def small_cnn(seed: int = 0) -> Graph:
     append(g, "Relu", ["a"], ["r2"])
     pool = {"kernel_shape": (2, 2), "strides": (2, 2), "pads": (0, 0, 0, 0), "dilations": (1, 1)}
     append(g, "MaxPool", ["r2"], ["p"], pool)
-    append(g, "Conv", ["p", param("w3", (8, 1, 3, 3), 0.4), param("b3", (8,), 0.1)], ["c3"], _conv_attrs(1, group=8))
+    append(
+        g,
+        "Conv",
+        ["p", param("w3", (8, 1, 3, 3), 0.4), param("b3", (8,), 0.1)],
+        ["c3"],
+        _conv_attrs(1, group=8),
+    )
     append(g, "Clip", ["c3"], ["r3"], {"min": 0.0, "max": 6.0})
     append(g, "GlobalAveragePool", ["r3"], ["gap"])
     append(g, "Flatten", ["gap"], ["f"], {"axis": 1})

@@ -117,7 +117,10 @@ def test_collect_summarises_inputs_and_every_float_output() -> None:
     [
         ([], r"^calibration needs at least one input$"),
         ([{}], r"^calibration input lacks graph input x$"),
-        ([{"x": np.zeros((1, 3, 2), np.float32)}], r"^calibration input x is float32\[1, 3, 2\], the graph expects float32\[1,2,3\]$"),
+        (
+            [{"x": np.zeros((1, 3, 2), np.float32)}],
+            r"^calibration input x is float32\[1, 3, 2\], the graph expects float32\[1,2,3\]$",
+        ),
     ],
     ids=["none", "missing", "shape"],
 )
@@ -128,5 +131,7 @@ def test_collect_rejects_bad_calibration_data(feeds: list, match: str) -> None:
 
 def test_unknown_method() -> None:
     cal = collect(_tiny(), [{"x": np.ones((1, 2, 3), np.float32)}])
-    with pytest.raises(QuantizationError, match=r"^unknown calibration method 'kl'; known: minmax, percentile, entropy, mse$"):
+    with pytest.raises(
+        QuantizationError, match=r"^unknown calibration method 'kl'; known: minmax, percentile, entropy, mse$"
+    ):
         cal.amax("x", "kl")

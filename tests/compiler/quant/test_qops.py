@@ -26,7 +26,7 @@ def epilogue(t: int, bias: int, mult: int, shift: int, lo: int, hi: int) -> int:
 
 
 def naive_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int, group: int) -> np.ndarray:
-    n, c, h, wd = x.shape
+    n, _, h, wd = x.shape
     k, cg, r, s = w.shape
     xp = np.pad(x.astype(object), [(0, 0), (0, 0), (pad, pad), (pad, pad)])
     oh, ow = (h + 2 * pad - r) // stride + 1, (wd + 2 * pad - s) // stride + 1
@@ -77,11 +77,12 @@ def test_qgemm_matches_python_integers() -> None:
     bias = rng.integers(-(2**20), 2**20, 5).astype(np.int32)
     mult = rng.integers(1, 2**12, 5).astype(np.int32)
     got = run_op("QGemm", {"x": x}, {"w": w, "b": bias, "m": mult}, {"shift": 17, "out_scale": 1.0})
-    want = [
-        [epilogue(sum(int(a) * int(b) for a, b in zip(x[i], w[k], strict=True)), int(bias[k]), int(mult[k]), 17,
-                  -128, 127) for k in range(5)]
-        for i in range(3)
-    ]  # fmt: skip
+
+    def row(i: int, k: int) -> int:
+        acc = sum(int(a) * int(b) for a, b in zip(x[i], w[k], strict=True))
+        return epilogue(acc, int(bias[k]), int(mult[k]), 17, -128, 127)
+
+    want = [[row(i, k) for k in range(5)] for i in range(3)]
     np.testing.assert_array_equal(got, np.array(want))
 
 
@@ -96,17 +97,28 @@ def test_epilogue_wraps_at_32_bits_like_the_alu() -> None:
     assert wrap(16129 + 2**31 - 16000) == -(2**31) + 129 and wrap((-(2**31) + 129) * 2) == 258
     assert got[0, 0] == 65 == epilogue(16129, 2**31 - 16000, 2, 2, -128, 127)
     # the rounding add wraps too: t = 2**31 - 1 after the multiply, + 2**(shift - 1)
-    got = run_op("QGemm", {"x": np.array([[1]], np.int8)}, {"w": np.array([[1]], np.int8),
-                 "b": np.array([2**31 - 2], np.int32), "m": np.array([1], np.int32)}, {"shift": 1})  # fmt: skip
+    one = np.array([[1]], np.int8)
+    vectors = {"w": one, "b": np.array([2**31 - 2], np.int32), "m": np.array([1], np.int32)}
+    got = run_op("QGemm", {"x": one}, vectors, {"shift": 1})
     assert got[0, 0] == -128  # (2**31 - 1 + 1) wraps to -2**31; >> 1 = -2**30; clipped
 
 
 @pytest.mark.parametrize(
     "t,shift,want",
-    [(5, 1, 3), (-5, 1, -2), (-3, 1, -1), (-6, 2, -1), (-7, 2, -2), (6, 2, 2), (-1, 1, 0), (7, 0, 7), (-9, 3, -1)],
+    [
+        (5, 1, 3),
+        (-5, 1, -2),
+        (-3, 1, -1),
+        (-6, 2, -1),
+        (-7, 2, -2),
+        (6, 2, 2),
+        (-1, 1, 0),
+        (7, 0, 7),
+        (-9, 3, -1),
+    ],
 )
 def test_rounding_shift_of_negatives_rounds_half_up(t: int, shift: int, want: int) -> None:
-    # QGemm with x = t, w = 1, no bias, mult 1: y = (t + 2**(shift-1)) >> shift, i.e. floor(t / 2**shift + 1/2)
+    # QGemm with x = t, w = 1, no bias, mult 1: y = (t + 2**(shift-1)) >> shift = floor(t / 2**shift + 1/2)
     got = run_op("QGemm", {"x": np.array([[t]], np.int8)}, {"w": np.array([[1]], np.int8),
                  "b": np.zeros(1, np.int32), "m": np.ones(1, np.int32)}, {"shift": shift})  # fmt: skip
     assert got[0, 0] == want == int(np.floor(t / 2**shift + 0.5))
@@ -169,7 +181,11 @@ def test_attribute_checks(op: str, attrs: dict, match: str) -> None:
     g = Graph()
     g.add_input("x", (1, 4), "int8")
     if op == "QGemm":
-        for name, a in {"w": np.zeros((2, 4), np.int8), "b": np.zeros(2, np.int32), "m": np.ones(2, np.int32)}.items():
+        for name, a in {
+            "w": np.zeros((2, 4), np.int8),
+            "b": np.zeros(2, np.int32),
+            "m": np.ones(2, np.int32),
+        }.items():
             g.add_value(const(name, a))
         inputs = ["x", "w", "b", "m"]
     else:

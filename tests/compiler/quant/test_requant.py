@@ -52,7 +52,9 @@ def test_channel_requant_relative_error_for_a_typical_layer() -> None:
 
 
 def test_channel_requant_refuses_ratios_no_shift_can_apply() -> None:
-    with pytest.raises(QuantizationError, match="^conv: scale ratios 3e\\+09 cannot be applied by a multiply and shift$"):
+    with pytest.raises(
+        QuantizationError, match="^conv: scale ratios 3e\\+09 cannot be applied by a multiply and shift$"
+    ):
         channel_requant(np.array([3e9]), np.array([1.0]), "conv")
 
 
@@ -71,7 +73,9 @@ def test_immediate_requant_fits_16_bits_and_cannot_wrap(ra: float, rb: float) ->
 def test_quantize_weight_per_output_channel() -> None:
     w = np.array([[[[1.0, -0.5]]], [[[0.0, 0.0]]], [[[0.03, -0.04]]]], np.float32)  # [3, 1, 1, 2]
     q = quantize_weight(w)
-    np.testing.assert_allclose(q.scales, [1 / 127, 1 / 127, 0.04 / 127], rtol=1e-7)  # zero channel: largest scale
+    np.testing.assert_allclose(
+        q.scales, [1 / 127, 1 / 127, 0.04 / 127], rtol=1e-7
+    )  # zero channel: largest scale
     np.testing.assert_array_equal(q.data.reshape(3, 2), [[127, -64], [0, 0], [95, -127]])
     assert q.data.dtype == np.int8
     t = quantize_weight(np.ascontiguousarray(w.reshape(3, 2).T), axis=1)  # [K, N] with channels on axis 1
@@ -80,7 +84,9 @@ def test_quantize_weight_per_output_channel() -> None:
 
 def test_quantize_bias_at_the_accumulator_scale_and_its_overflow() -> None:
     np.testing.assert_array_equal(quantize_bias(np.array([1.0, -2.5]), np.array([0.5, 1.0]), "c"), [2, -2])
-    with pytest.raises(QuantizationError, match="^conv1: bias does not fit int32 at the accumulator's scale$"):
+    with pytest.raises(
+        QuantizationError, match="^conv1: bias does not fit int32 at the accumulator's scale$"
+    ):
         quantize_bias(np.array([1.0]), np.array([1e-10]), "conv1")
 
 
@@ -91,4 +97,6 @@ def test_accumulator_bounds_take_the_smaller_of_the_worst_case_and_the_likely_ra
     reals = np.array([1e-3, 1e-3])
     np.testing.assert_array_equal(accumulator_bounds(w, bias, reals, np.array([5000.0, 100.0])),
                                   np.minimum(worst, [HEADROOM * 5000, HEADROOM * 100]))  # fmt: skip
-    np.testing.assert_array_equal(accumulator_bounds(w, bias, reals, None), np.minimum(worst, OUT_RANGE / 1e-3))
+    np.testing.assert_array_equal(
+        accumulator_bounds(w, bias, reals, None), np.minimum(worst, OUT_RANGE / 1e-3)
+    )

@@ -65,7 +65,9 @@ def test_overrides_pick_a_calibrator_per_value(calibration: list) -> None:
     g = small_cnn()
     base = quantize(g, calibration, method="percentile")
     tuned = quantize(g, calibration, method="percentile", overrides={"r1": "minmax"})
-    b, t = ({n.outputs[0]: n.float_attr("out_scale") for n in q.nodes if n.op == "QConv"} for q in (base, tuned))
+    b, t = (
+        {n.outputs[0]: n.float_attr("out_scale") for n in q.nodes if n.op == "QConv"} for q in (base, tuned)
+    )
     assert t["r1"] > b["r1"] and t["c2"] == b["c2"]
 
 

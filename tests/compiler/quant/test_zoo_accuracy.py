@@ -1,0 +1,132 @@
+"""Accuracy of the int8 zoo models (integer reference) against onnxruntime fp32, on seeded
+inputs that calibration never sees; digits against its held-out labels; ResNet-18 quantized by
+onnxruntime in QDQ form against onnxruntime's int8 execution. The 100-input runs of the issue's
+goals are slow; the default suite runs each on a few inputs with looser bounds."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.frontend import import_onnx
+from compiler.graph import Graph
+from compiler.quant import quantize
+from compiler.quant.accuracy import (
+    Agreement,
+    agreement,
+    classification_accuracy,
+    graph_outputs,
+    ort_outputs,
+    ort_session,
+    output_step,
+    step_agreement,
+)
+from compiler.quant.check import wrap_margins
+from compiler.quant.qdq import import_qdq
+from tests.compiler.quant.ort_models import quantize_qdq
+
+zoo = pytest.importorskip("codesign.zoo")
+
+CALIBRATION_SEED = 1000  # the evaluation inputs are seeds 0, 1, ...; calibration never sees them
+
+
+@functools.cache
+def _model(name: str) -> onnx.ModelProto:
+    return zoo.build(name)
+
+
+def _calibration(name: str, count: int) -> list[dict[str, np.ndarray]]:
+    if name == "digits":  # its own training split
+        return [{"input": image[None].copy()} for image in zoo.digits_split().train_images[:count]]
+    return zoo.sample_inputs(name, count, CALIBRATION_SEED)
+
+
+@functools.cache
+def _quantized(name: str, calibration: int) -> Graph:
+    return quantize(import_onnx(_model(name)), _calibration(name, calibration))
+
+
+def _agreement(name: str, count: int, calibration: int) -> Agreement:
+    xs = zoo.sample_inputs(name, count, 0)
+    return agreement(
+        ort_outputs(ort_session(_model(name)), xs), graph_outputs(_quantized(name, calibration), xs)
+    )
+
+
+def test_digits_int8_accuracy_within_one_point_of_fp32() -> None:
+    split = zoo.digits_split()
+    fp32 = classification_accuracy(import_onnx(_model("digits")), split.test_images, split.test_labels)
+    int8 = classification_accuracy(_quantized("digits", 64), split.test_images, split.test_labels)
+    assert fp32 > 0.9
+    assert abs(int8 - fp32) <= 0.01, (fp32, int8)
+
+
+@pytest.mark.parametrize("name,count,cosine,top1", [("mlp", 50, 0.999, 0.95), ("bert-tiny", 6, 0.98, 0.8)])
+def test_small_models_track_fp32(name: str, count: int, cosine: float, top1: float) -> None:
+    result = _agreement(name, count, 8)
+    assert result.cosine_mean >= cosine and result.top1 >= top1, result
+
+
+@pytest.mark.parametrize("name,cosine,top1", [("resnet18", 0.995, 0.75), ("mobilenetv2", 0.96, 0.5)])
+def test_imagenet_models_on_a_few_inputs(name: str, cosine: float, top1: float) -> None:
+    result = _agreement(name, 4, 4)
+    assert result.cosine_mean >= cosine and result.top1 >= top1, result
+
+
+def test_resnet18_calibration_values_do_not_wrap() -> None:
+    calibration = _calibration("resnet18", 4)
+    margins = wrap_margins(_quantized("resnet18", 4), calibration[:2])
+    assert len(margins) == 29  # 20 convolutions, 8 residual adds, the pool (the classifier is float)
+    assert max(margins.values()) < 0.5
+
+
+@pytest.mark.slow
+def test_resnet18_goal_over_100_inputs() -> None:
+    result = _agreement("resnet18", 100, 16)
+    assert result.cosine_mean >= 0.99 and result.top1 >= 0.90, result
+
+
+@pytest.mark.slow
+def test_mobilenetv2_over_100_inputs() -> None:
+    result = _agreement("mobilenetv2", 100, 16)
+    assert result.cosine_mean >= 0.98 and result.top1 >= 0.65, result
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True, reason="per-tensor int8 activations: MobileNetV2 reaches cosine 0.984, top-1 0.71"
+)
+def test_mobilenetv2_goal_over_100_inputs() -> None:
+    result = _agreement("mobilenetv2", 100, 16)
+    assert result.cosine_mean >= 0.99 and result.top1 >= 0.90, result
+
+
+@functools.cache
+def _resnet18_qdq(directory: Path) -> onnx.ModelProto:
+    return quantize_qdq(_model("resnet18"), _calibration("resnet18", 8), directory)
+
+
+def _qdq_agreement(tmp_path_factory: pytest.TempPathFactory, count: int) -> tuple[float, float]:
+    model = _resnet18_qdq(tmp_path_factory.getbasetemp())
+    q = import_qdq(import_onnx(model))
+    xs = zoo.sample_inputs("resnet18", count, 0)
+    result = step_agreement(ort_outputs(ort_session(model), xs), graph_outputs(q, xs), output_step(q))
+    return result.cosine_min, result.within_one_step
+
+
+def test_resnet18_qdq_agrees_with_onnxruntime_int8(tmp_path_factory: pytest.TempPathFactory) -> None:
+    cosine_min, within = _qdq_agreement(tmp_path_factory, 3)
+    assert cosine_min >= 0.999 and within >= 0.9, (cosine_min, within)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True, reason="32-bit multiply/shift requantization: about 95% of logits within one step"
+)
+def test_resnet18_qdq_goal(tmp_path_factory: pytest.TempPathFactory) -> None:
+    cosine_min, within = _qdq_agreement(tmp_path_factory, 20)
+    assert cosine_min >= 0.999 and within >= 0.99, (cosine_min, within)
