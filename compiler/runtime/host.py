@@ -28,10 +28,13 @@ def host_kernel(graph: Graph, node: Node) -> Kernel | None:
         return None
     name, params, arity = spec
     kernel = compile_host_op(name, **params)
+    shapes = [graph.values[o].shape for o in node.outputs]
 
     def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
-        result = kernel(*(np.ascontiguousarray(a) for a in arrays[:arity]))
-        return list(result) if isinstance(result, tuple) else [result]
+        # (a scalar operand is passed as one element: host kernels take rank >= 1)
+        result = kernel(*(np.ascontiguousarray(a).reshape(a.shape or (1,)) for a in arrays[:arity]))
+        outs = list(result) if isinstance(result, tuple) else [result]
+        return [o.reshape(s) for o, s in zip(outs, shapes, strict=True)]
 
     return run
 
@@ -108,8 +111,10 @@ def _dequantize(graph: Graph, node: Node) -> Spec:
 
 def _binary(name: str) -> Callable[[Graph, Node], Spec]:
     def make(graph: Graph, node: Node) -> Spec:
-        return name, {"a_shape": _shape(graph, node, 0), "b_shape": _shape(graph, node, 1),
-                      "dtype": _dtype(graph, node)}, 2  # fmt: skip
+        a, b = _shape(graph, node, 0) or (1,), _shape(graph, node, 1) or (1,)
+        if _dtype(graph, node, 0) != _dtype(graph, node, 1):
+            return None
+        return name, {"a_shape": a, "b_shape": b, "dtype": _dtype(graph, node)}, 2
 
     return make
 

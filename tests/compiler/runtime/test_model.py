@@ -105,3 +105,17 @@ def test_quantized_graph_on_the_accelerator_equals_the_integer_reference(name):
     accel = [r for r in timed.steps if r.where == "accel"]
     assert all(r.cycles and r.gemm_uops is not None for r in accel)
     assert timed.cycles == sum(r.cycles or 0 for r in accel)
+
+
+def test_a_scalar_operand_runs_on_the_native_kernel():
+    nodes = [helper.make_node("Mul", ["x", "s"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    s = helper.make_tensor("s", TensorProto.FLOAT, [], [0.5])
+    graph = helper.make_graph(nodes, "scalar", [x], [y], [s])
+    g = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    model = CompiledModel.compile(g, AcceleratorTarget(PRESETS["tiny"]))
+    assert [s.where for s in model.steps] == ["host"]
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = model.run({"x": data}, make_backend("fsim", PRESETS["tiny"])).outputs["y"]
+    np.testing.assert_array_equal(out, data * np.float32(0.5))
