@@ -3,7 +3,8 @@ onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QDQ) writ
 
     import_qdq(graph, calibration_inputs=None, strict=True) -> quantized graph
 
-`graph` is what `import_onnx` gives for the file. The pairs are stripped into a float graph
+`graph` is what `import_onnx` gives for the file (cleaned by `simplify` first, which keeps the
+pairs: they never fold). The pairs are stripped into a float graph
 plus the file's parameters: a QuantizeLinear(x) -> DequantizeLinear pair fixes x's scale; a
 DequantizeLinear of an int8 constant gives int8 weights and their (per-channel) scales, one of
 an int32 constant a bias. The same lowering as static quantization then builds the quantized
@@ -30,6 +31,7 @@ import numpy as np
 
 from compiler.graph.ir import Graph, Node, const
 from compiler.graph.opdefs import OPS
+from compiler.graph.passes import simplify
 from compiler.quant.calibrate import collect
 from compiler.quant.errors import QuantizationError
 from compiler.quant.lowering import QuantParams, lower
@@ -41,7 +43,7 @@ def import_qdq(
 ) -> Graph:
     """The quantized graph of a QDQ model. With `calibration_inputs`, the accumulator bounds
     come from running the (dequantized) float graph on them, else from the data-free rule."""
-    float_graph, params = strip_qdq(graph, strict)
+    float_graph, params = strip_qdq(simplify(graph), strict)
     if calibration_inputs is not None:
         params = replace(params, calibration=collect(float_graph, calibration_inputs))
     return lower(float_graph, params)
