@@ -1,9 +1,11 @@
 """Int8 quantization: calibration, static quantization of float graphs, QDQ import.
 
-    quantize(graph, calibration_inputs, method="percentile") -> quantized Graph
-    import_qdq(graph, calibration_inputs=None)                 -> quantized Graph
+    quantize(graph, calibration_inputs, method="percentile")     -> quantized Graph
+    import_qdq(graph, calibration_inputs=None, strict=True)        -> quantized Graph
+    accuracy.agreement / step_agreement / classification_accuracy  -> figures against references
+    check.wrap_margins(graph, inputs)                              -> how close each requant is to wrapping
 
-Both produce the quantized-graph contract of compiler.graph.opdefs.qops (QConv, QGemm, QAdd,
+The first two produce the quantized-graph contract of compiler.graph.opdefs.qops (QConv, QGemm, QAdd,
 QGlobalAvgPool, Quantize, Dequantize; MaxPool/Relu/Flatten/Reshape on int8), which
 `compiler.graph.run_graph` evaluates exactly: that is the workbench's integer reference.
 """
@@ -11,6 +13,7 @@ QGlobalAvgPool, Quantize, Dequantize; MaxPool/Relu/Flatten/Reshape on int8), whi
 from compiler.quant.calibrate import CALIBRATORS, Calibration, collect
 from compiler.quant.errors import QuantizationError
 from compiler.quant.lowering import QuantParams, lower
+from compiler.quant.qdq import import_qdq, strip_qdq
 from compiler.quant.static import DEFAULT_METHOD, activation_scales, quantize
 
 __all__ = [
@@ -21,6 +24,8 @@ __all__ = [
     "QuantizationError",
     "activation_scales",
     "collect",
+    "import_qdq",
     "lower",
     "quantize",
+    "strip_qdq",
 ]
