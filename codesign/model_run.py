@@ -17,6 +17,7 @@ from compiler.frontend import import_onnx
 from compiler.graph.interp import run_graph
 from compiler.graph.ir import Graph
 from compiler.quant import quantize
+from compiler.quant.qdq import import_qdq
 from compiler.runtime import serialize
 from compiler.runtime.model import CompiledModel, ModelResult
 from compiler.target import AcceleratorTarget
@@ -49,9 +50,17 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     data = Path(path).read_bytes()
     name = zoo_name(data)
     calib = calibration_inputs(graph, name, CALIBRATION_COUNT)
-    qgraph = quantize(graph, calib, method=calibration)
+    if is_qdq(graph):  # already quantized: the file's scales, calibration only bounds accumulators
+        qgraph = import_qdq(graph, calib)
+    else:
+        qgraph = quantize(graph, calib, method=calibration)
     model = CompiledModel.compile(qgraph, AcceleratorTarget(cfg))
     return Loaded(model, data, name, time.perf_counter() - start)
+
+
+def is_qdq(graph: Graph) -> bool:
+    """Whether the model was quantized already (QuantizeLinear/DequantizeLinear pairs)."""
+    return any(n.op in ("QuantizeLinear", "DequantizeLinear") for n in graph.nodes)
 
 
 def zoo_name(onnx_bytes: bytes) -> str | None:

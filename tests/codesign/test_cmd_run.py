@@ -107,3 +107,22 @@ def test_bad_inputs_exit_2_with_their_own_message(mlp: Path, tmp_path: Path,
     assert "ends in .cmodel" in _error(capsys, ["compile", str(mlp), "-o", str(tmp_path / "x.bin")])
     (tmp_path / "junk.cmodel").write_bytes(b"junk")
     assert "not a compiled model file" in _error(capsys, ["run", str(tmp_path / "junk.cmodel")])
+
+
+def test_a_qdq_model_runs_with_its_own_scales(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.compiler.quant.ort_models import quantize_qdq, small_resnet
+
+    rng = np.random.default_rng(1)
+    calib = [{"x": rng.standard_normal((1, 3, 12, 12)).astype(np.float32)} for _ in range(8)]
+    path = tmp_path / "qdq.onnx"
+    onnx.save(quantize_qdq(small_resnet(), calib, tmp_path), path)
+    report = _json(capsys, ["run", str(path), "--config", "tiny", "--inputs", "2", "--json"])
+    assert report["correct_int8"] is True and report["cosine"] > 0.99
+    assert ("QConv", "accel") in [(r["op"], r["where"]) for r in report["operators"]]
+
+
+@pytest.mark.rtl
+def test_run_on_the_rtl(mlp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = _json(capsys, ["run", str(mlp), "--config", "tiny", "--backend", "rtl", "--json"])
+    timed = _json(capsys, ["run", str(mlp), "--config", "tiny", "--backend", "timing", "--json"])
+    assert report["correct_int8"] is True and report["cycles"] == timed["cycles"]  # timing is cycle-exact
