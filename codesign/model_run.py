@@ -50,10 +50,8 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     data = Path(path).read_bytes()
     name = zoo_name(data)
     calib = calibration_inputs(graph, name, CALIBRATION_COUNT)
-    if is_qdq(graph):  # already quantized: the file's scales, calibration only bounds accumulators
-        qgraph = import_qdq(graph, calib)
-    else:
-        qgraph = quantize(graph, calib, method=calibration)
+    # a model quantized already keeps the file's scales; calibration then only bounds accumulators
+    qgraph = import_qdq(graph, calib) if is_qdq(graph) else quantize(graph, calib, method=calibration)
     model = CompiledModel.compile(qgraph, AcceleratorTarget(cfg))
     return Loaded(model, data, name, time.perf_counter() - start)
 
