@@ -1,5 +1,5 @@
-"""Element-wise binary operators with numpy broadcasting: add and mul (float32, or integers that
-wrap like numpy's)."""
+"""Element-wise binary operators with numpy broadcasting: add, sub, mul and div (float32, or
+integers that wrap like numpy's; integer div truncates toward zero, as ONNX Div)."""
 
 from __future__ import annotations
 
@@ -67,3 +67,58 @@ class Add(_Binary):
 class Mul(_Binary):
     op: ClassVar[str] = "mul"
     symbol: ClassVar[str] = "*"
+
+
+@dataclass(frozen=True)
+class Sub(_Binary):
+    op: ClassVar[str] = "sub"
+    symbol: ClassVar[str] = "-"
+
+    def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        return np.subtract(a, b).astype(self.dtype)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Div(_Binary):
+    """a / b: IEEE division for float32; for integers the quotient truncated toward zero (ONNX
+    Div), MIN / -1 wrapping to MIN and a division by zero giving 0, as numpy's does."""
+
+    op: ClassVar[str] = "div"
+    symbol: ClassVar[str] = "/"
+
+    def tensors(self) -> dict[str, Tensor]:
+        if self.dtype == "float32":
+            return super().tensors()
+        a = placeholder(self.a_shape, self.dtype, "a")
+        b = placeholder(self.b_shape, self.dtype, "b")
+
+        def quotient(*i: E.Expr) -> E.Expr:
+            x, y = a[_index(self.a_shape, i)], b[_index(self.b_shape, i)]
+            zero, one = E.const(0, self.dtype), E.const(1, self.dtype)
+            # TE's // floors: one up when the remainder is non-zero and the signs differ
+            negative = E.all_of(E.lt(x, zero), E.gt(y, zero))
+            differ = E.binary("or", negative, E.all_of(E.gt(x, zero), E.lt(y, zero)))
+            inexact = E.binary("!=", x % y, zero)
+            q = x // y + E.if_then_else(E.all_of(inexact, differ), one, zero)
+            # x // 0 is x in TE: times 0 (a select of constants, not a branch around loads)
+            return q * E.if_then_else(E.binary("==", y, zero), zero, one)
+
+        shape = broadcast_shape(self.op, self.a_shape, self.b_shape)
+        return {"a": a, "b": b, "out": compute(shape, quotient, "out")}
+
+    def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        if self.dtype == "float32":
+            return np.divide(a, b).astype(np.float32)  # type: ignore[no-any-return]
+        # exact in Python integers, then wrapped to the dtype (MIN / -1 = -MIN wraps to MIN)
+        x, y = np.broadcast_arrays(a.astype(object), b.astype(object))
+        q = np.frompyfunc(_truncated_quotient, 2, 1)(x, y)
+        info = np.iinfo(np.dtype(self.dtype))
+        span = int(info.max) - int(info.min) + 1
+        return ((q - int(info.min)) % span + int(info.min)).astype(self.dtype)  # type: ignore[no-any-return]
+
+
+def _truncated_quotient(x: int, y: int) -> int:
+    if y == 0:
+        return 0
+    q = abs(x) // abs(y)
+    return q if (x < 0) == (y < 0) else -q
