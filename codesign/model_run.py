@@ -187,6 +187,7 @@ def _report(loaded: Loaded, results: list[ModelResult], backend: Any, run_s: flo
         "host_ms": host_s * 1e3,
         "compile_s": loaded.compile_s, "run_s": run_s,
         "offloaded_macs_fraction": model.offloaded_macs_fraction(),
+        "arena_bytes": model.memory.arena_bytes, "arena_bytes_unshared": model.memory.unshared_bytes,
         "operators": _operators(results, timed),
     }  # fmt: skip
 

@@ -24,6 +24,7 @@ import numpy as np
 from compiler.errors import ScheduleError
 from compiler.graph.interp import evaluate_node
 from compiler.graph.ir import Graph, Node
+from compiler.graph.memory import plan_memory
 from compiler.runtime.accel import AccelStep, Layout, add_step, conv_step, dense_step
 from compiler.target.accel import AcceleratorTarget
 
@@ -81,6 +82,10 @@ class CompiledModel:
     def __init__(self, graph: Graph, target: AcceleratorTarget, steps: list[Step]) -> None:
         self.graph, self.target, self.steps = graph, target, steps
         self.unpacked = _needs_unpacked(graph, steps)
+        # one host arena for every activation that exists unpacked (packed hand-overs between
+        # accelerator steps never materialise in NCHW), buffers shared where lifetimes allow
+        kept_packed = {s.node.outputs[0] for s in steps if s.accel is not None} - self.unpacked
+        self.memory = plan_memory(graph, skip=kept_packed)
 
     @classmethod
     def compile(cls, graph: Graph, target: AcceleratorTarget, *, offload: bool = True) -> CompiledModel:
@@ -101,8 +106,10 @@ class CompiledModel:
         accelerator steps that read it in the same layout, and is unpacked only for the others
         (`self.unpacked`): consecutive convolutions pass their activations without a round trip
         through NCHW."""
+        arena = np.zeros(self.memory.arena_bytes, np.uint8)
         env = {k: v.data for k, v in self.graph.values.items() if v.data is not None}
-        env.update(inputs)
+        for name, array in inputs.items():
+            env[name] = self._place(arena, name, array)
         packed: dict[str, tuple[Layout, np.ndarray]] = {}
         records = []
         for step in self.steps:
@@ -113,9 +120,19 @@ class CompiledModel:
             else:
                 arrays = [env[x] for x in step.node.inputs]
                 outputs, record = _execute(self.graph, step, arrays, backend)
-            env.update((k, v) for k, v in zip(step.node.outputs, outputs, strict=True) if v is not None)
+            for name, value in zip(step.node.outputs, outputs, strict=True):
+                if value is not None:
+                    env[name] = self._place(arena, name, value)
             records.append(record)
-        return ModelResult({name: env[name] for name in self.graph.outputs}, records)
+        return ModelResult({name: env[name].copy() for name in self.graph.outputs}, records)
+
+    def _place(self, arena: np.ndarray, name: str, value: np.ndarray) -> np.ndarray:
+        """`value` stored at its planned place in the arena (a buffer it may share with values
+        that are dead by now)."""
+        v = self.graph.values[name]
+        view = self.memory.view(arena, name, v.shape, v.dtype)
+        np.copyto(view, np.asarray(value).reshape(v.shape), casting="no")
+        return view
 
 
 def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool) -> Step:

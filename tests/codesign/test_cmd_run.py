@@ -36,6 +36,7 @@ def test_run_mlp_exact_and_close_to_fp32(mlp: Path, capsys: pytest.CaptureFixtur
     assert ("QGemm", "accel") in ops and report["cycles"] is None  # fsim counts no cycles
     for key in ("max_abs_err", "latency_ms", "compile_s", "run_s"):
         assert report[key] is not None
+    assert 0 < report["arena_bytes"] <= report["arena_bytes_unshared"]
 
 
 def test_run_on_the_timing_model_reports_cycles(mlp: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -95,6 +95,8 @@ def test_quantized_graph_on_the_accelerator_equals_the_integer_reference(name):
     # the convolutions hand their outputs to the residual add packed; only the add's output (read
     # by the host's depthwise conv) and the classifier's (read by Dequantize) are unpacked
     assert model.unpacked == {"r", "logits_q"}
+    # one arena for the unpacked activations; c1 and c2 stay packed and need no host buffer
+    assert "c1" not in model.memory.offsets and model.memory.arena_bytes < model.memory.unshared_bytes
     fsim = make_backend("fsim", cfg)
     for seed in range(3):
         x = np.random.default_rng(seed).standard_normal((1, 5, 8, 8)).astype(np.float32)
