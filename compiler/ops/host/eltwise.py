@@ -108,7 +108,8 @@ class Div(_Binary):
 
     def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[override]
         if self.dtype == "float32":
-            return np.divide(a, b).astype(np.float32)  # type: ignore[no-any-return]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.divide(a, b).astype(np.float32)  # type: ignore[no-any-return]
         # exact in Python integers, then wrapped to the dtype (MIN / -1 = -MIN wraps to MIN)
         x, y = np.broadcast_arrays(a.astype(object), b.astype(object))
         q = np.frompyfunc(_truncated_quotient, 2, 1)(x, y)
