@@ -66,6 +66,8 @@ class StepRecord:
 class ModelResult:
     outputs: dict[str, np.ndarray]
     steps: list[StepRecord] = field(default_factory=list)
+    # the integer tensors where the quantized graph hands over to float (Dequantize inputs)
+    boundary: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def cycles(self) -> int:
@@ -112,7 +114,10 @@ class CompiledModel:
             env[name] = self._place(arena, name, array)
         packed: dict[str, tuple[Layout, np.ndarray]] = {}
         records = []
+        boundary: dict[str, np.ndarray] = {}
         for step in self.steps:
+            if step.node.op == "Dequantize":
+                boundary[step.node.inputs[0]] = env[step.node.inputs[0]].copy()
             outputs: Sequence[np.ndarray | None]
             if step.accel is not None:
                 outputs, record = _execute_accel(self.graph, step, step.accel, env, packed, backend,
@@ -124,7 +129,7 @@ class CompiledModel:
                 if value is not None:
                     env[name] = self._place(arena, name, value)
             records.append(record)
-        return ModelResult({name: env[name].copy() for name in self.graph.outputs}, records)
+        return ModelResult({name: env[name].copy() for name in self.graph.outputs}, records, boundary)
 
     def _place(self, arena: np.ndarray, name: str, value: np.ndarray) -> np.ndarray:
         """`value` stored at its planned place in the arena (a buffer it may share with values
@@ -182,6 +187,20 @@ def _host_kernel(graph: Graph, node: Node) -> Callable[[list[np.ndarray]], list[
     from compiler.runtime.host import host_kernel
 
     return host_kernel(graph, node)
+
+
+def reference_boundary(graph: Graph, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray],
+                                                                              dict[str, np.ndarray]]:
+    """The graph interpreter's outputs and its integer tensors at the Dequantize boundary: the
+    integer reference that `ModelResult.boundary` must equal exactly."""
+    env = {k: v.data for k, v in graph.values.items() if v.data is not None}
+    env.update(inputs)
+    boundary = {}
+    for node in graph.nodes:
+        if node.op == "Dequantize":
+            boundary[node.inputs[0]] = env[node.inputs[0]]
+        env.update(zip(node.outputs, evaluate_node(graph, node, [env[x] for x in node.inputs]), strict=True))
+    return {name: env[name] for name in graph.outputs}, boundary
 
 
 def _needs_unpacked(graph: Graph, steps: list[Step]) -> set[str]:
