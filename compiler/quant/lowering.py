@@ -10,6 +10,16 @@ GlobalAveragePool (and ReduceMean over H, W) QGlobalAvgPool. MaxPool, Relu, Flat
 Reshape of an int8 value stay int8 with the input's scale. Every other op runs in float:
 Dequantize and Quantize nodes are inserted where a value changes representation, once per value.
 
+**Per-channel activation scales.** A value in `QuantParams.channel_scales` (see
+`channel_scaled_values`: a depthwise convolution's output, after its Relu/Clip, that only group-1
+convolutions read) is int8 with one scale s_c per channel. Its producer is a QConv as any other:
+its per-channel multipliers already stand for in_scale * w_scale[k] / out_scale, with s_k as
+out_scale; its attribute `out_scale` is 1.0, and the value is recorded at scale 1.0, because each
+reader folds the scales into its float weights before quantizing them, w'[k, c] = w[k, c] * s_c
+(exact: sum_c w[k, c] * x_c = sum_c w'[k, c] * q_c), and then has input scale 1 and accumulator
+scale w'_scale[k]. The integer ops are unchanged; such a value never becomes float (there is no
+one scale to dequantize it with).
+
 `QuantParams.strict` is for QDQ files, whose every scale is binding: an activation folds into
 the op before it only when both tensors share a scale, and an int8 MaxPool/Relu/Flatten/Reshape
 only when its output keeps its input's scale; otherwise the file's requantization is kept (a
@@ -50,6 +60,8 @@ class QuantParams:
     by the name of the float constant they stand for; other weights and biases are quantized
     here, as is a fixed bias whose scale is not the accumulator's.
     `calibration`: statistics bounding the accumulators (None: the data-free bound).
+    `channel_scales`: activation value -> one scale per channel (axis 1), for values that
+    `channel_scaled_values` allows (see the module doc); they take precedence over `scales`.
     """
 
     scales: Mapping[str, float]
@@ -57,6 +69,51 @@ class QuantParams:
     biases: Mapping[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     calibration: Calibration | None = None
     strict: bool = False
+    channel_scales: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+def channel_scaled_values(graph: Graph) -> list[str]:
+    """The activations of `graph` that may take per-channel scales: the output of a depthwise
+    (group > 1) convolution with constant 4-d weights, or of the Relu/Clip that is its only
+    user, when the value is no graph output and every reader is a group-1 convolution with
+    constant 4-d weights, dilations 1, a constant or no bias, that can fold the scales into its
+    weights and whose result (after its own Relu/Clip, if any) is no graph output."""
+    users = graph.consumer_map()
+    found = []
+    for node in graph.nodes:
+        if node.op != "Conv" or node.int_attr("group") == 1 or not _const_4d(graph, node.inputs[1]):
+            continue
+        name = node.outputs[0]
+        after = users.get(name, [])
+        if len(after) == 1 and after[0].op in ("Relu", "Clip") and name not in graph.outputs:
+            name = after[0].outputs[0]
+        readers = users.get(name, [])
+        if name in graph.outputs or not readers or not all(_absorbs(graph, users, r, name) for r in readers):
+            continue
+        found.append(name)
+    return found
+
+
+def _const_4d(graph: Graph, name: str) -> bool:
+    w = graph.const_data(name)
+    return w is not None and w.ndim == 4
+
+
+def _absorbs(graph: Graph, users: Mapping[str, list[Node]], reader: Node, name: str) -> bool:
+    """Whether `reader` is a group-1 convolution of `name` that lowers to a QConv."""
+    if reader.op != "Conv" or reader.inputs[0] != name or name in reader.inputs[1:]:
+        return False
+    if reader.int_attr("group") != 1 or set(reader.ints_attr("dilations")) != {1}:
+        return False
+    if not _const_4d(graph, reader.inputs[1]):
+        return False
+    if len(reader.inputs) == 3 and graph.const_data(reader.inputs[2]) is None:
+        return False
+    out = reader.outputs[0]
+    after = users.get(out, [])
+    if len(after) == 1 and after[0].op in ("Relu", "Clip"):
+        return out not in graph.outputs and after[0].outputs[0] not in graph.outputs
+    return out not in graph.outputs
 
 
 def lower(graph: Graph, params: QuantParams) -> Graph:
@@ -121,6 +178,9 @@ class _Lowering:
         return not v.is_const and v.dtype == "float32"
 
     def scale_of(self, name: str) -> float | None:
+        """The value's scale; 1.0 for a value with per-channel scales (its readers fold them)."""
+        if name in self.p.channel_scales:
+            return 1.0
         if name in self.ints:
             return self.ints[name][1]
         return self.p.scales.get(name) if self.is_float_act(name) else None
@@ -134,6 +194,8 @@ class _Lowering:
             self.g.values.setdefault(name, value)
             self.floats[name] = name
             return name
+        if name in self.p.channel_scales:
+            raise QuantizationError(f"{name} has per-channel scales and cannot be dequantized")
         qname, scale = self.ints[name]
         out = name if name in self.src.outputs and name not in self.g.values else self.fresh(f"{name}.dq")
         append(self.g, "Dequantize", [qname], [out], {"scale": scale})
@@ -226,18 +288,34 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
     out = act.node.outputs[0] if act else d.out
     s_in, s_out = lw.scale_of(d.x), lw.scale_of(out)
     w_float = lw.const(d.w)
+    folded = d.x in lw.p.channel_scales
     if s_in is None or s_out is None or w_float is None:
+        if folded:
+            raise QuantizationError(
+                f"node {d.out} ({d.op}) reads {d.x}, which has per-channel scales, but cannot be lowered"
+            )
         return False
+    if folded:
+        w_float = _fold_input_scales(lw, d, w_float)
     qw = _weight(lw, d, w_float)
     w_int = np.moveaxis(qw.data, qw.axis, 0) if qw.axis != 0 else qw.data
     channels = w_int.shape[0]
     acc_scale = s_in * qw.channel_scales(channels)
     bias = _bias(lw, d, acc_scale, channels)
-    reals = acc_scale / s_out
+    out_scales = lw.p.channel_scales.get(out)
+    if out_scales is not None and np.asarray(out_scales).shape != (channels,):
+        raise QuantizationError(
+            f"node {d.out} ({d.op}): {np.size(out_scales)} scales for {channels} channels of {out}"
+        )
+    reals = acc_scale / (s_out if out_scales is None else np.asarray(out_scales, np.float64))
     observed = _observed(lw, d.out, acc_scale)
     bounds = accumulator_bounds(w_int, bias, reals, observed)
     mult, shift = channel_requant(reals, bounds, f"node {d.out} ({d.op})")
-    lo, hi = lw.clip_bounds(act, s_out)
+    lo, hi = (
+        _channel_clip_bounds(lw, act, out, out_scales)
+        if out_scales is not None
+        else lw.clip_bounds(act, s_out)
+    )
     attrs = {**d.attrs, "shift": shift, "clip_lo": lo, "clip_hi": hi, "out_scale": s_out}
     consts = [
         lw.add_const(f"{d.w}.q", np.ascontiguousarray(w_int)),
@@ -247,6 +325,26 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
     _emit_dense(lw, d, out, consts, attrs, s_out)
     lw.absorbed.update(id(n) for n in d.absorbs + ((act.node,) if act else ()))
     return True
+
+
+def _fold_input_scales(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> np.ndarray:
+    """w'[k, c] = w[k, c] * s_c for a group-1 convolution reading a value with per-channel scales."""
+    scales = np.asarray(lw.p.channel_scales[d.x], np.float64)
+    if d.op != "QConv" or d.attrs.get("group") != 1 or d.w in lw.p.weights or w_float.shape[1] != scales.size:
+        raise QuantizationError(
+            f"node {d.out} ({d.op}) cannot fold the {scales.size} channel scales of {d.x} into its weights"
+        )
+    return w_float.astype(np.float64) * scales.reshape(1, -1, 1, 1)
+
+
+def _channel_clip_bounds(lw: _Lowering, act: _Act | None, out: str, scales: np.ndarray) -> tuple[int, int]:
+    """The clip of an output with per-channel scales: every channel's bounds must be the same integers."""
+    bounds = {lw.clip_bounds(act, float(s)) for s in np.asarray(scales).reshape(-1)}
+    if len(bounds) != 1:
+        raise QuantizationError(
+            f"{out}: its activation bounds are different integers at its channel scales {sorted(bounds)}"
+        )
+    return bounds.pop()
 
 
 def _weight(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> QWeight:

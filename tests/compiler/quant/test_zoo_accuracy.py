@@ -93,13 +93,15 @@ def test_resnet18_goal_over_100_inputs() -> None:
 
 @pytest.mark.slow
 def test_mobilenetv2_over_100_inputs() -> None:
+    # per-channel scales of the depthwise outputs: cosine 0.9902, top-1 0.81 (one scale: 0.984, 0.69)
     result = _agreement("mobilenetv2", 100, 16)
-    assert result.cosine_mean >= 0.98 and result.top1 >= 0.65, result
+    assert result.cosine_mean >= 0.989 and result.top1 >= 0.78, result
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(
-    strict=True, reason="per-tensor int8 activations: MobileNetV2 reaches cosine 0.984, top-1 0.71"
+    strict=True,
+    reason="per-channel depthwise output scales reach cosine 0.990 but top-1 0.81 (the goal is 0.90)",
 )
 def test_mobilenetv2_goal_over_100_inputs() -> None:
     result = _agreement("mobilenetv2", 100, 16)
