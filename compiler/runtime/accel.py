@@ -50,9 +50,20 @@ class AccelStep:
 
     def pack_one(self, i: int, x: np.ndarray) -> np.ndarray:
         """Activation `i` (NCHW or [M, K] int8) in the Program's packed layout."""
+        return _one(self._packer(i, x.shape)(np.ascontiguousarray(x, dtype=np.int8)))
+
+    def _packer(self, i: int, shape: tuple[int, ...]) -> Any:
         _, batch, block = self.in_layout(i)
-        kernel = compile_host_op("pack", shape=x.shape, batch_block=batch, channel_block=block, dtype="int8")
-        return _one(kernel(np.ascontiguousarray(x, dtype=np.int8)))
+        return compile_host_op("pack", shape=tuple(shape), batch_block=batch, channel_block=block,
+                               dtype="int8")  # fmt: skip
+
+    def warm(self, shapes: list[tuple[int, ...]]) -> None:
+        """Compile the packing kernels now, so that running the step never waits for the JIT."""
+        for i, shape in enumerate(shapes):
+            self._packer(i, shape)
+        t = self.op.target
+        compile_host_op("unpack", shape=self.out_shape, batch_block=t.batch, channel_block=t.block_out,
+                        dtype="int8")  # fmt: skip
 
     def pack(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
         """The Program's inputs for these activations (NCHW or [M, K] int8)."""

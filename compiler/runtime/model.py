@@ -148,6 +148,7 @@ def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool) ->
     else:
         accel = _accel_step(graph, node, target) if offload else None
         if accel is not None:
+            accel.warm([graph.values[x].shape for x in node.inputs[: len(accel.activations)]])
             step = Step(node, "accel", accel=accel)
         else:
             host = _host_kernel(graph, node)
