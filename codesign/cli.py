@@ -23,13 +23,13 @@ USER_ERRORS = (ConfigError, ProgramError, SimulationError, EncodingError, Schedu
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from codesign import cmd_bench, cmd_config, cmd_isa, cmd_models, cmd_op, cmd_run, cmd_sim
+    from codesign import cmd_bench, cmd_config, cmd_isa, cmd_models, cmd_op, cmd_run, cmd_sim, cmd_tune
 
     parser = argparse.ArgumentParser(
         prog="codesign", description="Hardware-software co-design workbench."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (cmd_config, cmd_isa, cmd_sim, cmd_op, cmd_bench, cmd_models, cmd_run):
+    for module in (cmd_config, cmd_isa, cmd_sim, cmd_op, cmd_bench, cmd_models, cmd_run, cmd_tune):
         module.register(sub)
     try:
         cmd_hw = importlib.import_module("codesign.cmd_hw")

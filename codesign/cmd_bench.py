@@ -43,6 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     layers.add_argument("--layer", action="append", default=None, help="only this layer (repeatable)")
     layers.add_argument("--json", action="store_true")
     layers.set_defaults(run=_layers)
+    tune = group.add_parser("tune", help="schedule search vs exhaustive enumeration on ResNet-18's layers")
+    add_config_args(tune)
+    tune.add_argument("--seeds", type=int, default=5, help="searches per layer and method (default 5)")
+    tune.add_argument("--layer", action="append", default=None, help="only this layer (repeatable)")
+    tune.add_argument("--workers", type=int, default=2, help="measuring processes (default 2)")
+    tune.add_argument("--json", action="store_true")
+    tune.set_defaults(run=_tune)
 
 
 def _print(result: dict, as_json: bool) -> None:
@@ -80,6 +87,28 @@ def _layers(args: argparse.Namespace) -> int:
                   f"{r['cycles_vthreads1'] or '-':>12}")  # fmt: skip
         print(f"utilization {result['utilization']}, latency hiding gain {result['latency_hiding_gain']}")
     return 0 if result["correct"] else 1
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from codesign.tune import bench
+    from codesign.tune.measure import Measurer
+    from codesign.tune.progress import Bar
+    from codesign.tune.store import Store
+
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
+    bar = Bar()
+    measurer = Measurer(store=Store(), workers=args.workers)
+    try:
+        result = bench.run(resolve(args.config, args.set), measurer, seeds=args.seeds, layers=args.layer,
+                           progress=bar.update)  # fmt: skip
+    finally:
+        measurer.close()
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(bench.table(result))
+    return 0
 
 
 def _timing(args: argparse.Namespace) -> int:

@@ -50,6 +50,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=NAMES, default="fsim")
     p.add_argument("--vthreads", default="auto", help="auto, or a virtual-thread count")
     p.add_argument("--schedule", help="a schedule file (JSON with 'records' or 'knobs')")
+    p.add_argument("--tuning-log", metavar="FILE",
+                   help="use the fastest schedule in this tuning log (codesign tune) for this operator and "
+                        "config; the default schedule when it has none")  # fmt: skip
     p.add_argument("--save-schedule", help="write the schedule used to this file")
     p.add_argument("--print-ir", action="store_true", help="print the final loop IR")
     p.add_argument("--seed", type=int, default=0)
@@ -105,8 +108,8 @@ def _run(args: argparse.Namespace) -> int:
     cfg = resolve(args.config, args.set)
     op = args.make(args, AcceleratorTarget(cfg))
     backend = make_backend(args.backend, cfg)
-    compiled, result = compile_and_run(op, backend, schedule=args.schedule,
-                                       vthreads=_vthreads(args.vthreads), seed=args.seed)  # fmt: skip
+    compiled, result = compile_and_run(op, backend, schedule=args.schedule, vthreads=_vthreads(args.vthreads),
+                                       seed=args.seed, tuning_log=args.tuning_log)  # fmt: skip
     if args.save_schedule:
         compiled.schedule.save(args.save_schedule)
     if args.print_ir:

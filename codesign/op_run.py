@@ -14,8 +14,14 @@ from compiler.schedule.schedule import read_schedule_file
 from sim.backend import Backend
 
 
-def schedule_source(op: Operator, path: str | None, vthreads: int | None) -> dict[str, Any]:
-    """Keyword arguments of `compile_op` for a schedule file, a forced thread count, or neither."""
+def schedule_source(op: Operator, path: str | None, vthreads: int | None,
+                    tuning_log: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Keyword arguments of `compile_op` for a schedule file, a forced thread count, the best
+    point of a tuning log for this operator and config, or else the default schedule."""
+    if path is None and vthreads is None and tuning_log is not None:
+        knobs = tuned_knobs(op, tuning_log)
+        if knobs is not None:
+            return {"knobs": knobs, "origin": "tuning-log"}
     if path is None:
         return {"knobs": op.default_knobs(vthreads)}
     data = read_schedule_file(path)
@@ -24,6 +30,21 @@ def schedule_source(op: Operator, path: str | None, vthreads: int | None) -> dic
     if isinstance(data, dict) and isinstance(data.get("records"), list):
         return {"records": [R.from_json(r, f"{path} record {i}") for i, r in enumerate(data["records"])]}
     raise ScheduleError(f"{path}: expected an object with 'records' (a list) or 'knobs' (an object)")
+
+
+def tuned_knobs(op: Operator, tuning_log: str) -> Any:
+    """The knobs of the fastest trial of `op` on its config in the log, or None (no such trial,
+    or an operator without a tuning space)."""
+    from codesign.tune import log
+    from compiler.tune.workload import Workload
+
+    records = log.read(tuning_log)
+    try:
+        workload = Workload.of(op)
+    except ScheduleError:
+        return None
+    found = log.best(records, workload, op.target.cfg)
+    return None if found is None else knobs_from_json(op, found["knobs"])
 
 
 def run_compiled(op: Operator, compiled: CompiledOp, backend: Backend, seed: int = 0) -> dict[str, Any]:
@@ -51,7 +72,12 @@ def run_compiled(op: Operator, compiled: CompiledOp, backend: Backend, seed: int
 
 def compile_and_run(
     op: Operator, backend: Backend, *, schedule: str | None = None, vthreads: int | None = None,
-    seed: int = 0,
+    seed: int = 0, tuning_log: str | None = None,
 ) -> tuple[CompiledOp, dict[str, Any]]:
-    compiled = compile_op(op, **schedule_source(op, schedule, vthreads))
-    return compiled, run_compiled(op, compiled, backend, seed)
+    source = schedule_source(op, schedule, vthreads, tuning_log)
+    origin = source.pop("origin", None)
+    compiled = compile_op(op, **source)
+    result = run_compiled(op, compiled, backend, seed)
+    if tuning_log is not None and schedule is None:
+        result["schedule_source"] = origin or "default"
+    return compiled, result

@@ -1,0 +1,138 @@
+"""`codesign tune op conv2d|dense`: search an operator's schedule space with the learned cost
+model (or random/grid search), measuring on the timing model (or rtl), logging every trial.
+
+(`codesign tune model MODEL.onnx` waits for the model compiler to hand out its operators.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from codesign.cli import add_config_args
+from codesign.cmd_op import _conv, _dense
+from codesign.tune import log
+from codesign.tune.explore import METHODS
+from codesign.tune.measure import Measurer, task_for
+from codesign.tune.progress import Bar
+from codesign.tune.store import Store
+from codesign.tune.tuner import tune
+from compiler.target import AcceleratorTarget
+from compiler.tune.space import MAX_INSNS, build_space
+from hw.config import resolve
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    group = sub.add_parser("tune", help="schedule search with a learned cost model").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    ops = group.add_parser("op", help="tune one operator")
+    ops = ops.add_subparsers(dest="op", required=True, metavar="OP")  # type: ignore[assignment]
+    conv = ops.add_parser("conv2d", help="packed int8 conv2d + epilogue")
+    conv.add_argument("--in", dest="shape", required=True, metavar="N,C,H,W")
+    conv.add_argument("--out-channels", type=int, required=True)
+    conv.add_argument("--kernel", type=int, default=3)
+    conv.add_argument("--stride", type=int, default=1)
+    conv.add_argument("--pad", type=int, default=0)
+    _common(conv)
+    conv.set_defaults(run=_run, make=_conv)
+    dense = ops.add_parser("dense", help="packed int8 matmul + epilogue")
+    dense.add_argument("--m", type=int, required=True)
+    dense.add_argument("--k", type=int, required=True)
+    dense.add_argument("--n", type=int, required=True)
+    _common(dense)
+    dense.set_defaults(run=_run, make=_dense)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    add_config_args(p)
+    p.add_argument("--trials", type=int, default=64, help="trials in all, the log's included (default 64)")
+    p.add_argument("--batch", type=int, default=4, help="points measured per round (default 4)")
+    p.add_argument("--method", choices=METHODS, default="model", help="search (default model)")
+    p.add_argument("--backend", choices=("timing", "rtl"), default="timing",
+                   help="measure on (default timing)")  # fmt: skip
+    p.add_argument("--log", metavar="FILE", help="append every trial to this JSON-lines log; resume from it")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=2, help="measuring processes (0: in this one)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds one trial may take (default 120)")
+    p.add_argument("--max-insns", type=int, default=MAX_INSNS,
+                   help=f"leave out points issuing more instructions (default {MAX_INSNS})")  # fmt: skip
+    p.add_argument("--no-cache", action="store_true", help="measure every point, even ones measured before")
+    p.add_argument("--no-bias", action="store_true")
+    p.add_argument("--multiplier", type=int, default=None, help="one immediate multiplier (16 bits)")
+    p.add_argument("--channel-multiplier", action="store_true", help="a per-output-channel multiplier vector")
+    p.add_argument("--round", action="store_true", help="round to nearest before the shift")
+    p.add_argument("--shift", type=int, default=8)
+    p.add_argument("--no-relu", action="store_true", help="clip to [-128, 127] instead of [0, 127]")
+    p.add_argument("--json", action="store_true")
+
+
+def _check(args: argparse.Namespace) -> None:
+    for flag, value, low in (("--trials", args.trials, 1), ("--batch", args.batch, 1),
+                             ("--workers", args.workers, 0), ("--max-insns", args.max_insns, 1)):  # fmt: skip
+        if value < low:
+            raise ValueError(f"{flag} must be at least {low}, not {value}")
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout must be positive, not {args.timeout}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    _check(args)
+    resume = log.read(args.log) if args.log and _exists(args.log) else []
+    cfg = resolve(args.config, args.set)
+    op = args.make(args, AcceleratorTarget(cfg))
+    bar = Bar()
+    store = None if args.no_cache else Store()
+    space = build_space(op, max_insns=args.max_insns, cache=store,
+                        progress=lambda d, t: bar.update("features", d, t))  # fmt: skip
+    measurer = Measurer(store=store, workers=args.workers, timeout_s=args.timeout)
+    try:
+        result = tune(space, cfg, measurer, trials=args.trials, method=args.method, batch=args.batch,
+                      seed=args.seed, backend=args.backend, log_path=args.log, resume=resume,
+                      progress=lambda d, t, b: bar.update("tune", d, t, f"best {b}"))  # fmt: skip
+        default = _measure_default(space, cfg, op, measurer, args)
+    finally:
+        measurer.close()
+    report = _report(args, space, result, default, cfg.name)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for key, value in report.items():
+            print(f"{key}: {value}")
+    return 0 if report["best_cycles"] is not None else 1
+
+
+def _measure_default(space: Any, cfg: Any, op: Any, measurer: Measurer,
+                     args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+    """The default schedule, measured as a reference and logged (method 'default'), so the log's
+    best is never slower than the default."""
+    task = task_for(space.workload, cfg, op.default_knobs(), args.backend)
+    (_, default, cached), = list(measurer.run([task]))
+    if args.log:
+        log.append(args.log, [log.record(space.workload, cfg, args.backend, task.knobs, default,
+                                         method="default", trial=0, cached=cached)])  # fmt: skip
+    return default
+
+
+def _exists(path: str) -> bool:
+    from pathlib import Path
+
+    return Path(path).exists()
+
+
+def _report(args: argparse.Namespace, space: Any, result: Any, default: dict[str, Any],
+            config: str) -> dict[str, Any]:  # fmt: skip
+    statuses: dict[str, int] = {}
+    for r in result.records:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    best = result.best_cycles
+    return {
+        "op": space.workload.op, "workload": space.workload.spec, "config": config, "backend": args.backend,
+        "method": args.method, "space_points": len(space), "cut_points": len(space.cut),
+        "trials": len(result.order), "new_trials": len(result.records), "statuses": statuses,
+        "best_cycles": best, "best_knobs": None if best is None else result.best_knobs.to_json(),
+        "default_cycles": default.get("cycles"),
+        "speedup_over_default": default["cycles"] / best if best and default.get("cycles") else None,
+        "log": args.log,
+    }  # fmt: skip

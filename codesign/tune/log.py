@@ -1,0 +1,79 @@
+"""The tuning log: one JSON object per trial, one per line, appended as trials finish.
+
+A line holds the workload, the config (name, fingerprint, measurement key and parameters), the
+backend, the search method and trial number, the knobs and schedule records, and the outcome:
+status ('ok', 'schedule_error', 'error', 'timeout', 'crash'), the reason of a failure, cycles,
+Stats, compile and run time.  A run resumes from its log: the points already there count as
+trials and train the model.  A last line cut short by a killed run is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from compiler.tune.workload import Workload, config_key
+from hw.config import AcceleratorConfig
+
+VERSION = 1
+
+
+def record(workload: Workload, cfg: AcceleratorConfig, backend: str, knobs: dict[str, int],
+           result: dict[str, Any], *, method: str, trial: int, cached: bool) -> dict[str, Any]:  # fmt: skip
+    return {
+        "version": VERSION, "time": time.time(), "workload": workload.to_json(),
+        "workload_key": workload.key,
+        "config": {"name": cfg.name, "fingerprint": cfg.fingerprint(), "key": config_key(cfg.to_dict()),
+                   "params": cfg.to_dict()},
+        "backend": backend, "method": method, "trial": trial, "knobs": knobs,
+        "status": result.get("status"), "error": result.get("error"), "cycles": result.get("cycles"),
+        "stats": result.get("stats"), "correct": result.get("correct"),
+        "compile_s": result.get("compile_s"), "run_s": result.get("run_s"),
+        "instructions": result.get("instructions"), "schedule": result.get("schedule"),
+        "cached": cached,
+    }  # fmt: skip
+
+
+def append(path: str | Path, records: list[dict[str, Any]]) -> None:
+    if not records:
+        return
+    with open(path, "a") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in records))
+        fh.flush()
+
+
+def read(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of the log at `path`; OSError when it cannot be read, ValueError naming the
+    line when a line (other than a cut-short last one) is not a trial record."""
+    lines = Path(path).read_text().splitlines()
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines):  # a run killed while writing
+                break
+            raise ValueError(f"{path} line {n}: not JSON") from None
+        if not isinstance(data, dict) or not {"workload_key", "config", "knobs", "status"} <= set(data):
+            raise ValueError(f"{path} line {n}: not a tuning record "
+                             "(needs workload_key, config, knobs, status)")  # fmt: skip
+        out.append(data)
+    return out
+
+
+def matching(records: list[dict[str, Any]], workload: Workload, cfg: AcceleratorConfig,
+             backend: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The records of `workload` on `cfg` (same measurement key), optionally of one backend."""
+    key = config_key(cfg.to_dict())
+    return [r for r in records if r["workload_key"] == workload.key and r["config"].get("key") == key
+            and (backend is None or r.get("backend") == backend)]  # fmt: skip
+
+
+def best(records: list[dict[str, Any]], workload: Workload, cfg: AcceleratorConfig) -> dict[str, Any] | None:
+    """The fastest successful record of `workload` on `cfg` (any backend), or None."""
+    ok = [r for r in matching(records, workload, cfg) if r["status"] == "ok" and r.get("cycles")]
+    return min(ok, key=lambda r: r["cycles"]) if ok else None
