@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 
 from codesign.cli import add_config_args
 from codesign.op_run import compile_and_run
@@ -17,20 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     group = sub.add_parser("op", help="compile and run one operator").add_subparsers(
         dest="action", required=True, metavar="OP"
     )
-    conv = group.add_parser("conv2d", help="packed int8 conv2d + epilogue")
-    conv.add_argument("--in", dest="shape", required=True, metavar="N,C,H,W")
-    conv.add_argument("--out-channels", type=int, required=True)
-    conv.add_argument("--kernel", type=int, default=3)
-    conv.add_argument("--stride", type=int, default=1)
-    conv.add_argument("--pad", type=int, default=0)
-    _common(conv)
-    conv.set_defaults(run=_run, make=_conv)
-    dense = group.add_parser("dense", help="packed int8 matmul + epilogue")
-    dense.add_argument("--m", type=int, required=True)
-    dense.add_argument("--k", type=int, required=True)
-    dense.add_argument("--n", type=int, required=True)
-    _common(dense)
-    dense.set_defaults(run=_run, make=_dense)
+    add_operator_parsers(group, _common, _run)
     for kind, text in (("add", "clip((a*mult_a + b*mult_b) >> shift) of two int8 tensors (residual)"),
                        ("clip", "clip((a*mult_a) >> shift) of one int8 tensor (ReLU: --low 0)")):  # fmt: skip
         p = group.add_parser(kind, help=text)
@@ -45,6 +33,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(run=_run, make=_eltwise)
 
 
+def add_operator_parsers(group: argparse._SubParsersAction,
+                         common: Callable[[argparse.ArgumentParser], None],
+                         run: Callable[[argparse.Namespace], int]) -> None:  # fmt: skip
+    """The conv2d and dense subcommands with their shape and epilogue options; `common` adds
+    the command's own options (shared by `codesign op` and `codesign tune op`)."""
+    conv = group.add_parser("conv2d", help="packed int8 conv2d + epilogue")
+    conv.add_argument("--in", dest="shape", required=True, metavar="N,C,H,W")
+    conv.add_argument("--out-channels", type=int, required=True)
+    conv.add_argument("--kernel", type=int, default=3)
+    conv.add_argument("--stride", type=int, default=1)
+    conv.add_argument("--pad", type=int, default=0)
+    dense = group.add_parser("dense", help="packed int8 matmul + epilogue")
+    dense.add_argument("--m", type=int, required=True)
+    dense.add_argument("--k", type=int, required=True)
+    dense.add_argument("--n", type=int, required=True)
+    for p, make in ((conv, _conv), (dense, _dense)):
+        common(p)
+        add_epilogue_args(p)
+        p.set_defaults(run=run, make=make)
+
+
+def add_epilogue_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-bias", action="store_true")
+    p.add_argument("--multiplier", type=int, default=None, help="one immediate multiplier (16 bits)")
+    p.add_argument("--channel-multiplier", action="store_true",
+                   help="a per-output-channel multiplier vector (an int32 input, as per-channel scales need)")
+    p.add_argument("--round", action="store_true", help="round to nearest before the shift")
+    p.add_argument("--shift", type=int, default=8)
+    p.add_argument("--no-relu", action="store_true", help="clip to [-128, 127] instead of [0, 127]")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     add_config_args(p)
     p.add_argument("--backend", choices=NAMES, default="fsim")
@@ -56,13 +75,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--save-schedule", help="write the schedule used to this file")
     p.add_argument("--print-ir", action="store_true", help="print the final loop IR")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-bias", action="store_true")
-    p.add_argument("--multiplier", type=int, default=None, help="one immediate multiplier (16 bits)")
-    p.add_argument("--channel-multiplier", action="store_true",
-                   help="a per-output-channel multiplier vector (an int32 input, as per-channel scales need)")
-    p.add_argument("--round", action="store_true", help="round to nearest before the shift")
-    p.add_argument("--shift", type=int, default=8)
-    p.add_argument("--no-relu", action="store_true", help="clip to [-128, 127] instead of [0, 127]")
     p.add_argument("--json", action="store_true")
 
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from codesign.cli import add_config_args
-from codesign.cmd_op import _conv, _dense
+from codesign.cmd_op import add_operator_parsers
 from codesign.tune import log
 from codesign.tune.explore import METHODS
 from codesign.tune.measure import Measurer, task_for
@@ -29,20 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ops = group.add_parser("op", help="tune one operator")
     ops = ops.add_subparsers(dest="op", required=True, metavar="OP")  # type: ignore[assignment]
-    conv = ops.add_parser("conv2d", help="packed int8 conv2d + epilogue")
-    conv.add_argument("--in", dest="shape", required=True, metavar="N,C,H,W")
-    conv.add_argument("--out-channels", type=int, required=True)
-    conv.add_argument("--kernel", type=int, default=3)
-    conv.add_argument("--stride", type=int, default=1)
-    conv.add_argument("--pad", type=int, default=0)
-    _common(conv)
-    conv.set_defaults(run=_run, make=_conv)
-    dense = ops.add_parser("dense", help="packed int8 matmul + epilogue")
-    dense.add_argument("--m", type=int, required=True)
-    dense.add_argument("--k", type=int, required=True)
-    dense.add_argument("--n", type=int, required=True)
-    _common(dense)
-    dense.set_defaults(run=_run, make=_dense)
+    add_operator_parsers(ops, _common, _run)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -59,12 +46,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-insns", type=int, default=MAX_INSNS,
                    help=f"leave out points issuing more instructions (default {MAX_INSNS})")  # fmt: skip
     p.add_argument("--no-cache", action="store_true", help="measure every point, even ones measured before")
-    p.add_argument("--no-bias", action="store_true")
-    p.add_argument("--multiplier", type=int, default=None, help="one immediate multiplier (16 bits)")
-    p.add_argument("--channel-multiplier", action="store_true", help="a per-output-channel multiplier vector")
-    p.add_argument("--round", action="store_true", help="round to nearest before the shift")
-    p.add_argument("--shift", type=int, default=8)
-    p.add_argument("--no-relu", action="store_true", help="clip to [-128, 127] instead of [0, 127]")
     p.add_argument("--json", action="store_true")
 
 
