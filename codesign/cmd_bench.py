@@ -48,6 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     tune.add_argument("--seeds", type=int, default=5, help="searches per layer and method (default 5)")
     tune.add_argument("--layer", action="append", default=None, help="only this layer (repeatable)")
     tune.add_argument("--workers", type=int, default=2, help="measuring processes (default 2)")
+    tune.add_argument("--confirm", action="store_true",
+                      help="also run each tuned schedule on fsim and rtl (exact? rtl cycles?)")  # fmt: skip
     tune.add_argument("--json", action="store_true")
     tune.set_defaults(run=_tune)
 
@@ -101,7 +103,7 @@ def _tune(args: argparse.Namespace) -> int:
     measurer = Measurer(store=Store(), workers=args.workers)
     try:
         result = bench.run(resolve(args.config, args.set), measurer, seeds=args.seeds, layers=args.layer,
-                           progress=bar.update)  # fmt: skip
+                           confirm=args.confirm, progress=bar.update)  # fmt: skip
     finally:
         measurer.close()
     if args.json:

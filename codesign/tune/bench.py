@@ -49,20 +49,22 @@ class Layer:
 
 def run(cfg: AcceleratorConfig, measurer: Measurer, *, seeds: int = 5, batch: int = 4,
         fraction: float = 0.05, min_trials: int = 16, layers: list[str] | None = None,
-        max_insns: int = MAX_INSNS, cut_sample: int = 6,
+        max_insns: int = MAX_INSNS, cut_sample: int = 6, confirm: bool = False,
         progress: Report | None = None) -> dict[str, Any]:  # fmt: skip
     target = AcceleratorTarget(cfg)
     specs = [(n, s) for n, s in conv_specs(BENCH_EPILOGUE)[1:] if not layers or n in layers]
     spaces = [(n, build_space(Conv2d(s, target), max_insns=max_insns, cache=measurer.store))  # type: ignore[arg-type]
               for n, s in specs]  # fmt: skip
     rows = exhaustive(cfg, measurer, spaces, progress)
-    out_layers, budgeted = [], {}
+    out_layers, budgeted, logs, budgets = [], {}, {}, {}
     for k, layer in enumerate(rows):
-        budget = min(len(layer.space), max(math.ceil(fraction * len(layer.space)), min_trials))
+        budget = min(len(layer.space), max(int(fraction * len(layer.space)), min_trials))
         model = [_search(layer, cfg, measurer, "model", s, batch, budget) for s in range(seeds)]
         random = [_search(layer, cfg, measurer, "random", s, batch, 0) for s in range(seeds)]
         budgeted[layer.name] = model[0]
-        best = min(c for c in model[0].cycles[:budget] if c is not None)
+        best, knobs = _best_within(model[0], budget)
+        logs[layer.name] = model[0].records[:budget]
+        budgets[layer.name] = budget
         out_layers.append({
             "name": layer.name, "space_points": len(layer.space), "cut_points": len(layer.space.cut),
             "best_cycles": best, "exhaustive_best_cycles": int(layer.best),
@@ -71,11 +73,14 @@ def run(cfg: AcceleratorConfig, measurer: Measurer, *, seeds: int = 5, batch: in
             "trials": budget, "fraction_evaluated": budget / len(layer.space),
             "trials_to_98_model": _mean_trials(model, layer),
             "trials_to_98_random": _mean_trials(random, layer),
-            "best_knobs": model[0].best_knobs.to_json(),
+            "best_knobs": knobs.to_json(),
         })  # fmt: skip
         if progress is not None:
             progress("search", k + 1, len(rows))
-    transfer = _transfer(rows, cfg, measurer, budgeted, seeds, batch, progress)
+    transfer = _transfer(rows, cfg, measurer, budgeted, budgets, seeds, batch, progress)
+    if confirm:
+        for row, layer in zip(out_layers, rows, strict=True):
+            row.update(_confirm(cfg, measurer, layer, budgeted[layer.name], row["trials"]))
     for row, t in zip(out_layers, transfer, strict=True):
         row["trials_to_98_transfer"] = t
     return {
@@ -92,7 +97,7 @@ def run(cfg: AcceleratorConfig, measurer: Measurer, *, seeds: int = 5, batch: in
             "layers_more": sum(r["trials_to_98_transfer"] > r["trials_to_98_model"] for r in out_layers),
         },
         "cut": _cut_sample(rows, cfg, measurer, cut_sample),
-        "resnet18": resnet18(cfg, measurer, {n: r.records for n, r in budgeted.items()}, max_insns),
+        "resnet18": resnet18(cfg, measurer, logs, max_insns),
     }  # fmt: skip
 
 
@@ -126,12 +131,32 @@ def _search(layer: Layer, cfg: AcceleratorConfig, measurer: Measurer, method: st
                 seed=seed, until=layer.target, min_trials=min_trials, prior=prior)  # fmt: skip
 
 
+def _confirm(cfg: AcceleratorConfig, measurer: Measurer, layer: Layer, run: TuneResult,
+             budget: int) -> dict[str, Any]:  # fmt: skip
+    """The tuned point on fsim and rtl with seeded data: exact, and rtl's cycles against the
+    timing model's (which is cycle-exact with rtl on compiled programs)."""
+    timing, knobs = _best_within(run, budget)
+    tasks = [task_for(layer.space.workload, cfg, knobs, backend, check=True) for backend in ("fsim", "rtl")]
+    (fsim, rtl) = [res for _, res, _ in sorted(measurer.run(tasks), key=lambda t: t[0])]
+    cycles = rtl.get("cycles") or 0
+    return {"fsim_correct": fsim.get("correct"), "rtl_correct": rtl.get("correct"),
+            "rtl_cycles": cycles, "rtl_over_timing": cycles / timing}  # fmt: skip
+
+
+def _best_within(run: TuneResult, trials: int) -> tuple[int, Any]:
+    """The fastest of the first `trials` trials: (cycles, knobs)."""
+    ok = [(c, i) for i, c in zip(run.order[:trials], run.cycles[:trials], strict=True) if c is not None]
+    cycles, index = min(ok)
+    return cycles, run.space.points[index]
+
+
 def _mean_trials(results: list[TuneResult], layer: Layer) -> float:
     return float(np.mean([r.trials_to(layer.target) or len(layer.space) for r in results]))
 
 
-def _transfer(rows: list[Layer], cfg: AcceleratorConfig, measurer: Measurer, budgeted: dict[str, TuneResult],
-              seeds: int, batch: int, progress: Report | None) -> list[float]:  # fmt: skip
+def _transfer(rows: list[Layer], cfg: AcceleratorConfig, measurer: Measurer,
+              budgeted: dict[str, TuneResult], budgets: dict[str, int], seeds: int, batch: int,
+              progress: Report | None) -> list[float]:  # fmt: skip
     """Trials to 98% with a model pre-trained on the other layers' tuning logs (their budgeted
     seed-0 runs), averaged over seeds, per layer."""
     out = []
@@ -140,8 +165,8 @@ def _transfer(rows: list[Layer], cfg: AcceleratorConfig, measurer: Measurer, bud
         for g, other in enumerate(rows):
             if other.name == layer.name:
                 continue
-            run = budgeted[other.name]
-            ok = [(i, c) for i, c in zip(run.order, run.cycles, strict=True) if c is not None]
+            run, n = budgeted[other.name], budgets[other.name]
+            ok = [(i, c) for i, c in zip(run.order[:n], run.cycles[:n], strict=True) if c is not None]
             xs.append(other.space.features[[i for i, _ in ok]])
             cs.append(np.array([c for _, c in ok], dtype=np.float64))
             gs.append(np.full(len(ok), g))

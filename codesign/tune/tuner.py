@@ -46,7 +46,7 @@ class TuneResult:
 def tune(space: Space, cfg: AcceleratorConfig, measurer: Measurer, *, trials: int, method: str = "model",
          batch: int = 4, seed: int = 0, backend: str = "timing", log_path: str | Path | None = None,
          resume: list[dict[str, Any]] | None = None, prior: Prior | None = None,
-         until: float | None = None, min_trials: int = 0,
+         until: float | None = None, min_trials: int = 0, objective: str = "log",
          progress: Progress | None = None) -> TuneResult:  # fmt: skip
     """Search `space` for at most `trials` trials (those in `resume`, earlier records of this
     workload, config and backend, included), or, once `min_trials` are done, until a point of at
@@ -55,7 +55,7 @@ def tune(space: Space, cfg: AcceleratorConfig, measurer: Measurer, *, trials: in
         raise ValueError(f"--trials must be at least 1, not {trials}")
     if batch < 1:
         raise ValueError(f"--batch must be at least 1, not {batch}")
-    options: dict[str, Any] = {"prior": prior} if method == "model" else {}
+    options: dict[str, Any] = {"prior": prior, "objective": objective} if method == "model" else {}
     explorer = make_explorer(method, space, seed, **options)
     result = TuneResult(space, method, seed)
     history = History()
