@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from codesign.cli import add_config_args
@@ -97,8 +98,6 @@ def _measure_default(space: Any, cfg: Any, op: Any, measurer: Measurer,
 
 
 def _exists(path: str) -> bool:
-    from pathlib import Path
-
     return Path(path).exists()
 
 

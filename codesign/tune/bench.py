@@ -25,6 +25,7 @@ from compiler.ops import Conv2d, Dense, Operator
 from compiler.ops.resnet18 import BENCH_EPILOGUE, CLASSIFIER, conv_specs
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import MAX_INSNS, Space, build_space
+from compiler.tune.workload import Workload
 from hw.config import AcceleratorConfig
 
 NEAR = 0.98  # "reaches 98% of the best": cycles <= best / 0.98
@@ -213,7 +214,7 @@ def resnet18(cfg: AcceleratorConfig, measurer: Measurer, logs: dict[str, list[di
         if records is None:
             space = build_space(op, max_insns=max_insns, cache=measurer.store)  # type: ignore[arg-type]
             records = tune(space, cfg, measurer, trials=min(trials, len(space)), batch=batch).records
-        found = log.best(records, space_workload(op), cfg)
+        found = log.best(records, Workload.of(op), cfg)
         d = _cycles(measurer, cfg, op, op.default_knobs())
         t = min(d, found["cycles"]) if found else d  # the log's best, or the default if slower
         default, tuned = default + d, tuned + t
@@ -221,16 +222,8 @@ def resnet18(cfg: AcceleratorConfig, measurer: Measurer, logs: dict[str, list[di
     return {"default_cycles": default, "tuned_cycles": tuned, "ratio": tuned / default, "layers": rows}
 
 
-def space_workload(op: Operator) -> Any:
-    from compiler.tune.workload import Workload
-
-    return Workload.of(op)
-
-
 def _cycles(measurer: Measurer, cfg: AcceleratorConfig, op: Operator, knobs: Any) -> int:
-    from compiler.tune.workload import Workload
-
-    (_, res, _), = list(measurer.run([task_for(Workload.of(op), cfg, knobs)]))
+    ((_, res, _),) = list(measurer.run([task_for(Workload.of(op), cfg, knobs)]))
     if res.get("status") != "ok":
         raise RuntimeError(f"{op.op} default schedule failed: {res.get('error')}")
     return int(res["cycles"])

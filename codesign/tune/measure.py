@@ -8,6 +8,7 @@ through the pool, serving repeats from the store.
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,6 @@ from codesign.tune.store import Store, source_digest
 from compiler.errors import ScheduleError
 from compiler.ops import compile_op, knobs_from_json
 from compiler.target.accel import AcceleratorTarget
-from compiler.tune.space import knob_key
 from compiler.tune.workload import Workload, config_key
 from hw.config import AcceleratorConfig
 from hw.program import ProgramError
@@ -40,13 +40,7 @@ class Task:
 
     def key(self) -> str:
         return ":".join((source_digest(self.backend), self.workload.key, config_key(self.config),
-                         self.backend, str(self.check), knob_key_json(self.knobs)))  # fmt: skip
-
-
-def knob_key_json(knobs: dict[str, int]) -> str:
-    import json
-
-    return json.dumps(knobs, sort_keys=True)
+                         self.backend, str(self.check), json.dumps(self.knobs, sort_keys=True)))  # fmt: skip
 
 
 @functools.lru_cache(maxsize=8)
@@ -137,4 +131,4 @@ def task_for(workload: Workload, cfg: AcceleratorConfig, knobs: Any, backend: st
     return Task(workload, cfg.to_dict(), dict(data), backend, check)
 
 
-__all__ = ["BACKENDS", "Measurer", "Task", "knob_key", "measure", "task_for"]
+__all__ = ["BACKENDS", "Measurer", "Task", "measure", "task_for"]

@@ -51,7 +51,12 @@ def _serve(conn: Connection, fn: Callable[[Any], Result]) -> None:
 
 class Pool:
     """`run(items)` yields (index, result) as tasks finish; `fn` must be picklable (a module-level
-    function) unless the context is 'fork'.  workers=0 runs in this process, with no limit."""
+    function) unless the context is 'fork'.  workers=0 runs in this process, with no limit.
+
+    The default context is 'fork': a worker starts in milliseconds with the compiler and the
+    timing model already imported, and scripts need no `__main__` guard ('forkserver' and
+    'spawn' re-import the main module).  Workers only compile and simulate, so the threads a
+    forking parent may hold (BLAS, OpenMP in the cost model) are never used in them."""
 
     def __init__(self, fn: Callable[[Any], Result], *, workers: int = 2, timeout_s: float = 60.0,
                  context: str = "fork") -> None:  # fmt: skip

@@ -1,3 +1,5 @@
+import shutil
+
 import numpy as np
 import pytest
 
@@ -44,6 +46,7 @@ def test_tuned_schedule_is_exact_on_fsim(problem, store):
 
 
 @pytest.mark.rtl
+@pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator is not installed")
 def test_tuned_schedule_is_exact_on_rtl_with_the_timing_models_cycles(problem, store):
     space, result = _tuned(problem, store)
     res = measure(task_for(space.workload, TINY, result.best_knobs, backend="rtl"))
