@@ -31,7 +31,7 @@ def test_the_model_finds_the_best_point_in_fewer_trials_than_random(problem, sto
                     until=best).trials_to(best)  # fmt: skip
 
     trials = {m: [trials_to_best(m, s) for s in range(5)] for m in ("model", "random")}
-    # measured (seeds 0-4): model 5-31 trials, random 28-146; the margin is 2x on the means
+    # measured (seeds 0-4): model 7-31 trials (mean 18.8), random 28-146 (mean 82.2); 2x margin
     assert np.mean(trials["model"]) * 2 < np.mean(trials["random"]), trials
 
 
