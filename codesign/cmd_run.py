@@ -37,6 +37,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="bind a model input's symbolic dimensions (repeatable)")  # fmt: skip
     p.add_argument("--calibration", default="percentile",
                    help="activation calibration: minmax, percentile, entropy or mse")  # fmt: skip
+    p.add_argument("--tuning-log", metavar="FILE",
+                   help="schedules from a tuning log (codesign tune) where it has the operator")  # fmt: skip
 
 
 def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -57,7 +59,8 @@ def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from codesign.model_run import load_model
 
     cfg = resolve(args.config or "vta", args.set)
-    loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None, args.calibration)
+    loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None, args.calibration,
+                        args.tuning_log)  # fmt: skip
     saved = loaded.model.target.cfg
     if args.model.endswith(".cmodel"):
         if (args.config or args.set) and cfg.fingerprint() != saved.fingerprint():

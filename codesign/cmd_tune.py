@@ -31,6 +31,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     ops = group.add_parser("op", help="tune one operator")
     ops = ops.add_subparsers(dest="op", required=True, metavar="OP")  # type: ignore[assignment]
     add_operator_parsers(ops, _common, _run)
+    model = group.add_parser("model", help="tune every accelerator operator of a model")
+    model.add_argument("model", metavar="MODEL.onnx")
+    _common(model)
+    model.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224")
+    model.set_defaults(run=_run_model)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -83,6 +88,59 @@ def _run(args: argparse.Namespace) -> int:
         for key, value in report.items():
             print(f"{key}: {value}")
     return 0 if report["best_cycles"] is not None else 1
+
+
+def _run_model(args: argparse.Namespace) -> int:
+    """Tune each distinct accelerator operator of the model (as `codesign run` compiles it) and
+    log every trial; `codesign run --tuning-log` then uses the best schedules."""
+    from codesign.cmd_run import input_shapes
+    from codesign.model_run import load_model
+
+    _check(args)
+    cfg = resolve(args.config, args.set)
+    loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None)
+    resume = log.read(args.log) if args.log and _exists(args.log) else []
+    store = None if args.no_cache else Store()
+    measurer = Measurer(store=store, workers=args.workers, timeout_s=args.timeout)
+    rows: dict[str, dict[str, Any]] = {}
+    bar = Bar()
+    try:
+        for step in loaded.model.steps:
+            op = step.accel.op if step.accel is not None else None
+            if op is None or op.op not in ("conv2d", "dense"):
+                continue
+            key = json.dumps(op.describe(), sort_keys=True)
+            if key in rows:
+                rows[key]["steps"].append(step.node.name)
+                continue
+            space = build_space(op, max_insns=args.max_insns, cache=store)
+            name = step.node.name
+
+            def progress(done: int, total: int, best: Any, name: str = name) -> None:
+                bar.update(name, done, total, f"best {best}")
+
+            result = tune(space, cfg, measurer, trials=args.trials, method=args.method, batch=args.batch,
+                          seed=args.seed, backend=args.backend, log_path=args.log, resume=resume,
+                          progress=progress)  # fmt: skip
+            default = _measure_default(space, cfg, op, measurer, args)
+            rows[key] = {"op": op.op, "steps": [step.node.name], "space_points": len(space),
+                         "trials": len(result.order), "default_cycles": default.get("cycles"),
+                         "best_cycles": result.best_cycles}  # fmt: skip
+    finally:
+        measurer.close()
+    report = _model_report(args, cfg.name, list(rows.values()))
+    print(json.dumps(report) if args.json else "\n".join(f"{k}: {v}" for k, v in report.items()))
+    return 0
+
+
+def _model_report(args: argparse.Namespace, config: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def total(key: str) -> int:
+        return sum(len(r["steps"]) * min(r[key] or r["default_cycles"], r["default_cycles"]) for r in rows)
+
+    default, tuned = total("default_cycles"), total("best_cycles")
+    return {"model": args.model, "config": config, "backend": args.backend, "operators": rows,
+            "default_cycles": default, "tuned_cycles": tuned,
+            "tuned_over_default": tuned / default if default else None, "log": args.log}  # fmt: skip
 
 
 def _measure_default(space: Any, cfg: Any, op: Any, measurer: Measurer,

@@ -36,12 +36,14 @@ class Loaded:
 
 
 def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-               calibration: str = "percentile") -> Loaded:  # fmt: skip
+               calibration: str = "percentile", tuning_log: str | None = None) -> Loaded:  # fmt: skip
     """A CompiledModel from an ONNX file (imported, quantized on calibration inputs, compiled)
-    or from a .cmodel file."""
+    or from a .cmodel file; with `tuning_log`, each accelerator operator uses the fastest
+    schedule the log holds for it on this config, else its default."""
     start = time.perf_counter()
+    knobs_for = _from_log(tuning_log)
     if path.endswith(".cmodel"):
-        model, extra = serialize.load(path)
+        model, extra = serialize.load(path, knobs_for)
         onnx_path = extra.get("onnx")
         data = Path(onnx_path).read_bytes() if onnx_path and Path(onnx_path).exists() else None
         return Loaded(model, data, extra.get("zoo"), time.perf_counter() - start)
@@ -51,8 +53,18 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     calib = calibration_inputs(graph, name, CALIBRATION_COUNT)
     # a model quantized already keeps the file's scales; calibration then only bounds accumulators
     qgraph = import_qdq(graph, calib) if is_qdq(graph) else quantize(graph, calib, method=calibration)
-    model = CompiledModel.compile(qgraph, AcceleratorTarget(cfg))
+    model = CompiledModel.compile(qgraph, AcceleratorTarget(cfg), knobs_for=knobs_for)
     return Loaded(model, data, name, time.perf_counter() - start)
+
+
+def _from_log(tuning_log: str | None) -> Callable[[Any], Any] | None:
+    if tuning_log is None:
+        return None
+    from codesign.op_run import tuned_knobs
+
+    if not Path(tuning_log).exists():
+        raise ValueError(f"--tuning-log {tuning_log}: no such file")
+    return lambda op: tuned_knobs(op, tuning_log)
 
 
 def is_qdq(graph: Graph) -> bool:

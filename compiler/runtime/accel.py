@@ -9,6 +9,7 @@ The integer semantics are those of the quantized-graph contract (compiler/quant)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,8 @@ from compiler.ops.host import compile_host_op
 from compiler.target.accel import AcceleratorTarget
 
 Layout = tuple[int, int, int]  # (rank, batch block, channel block) of a packed activation
+# the schedule point for an operator (a tuning log's best, say), or None for its default
+KnobsFor = Callable[[Any], Any]
 
 
 @dataclass
@@ -99,7 +102,7 @@ def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, bias: bool = True) 
 
 def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], weight: np.ndarray,
               bias: np.ndarray, mult: np.ndarray, *, strides: tuple[int, ...], pads: tuple[int, ...],
-              shift: int, clip: tuple[int, int], knobs: Any = None) -> AccelStep:  # fmt: skip
+              shift: int, clip: tuple[int, int], knobs_for: KnobsFor | None = None) -> AccelStep:  # fmt: skip
     """A QConv with one group, a square kernel, equal strides and symmetric padding."""
     n, c, h, w = x_shape
     k, c_w, r, s = weight.shape
@@ -112,14 +115,14 @@ def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], we
     spec = Conv2dSpec(n, c, h, w, k, r, strides[0], pads[0], requant_epilogue(shift, *clip))
     op = Conv2d(spec, target)
     consts = {"kernel": op.pack_kernel(weight), **_vectors(op, spec.epilogue, bias, mult, k)}
-    compiled = compile_op(op, knobs=knobs)
+    compiled = compile_op(op, knobs=knobs_for(op) if knobs_for else None)
     out_shape = (n, k, spec.out_height, spec.out_width)
     return AccelStep(name, op, compiled, consts, ("data",), out_shape, {"macs": spec.macs})
 
 
 def dense_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], weight: np.ndarray,
                bias: np.ndarray, mult: np.ndarray, *, shift: int, clip: tuple[int, int],
-               knobs: Any = None) -> AccelStep:  # fmt: skip
+               knobs_for: KnobsFor | None = None) -> AccelStep:  # fmt: skip
     m, k = x_shape
     n, k_w = weight.shape
     if k_w != k:
@@ -128,17 +131,17 @@ def dense_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], w
         raise ScheduleError(f"{name}: {m} rows are not a multiple of the core's batch {target.batch}")
     op = Dense(DenseSpec(m, k, n, requant_epilogue(shift, *clip)), target)
     consts = {"weight": op.pack_weight(weight), **_vectors(op, op.spec.epilogue, bias, mult, n)}
-    compiled = compile_op(op, knobs=knobs)
+    compiled = compile_op(op, knobs=knobs_for(op) if knobs_for else None)
     return AccelStep(name, op, compiled, consts, ("data",), (m, n), {"macs": m * k * n}, (2,))
 
 
 def add_step(name: str, target: AcceleratorTarget, shape: tuple[int, ...], *, mult_a: int, mult_b: int,
-             shift: int, clip: tuple[int, int], knobs: Any = None) -> AccelStep:  # fmt: skip
+             shift: int, clip: tuple[int, int], knobs_for: KnobsFor | None = None) -> AccelStep:  # fmt: skip
     if len(shape) != 4:
         raise ScheduleError(f"{name}: the accelerator adds NCHW tensors, not shape {shape}")
     n, c, h, w = shape
     if n % target.batch:
         raise ScheduleError(f"{name}: batch {n} is not a multiple of the core's batch {target.batch}")
     op = Eltwise(EltwiseSpec("add", n, c, h, w, clip, mult_a, mult_b, shift), target)
-    compiled = compile_op(op, knobs=knobs)
+    compiled = compile_op(op, knobs=knobs_for(op) if knobs_for else None)
     return AccelStep(name, op, compiled, {}, ("a", "b"), tuple(shape), {"macs": 0}, (4, 4))

@@ -25,7 +25,7 @@ from compiler.errors import ScheduleError
 from compiler.graph.interp import evaluate_node
 from compiler.graph.ir import Graph, Node
 from compiler.graph.memory import plan_memory
-from compiler.runtime.accel import AccelStep, Layout, add_step, conv_step, dense_step
+from compiler.runtime.accel import AccelStep, KnobsFor, Layout, add_step, conv_step, dense_step
 from compiler.target.accel import AcceleratorTarget
 
 _VIEWS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze")
@@ -90,8 +90,11 @@ class CompiledModel:
         self.memory = plan_memory(graph, skip=kept_packed)
 
     @classmethod
-    def compile(cls, graph: Graph, target: AcceleratorTarget, *, offload: bool = True) -> CompiledModel:
-        steps = [_plan(graph, node, target, offload) for node in graph.nodes]
+    def compile(cls, graph: Graph, target: AcceleratorTarget, *, offload: bool = True,
+                knobs_for: KnobsFor | None = None) -> CompiledModel:  # fmt: skip
+        """`knobs_for(op)`: the schedule point of an accelerator operator (a tuning log's best),
+        or None for its default schedule."""
+        steps = [_plan(graph, node, target, offload, knobs_for) for node in graph.nodes]
         return cls(graph, target, steps)
 
     @property
@@ -140,13 +143,14 @@ class CompiledModel:
         return view
 
 
-def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool) -> Step:
+def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool,
+          knobs_for: KnobsFor | None) -> Step:  # fmt: skip
     start = time.perf_counter()
     step: Step
     if node.op in _VIEWS:
         step = Step(node, "view")
     else:
-        accel = _accel_step(graph, node, target) if offload else None
+        accel = _accel_step(graph, node, target, knobs_for) if offload else None
         if accel is not None:
             accel.warm([graph.values[x].shape for x in node.inputs[: len(accel.activations)]])
             step = Step(node, "accel", accel=accel)
@@ -157,7 +161,8 @@ def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool) ->
     return step
 
 
-def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget) -> AccelStep | None:
+def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget,
+                knobs_for: KnobsFor | None) -> AccelStep | None:  # fmt: skip
     """The node as an accelerator step, or None when the accelerator cannot run it."""
     shape = graph.values[node.inputs[0]].shape
     clip = (node.int_attr("clip_lo"), node.int_attr("clip_hi")) if "clip_lo" in node.attrs else (0, 0)
@@ -168,16 +173,17 @@ def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget) -> AccelSte
                 return None
             return conv_step(node.name, target, shape, w, b, m, strides=node.ints_attr("strides"),
                              pads=node.ints_attr("pads"), shift=node.int_attr("shift"),
-                             clip=clip)  # fmt: skip
+                             clip=clip, knobs_for=knobs_for)  # fmt: skip
         if node.op == "QGemm":
             w, b, m = (graph.const_data(x) for x in node.inputs[1:4])
             if w is None or b is None or m is None:
                 return None
-            return dense_step(node.name, target, shape, w, b, m, shift=node.int_attr("shift"), clip=clip)
+            return dense_step(node.name, target, shape, w, b, m, shift=node.int_attr("shift"), clip=clip,
+                              knobs_for=knobs_for)  # fmt: skip
         if node.op == "QAdd" and len(shape) == 4:
             return add_step(node.name, target, shape, mult_a=node.int_attr("mult_a"),
                             mult_b=node.int_attr("mult_b"), shift=node.int_attr("shift"),
-                            clip=clip)  # fmt: skip
+                            clip=clip, knobs_for=knobs_for)  # fmt: skip
     except ScheduleError:
         return None  # not this accelerator's shape: the host runs it
     return None

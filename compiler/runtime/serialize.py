@@ -13,6 +13,7 @@ import numpy as np
 
 from compiler.graph.ir import Graph, Node, Value
 from compiler.graph.verify import verify
+from compiler.runtime.accel import KnobsFor
 from compiler.runtime.model import CompiledModel
 from compiler.target.accel import AcceleratorTarget
 from hw.config import AcceleratorConfig
@@ -42,8 +43,9 @@ def save(model: CompiledModel, path: str | Path, extra: dict[str, Any] | None = 
         np.savez(f, meta=np.array(json.dumps(meta)), **consts)  # type: ignore[arg-type]
 
 
-def load(path: str | Path) -> tuple[CompiledModel, dict[str, Any]]:
-    """The model (steps compiled again, placement checked) and the `extra` saved with it."""
+def load(path: str | Path, knobs_for: KnobsFor | None = None) -> tuple[CompiledModel, dict[str, Any]]:
+    """The model (steps compiled again, with `knobs_for`'s schedules where it has one; placement
+    checked) and the `extra` saved with it."""
     meta, arrays = _read(path)
     g = Graph(meta["graph_name"])
     for v in meta["values"]:
@@ -54,7 +56,7 @@ def load(path: str | Path) -> tuple[CompiledModel, dict[str, Any]]:
                for n in meta["nodes"]]  # fmt: skip
     verify(g)
     cfg = AcceleratorConfig.from_dict(meta["config"], where=f"{path}: config")
-    model = CompiledModel.compile(g, AcceleratorTarget(cfg))
+    model = CompiledModel.compile(g, AcceleratorTarget(cfg), knobs_for=knobs_for)
     placed = [s.where for s in model.steps]
     if placed != meta["placement"]:
         saved, now = meta["placement"].count("accel"), placed.count("accel")

@@ -127,3 +127,19 @@ def test_run_on_the_rtl(mlp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = _json(capsys, ["run", str(mlp), "--config", "tiny", "--backend", "rtl", "--json"])
     timed = _json(capsys, ["run", str(mlp), "--config", "tiny", "--backend", "timing", "--json"])
     assert report["correct_int8"] is True and report["cycles"] == timed["cycles"]  # timing is cycle-exact
+
+
+def test_tune_model_then_run_with_the_tuning_log(mlp: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    tune_log = tmp_path / "mlp.tune"
+    tuned = _json(capsys, ["tune", "model", str(mlp), "--config", "tiny", "--trials", "12", "--workers", "0",
+                           "--no-cache", "--log", str(tune_log), "--json"])  # fmt: skip
+    assert [o["op"] for o in tuned["operators"]] == ["dense", "dense"]
+    assert tuned["tuned_cycles"] <= tuned["default_cycles"] and tune_log.exists()
+    base = ["run", str(mlp), "--config", "tiny", "--json"]
+    default = _json(capsys, [*base, "--backend", "timing"])
+    with_log = _json(capsys, [*base, "--backend", "timing", "--tuning-log", str(tune_log)])
+    assert with_log["cycles"] == tuned["tuned_cycles"] <= default["cycles"] == tuned["default_cycles"]
+    assert _json(capsys, [*base, "--tuning-log", str(tune_log)])["correct_int8"] is True
+    assert main([*base, "--tuning-log", str(tmp_path / "none.tune")]) == 2
+    assert "--tuning-log" in capsys.readouterr().err
