@@ -1,0 +1,28 @@
+"""All five zoo models through `codesign run` on fsim and on the RTL: the integer part equals the
+integer reference exactly, every host step is native code (issue 8).  About 40 s on 2 workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+
+from codesign import zoo
+from codesign.cli import main
+
+
+@pytest.mark.parametrize("backend", ["fsim", pytest.param("rtl", marks=pytest.mark.rtl)])
+@pytest.mark.parametrize("name", ["mlp", "digits", "resnet18", "mobilenetv2", "bert-tiny"])
+def test_zoo_model_runs_exact(name: str, backend: str, tmp_path: Path,
+                              capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(zoo.build(name), path)
+    assert main(["run", str(path), "--backend", backend, "--inputs", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["correct_int8"] is True
+    assert all(op["where"] != "host-numpy" for op in report["operators"])
+    assert report["offloaded_macs_fraction"] > 0.8
+    if backend == "rtl":
+        assert report["cycles"] > 0
