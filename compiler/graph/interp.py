@@ -7,7 +7,7 @@ original model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -16,20 +16,23 @@ from compiler.graph.ir import Graph, Node, type_str
 from compiler.graph.opdefs import OPS
 
 
-def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The graph's outputs, by name, for `inputs` (every graph input, exact shape and dtype).
+def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray],
+              keep: Iterable[str] = ()) -> dict[str, np.ndarray]:  # fmt: skip
+    """The graph's outputs, by name, for `inputs` (every graph input, exact shape and dtype),
+    and the values named in `keep` (intermediates the caller inspects).
 
     Raises GraphError naming a missing, unknown or wrongly shaped or typed input.
     """
     env: dict[str, np.ndarray] = {k: v.data for k, v in graph.values.items() if v.data is not None}
     for name, array in _checked_inputs(graph, inputs).items():
         env[name] = array
-    last = _last_uses(graph)
+    kept = [*graph.outputs, *(k for k in keep if k not in graph.outputs)]
+    last = last_uses(graph, kept)
     for i, node in enumerate(graph.nodes):
         env.update(zip(node.outputs, evaluate_node(graph, node, [env[x] for x in node.inputs]), strict=True))
         for name in last.get(i, ()):
             env.pop(name, None)  # free intermediates early: whole models hold many activations
-    return {name: env[name] for name in graph.outputs}
+    return {name: env[name] for name in kept}
 
 
 def evaluate_node(graph: Graph, node: Node, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -62,13 +65,14 @@ def _checked_inputs(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str,
     return out
 
 
-def _last_uses(graph: Graph) -> dict[int, list[str]]:
-    """For each node index, the non-output values whose last reader it is."""
+def last_uses(graph: Graph, kept: Iterable[str] = ()) -> dict[int, list[str]]:
+    """For each node index, the values (not outputs, not kept, not constant) whose last reader
+    it is: what an evaluator may free after that node."""
     last: dict[str, int] = {}
     for i, node in enumerate(graph.nodes):
         for name in node.inputs:
             last[name] = i
-    keep = set(graph.outputs)
+    keep = {*graph.outputs, *kept}
     by_node: dict[int, list[str]] = {}
     for name, i in last.items():
         if name not in keep and not graph.values[name].is_const:

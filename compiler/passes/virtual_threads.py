@@ -17,7 +17,7 @@ from compiler.errors import ScheduleError
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
 from compiler.tir import stmt as S
-from compiler.tir.visit import bind_affine, post_order
+from compiler.tir.visit import bind_affine, leaves, post_order
 
 
 def inject_virtual_threads(body: S.Stmt, target: AcceleratorTarget) -> S.Stmt:
@@ -122,23 +122,14 @@ def _tasks(items: list[S.Stmt]) -> list[list[S.Stmt]]:
 
 def _queue(node: S.Stmt) -> str | None:
     """The queue of a leaf, or of the first leaf inside a token-free loop."""
-    if isinstance(node, S.Seq):
-        return _queue(node.stmts[0]) if node.stmts else None
-    if isinstance(node, S.For | S.Attr):
-        return _queue(node.body)
-    return S.queue_of(node)
+    first = leaves(node)
+    return S.queue_of(first[0]) if first else None
 
 
 def _has_sync(node: S.Stmt) -> bool:
     """Whether a token lies inside `node`: a loop without one is a single task (a loop of DMAs
     or kernels), repeated per thread as a whole so the pops before it stay with it."""
-    if isinstance(node, S.Sync):
-        return True
-    if isinstance(node, S.Seq):
-        return any(_has_sync(s) for s in node.stmts)
-    if isinstance(node, S.For | S.Attr):
-        return _has_sync(node.body)
-    return False
+    return any(isinstance(x, S.Sync) for x in leaves(node))
 
 
 def bind(node: S.Stmt, var: E.Var, value: int) -> S.Stmt:

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.errors import GraphError
-from compiler.graph.interp import evaluate_node
+from compiler.graph.interp import evaluate_node, last_uses
 from compiler.graph.ir import Graph
 from compiler.quant.errors import QuantizationError
 
@@ -163,7 +162,7 @@ class Calibration:
 def collect(graph: Graph, inputs: Iterable[Mapping[str, np.ndarray]]) -> Calibration:
     """Run `graph` (float) on each input dict and gather every float32 activation's statistics."""
     stats: dict[str, TensorStats] = {}
-    last = _last_uses(graph)
+    last = last_uses(graph)
     samples = 0
     for feeds in inputs:
         env = _feeds(graph, feeds)
@@ -200,18 +199,3 @@ def _feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
 def _observe(stats: dict[str, TensorStats], name: str, array: np.ndarray) -> None:
     if array.dtype == np.float32:
         stats.setdefault(name, TensorStats()).add(array)
-
-
-def _last_uses(graph: Graph) -> dict[int, list[str]]:
-    last: dict[str, int] = {}
-    for i, node in enumerate(graph.nodes):
-        for name in node.inputs:
-            last[name] = i
-    by_node: dict[int, list[str]] = {}
-    for name, i in last.items():
-        value = graph.values.get(name)
-        if value is None:
-            raise GraphError(f"value {name} is not defined")
-        if name not in graph.outputs and not value.is_const:
-            by_node.setdefault(i, []).append(name)
-    return by_node

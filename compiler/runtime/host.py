@@ -28,6 +28,10 @@ def host_kernel(graph: Graph, node: Node) -> Kernel | None:
     if spec is None or spec[0] not in HOST_OPS:
         return None
     name, params, arity = spec
+    try:
+        host_op(name, **params)  # parameters the kernel does not take (float64, uint16...):
+    except ValueError:  # the interpreter runs the node, reported as host-numpy
+        return None
     kernel = compile_host_op(name, **params)
     shapes = [graph.values[o].shape for o in node.outputs]
 
@@ -146,50 +150,30 @@ def _qglobal_avg_pool(graph: Graph, node: Node) -> Spec:
                                 **_epilogue(node)}, 1  # fmt: skip
 
 
-def _checked(name: str, params: dict[str, Any], arity: int) -> Spec:
-    """The spec, or None when kernel `name` does not take these parameters (a dtype it lacks:
-    float16, float64, uint16...)."""
-    try:
-        host_op(name, **params)
-    except ValueError:
-        return None
-    return name, params, arity
-
-
-def _checked_binary(name: str) -> Callable[[Graph, Node], Spec]:
-    make = _binary(name)
-
-    def checked(graph: Graph, node: Node) -> Spec:
-        spec = make(graph, node)
-        return None if spec is None else _checked(*spec)
-
-    return checked
-
-
 def _transpose(graph: Graph, node: Node) -> Spec:
-    return _checked("transpose", {"shape": _shape(graph, node), "perm": node.ints_attr("perm"),
-                                  "dtype": _dtype(graph, node)}, 1)  # fmt: skip
+    return ("transpose", {"shape": _shape(graph, node), "perm": node.ints_attr("perm"),
+                          "dtype": _dtype(graph, node)}, 1)  # fmt: skip
 
 
 def _gather(graph: Graph, node: Node) -> Spec:
     shape = _shape(graph, node)
     if not shape:
         return None
-    return _checked("gather", {"shape": shape, "indices_shape": _shape(graph, node, 1) or (1,),
-                               "axis": node.int_attr("axis") % len(shape), "dtype": _dtype(graph, node),
-                               "index_dtype": _dtype(graph, node, 1)}, 2)  # fmt: skip
+    return ("gather", {"shape": shape, "indices_shape": _shape(graph, node, 1) or (1,),
+                       "axis": node.int_attr("axis") % len(shape), "dtype": _dtype(graph, node),
+                       "index_dtype": _dtype(graph, node, 1)}, 2)  # fmt: skip
 
 
 def _cast(graph: Graph, node: Node) -> Spec:
-    return _checked("cast", {"shape": _shape(graph, node) or (1,), "dtype": _dtype(graph, node),
-                             "to": str(node.attrs["to"])}, 1)  # fmt: skip
+    return ("cast", {"shape": _shape(graph, node) or (1,), "dtype": _dtype(graph, node),
+                     "to": str(node.attrs["to"])}, 1)  # fmt: skip
 
 
 def _matmul(graph: Graph, node: Node) -> Spec:
     if _dtype(graph, node, 0) != _dtype(graph, node, 1):
         return None
-    return _checked("matmul", {"a_shape": _shape(graph, node, 0), "b_shape": _shape(graph, node, 1),
-                               "dtype": _dtype(graph, node)}, 2)  # fmt: skip
+    return ("matmul", {"a_shape": _shape(graph, node, 0), "b_shape": _shape(graph, node, 1),
+                       "dtype": _dtype(graph, node)}, 2)  # fmt: skip
 
 
 def _gemm(graph: Graph, node: Node) -> Spec:
@@ -200,8 +184,8 @@ def _gemm(graph: Graph, node: Node) -> Spec:
     weight = _shape(graph, node, 1)
     if len(node.inputs) == 3 and (len(weight) != 2 or _shape(graph, node, 2) != weight[:1]):
         return None
-    return _checked("gemm", {"shape": _shape(graph, node), "weight_shape": weight,
-                             "bias": len(node.inputs) == 3}, len(node.inputs))  # fmt: skip
+    return ("gemm", {"shape": _shape(graph, node), "weight_shape": weight,
+                     "bias": len(node.inputs) == 3}, len(node.inputs))  # fmt: skip
 
 
 def _tanh(graph: Graph, node: Node) -> Spec:
@@ -224,8 +208,8 @@ _MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
     "Dequantize": _dequantize,
     "Add": _binary("add"),
     "Mul": _binary("mul"),
-    "Sub": _checked_binary("sub"),
-    "Div": _checked_binary("div"),
+    "Sub": _binary("sub"),
+    "Div": _binary("div"),
     "Transpose": _transpose,
     "Gather": _gather,
     "Cast": _cast,

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.graph.interp import evaluate_node
+from compiler.graph.interp import evaluate_node, run_graph
 from compiler.graph.ir import Graph, Node
 from compiler.graph.memory import plan_memory
 from compiler.runtime.accel import AccelStep, KnobsFor, Layout, add_step, conv_step, dense_step
@@ -200,14 +200,9 @@ def reference_boundary(graph: Graph, inputs: Mapping[str, np.ndarray]) -> tuple[
                                                                               dict[str, np.ndarray]]:
     """The graph interpreter's outputs and its integer tensors at the Dequantize boundary: the
     integer reference that `ModelResult.boundary` must equal exactly."""
-    env = {k: v.data for k, v in graph.values.items() if v.data is not None}
-    env.update(inputs)
-    boundary = {}
-    for node in graph.nodes:
-        if node.op == "Dequantize":
-            boundary[node.inputs[0]] = env[node.inputs[0]]
-        env.update(zip(node.outputs, evaluate_node(graph, node, [env[x] for x in node.inputs]), strict=True))
-    return {name: env[name] for name in graph.outputs}, boundary
+    handed = [n.inputs[0] for n in graph.nodes if n.op == "Dequantize"]
+    values = run_graph(graph, inputs, keep=handed)
+    return {name: values[name] for name in graph.outputs}, {name: values[name] for name in handed}
 
 
 def _needs_unpacked(graph: Graph, steps: list[Step]) -> set[str]:
