@@ -37,11 +37,18 @@ test: install lint typecheck
 test-slow: install
 	$(BIN)/python -m pytest -q -n 2 -m slow
 
+DEMO := build/demo
+
+# ResNet-18 end to end: exported from the zoo, compiled for vta (import, int8 calibration,
+# partitioning), run on the functional simulator and on the Verilated RTL; each run prints the
+# per-operator table and the comparison with onnxruntime fp32.
 demo: install
+	@mkdir -p $(DEMO)
 	$(BIN)/codesign config show vta
-	$(BIN)/codesign sim selftest --backend fsim --config vta
-	$(BIN)/codesign bench fsim --json
-	$(BIN)/codesign sim selftest --backend rtl --config vta   # builds the vta accelerator (cached)
+	$(BIN)/codesign models export resnet18 -o $(DEMO)/resnet18.onnx
+	$(BIN)/codesign compile $(DEMO)/resnet18.onnx --config vta -o $(DEMO)/resnet18.cmodel
+	$(BIN)/codesign run $(DEMO)/resnet18.cmodel --backend fsim --inputs 4
+	$(BIN)/codesign run $(DEMO)/resnet18.cmodel --backend rtl --inputs 1   # builds the vta RTL (cached)
 
 bench: install
 	$(BIN)/python benchmarks/fsim.py

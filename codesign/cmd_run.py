@@ -39,6 +39,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="activation calibration: minmax, percentile, entropy or mse")  # fmt: skip
     p.add_argument("--tuning-log", metavar="FILE",
                    help="schedules from a tuning log (codesign tune) where it has the operator")  # fmt: skip
+    p.add_argument("--offload-shallow", action="store_true",
+                   help="run shallow convolutions (input channels at most half a block, e.g. an "
+                        "image network's first layer) on the accelerator too, not on the host")  # fmt: skip
 
 
 def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -60,9 +63,12 @@ def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     cfg = resolve(args.config or "vta", args.set)
     loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None, args.calibration,
-                        args.tuning_log)  # fmt: skip
+                        args.tuning_log, args.offload_shallow)  # fmt: skip
     saved = loaded.model.target.cfg
     if args.model.endswith(".cmodel"):
+        if args.offload_shallow and not loaded.model.offload_shallow:
+            raise ValueError(f"{args.model} was compiled with shallow convolutions on the host; "
+                             "compile the ONNX model again with --offload-shallow")  # fmt: skip
         if (args.config or args.set) and cfg.fingerprint() != saved.fingerprint():
             raise ValueError(f"{args.model} was compiled for config {saved.name}, not {cfg.name}; "
                              "compile the ONNX model again with codesign compile --config")  # fmt: skip

@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     model.add_argument("model", metavar="MODEL.onnx")
     _common(model)
     model.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224")
+    model.add_argument("--offload-shallow", action="store_true",
+                       help="tune shallow convolutions too (for codesign run --offload-shallow)")
     model.set_defaults(run=_run_model)
 
 
@@ -98,7 +100,8 @@ def _run_model(args: argparse.Namespace) -> int:
 
     _check(args)
     cfg = resolve(args.config, args.set)
-    loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None)
+    loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None,
+                        offload_shallow=args.offload_shallow)  # fmt: skip
     resume = log.read(args.log) if args.log and _exists(args.log) else []
     store = None if args.no_cache else Store()
     measurer = Measurer(store=store, workers=args.workers, timeout_s=args.timeout)

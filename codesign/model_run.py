@@ -16,6 +16,7 @@ import numpy as np
 from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph
 from compiler.quant import quantize
+from compiler.quant.fuse_residual import fuse_residual_adds
 from compiler.quant.qdq import import_qdq
 from compiler.runtime import serialize
 from compiler.runtime.model import CompiledModel, ModelResult, reference_boundary
@@ -36,10 +37,12 @@ class Loaded:
 
 
 def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-               calibration: str = "percentile", tuning_log: str | None = None) -> Loaded:  # fmt: skip
+               calibration: str = "percentile", tuning_log: str | None = None,
+               offload_shallow: bool = False) -> Loaded:  # fmt: skip
     """A CompiledModel from an ONNX file (imported, quantized on calibration inputs, compiled)
     or from a .cmodel file; with `tuning_log`, each accelerator operator uses the fastest
-    schedule the log holds for it on this config, else its default."""
+    schedule the log holds for it on this config, else its default; `offload_shallow` puts
+    shallow convolutions on the accelerator too (compiler.runtime.model)."""
     start = time.perf_counter()
     knobs_for = _from_log(tuning_log)
     if path.endswith(".cmodel"):
@@ -51,9 +54,14 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     data = Path(path).read_bytes()
     name = zoo_name(data)
     calib = calibration_inputs(graph, name, CALIBRATION_COUNT)
-    # a model quantized already keeps the file's scales; calibration then only bounds accumulators
-    qgraph = import_qdq(graph, calib) if is_qdq(graph) else quantize(graph, calib, method=calibration)
-    model = CompiledModel.compile(qgraph, AcceleratorTarget(cfg), knobs_for=knobs_for)
+    # a model quantized already keeps the file's scales (and onnxruntime's rounding between a
+    # convolution and its residual add); calibration then only bounds accumulators
+    if is_qdq(graph):
+        qgraph = import_qdq(graph, calib)
+    else:
+        qgraph = fuse_residual_adds(quantize(graph, calib, method=calibration))
+    model = CompiledModel.compile(qgraph, AcceleratorTarget(cfg), knobs_for=knobs_for,
+                                  offload_shallow=offload_shallow)  # fmt: skip
     return Loaded(model, data, name, time.perf_counter() - start)
 
 

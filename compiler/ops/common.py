@@ -24,6 +24,17 @@ class Epilogue:
     accumulator does.  The multiplier is one immediate for the whole tensor (`multiplier`, 16
     bits) or a per-output-channel vector (`channel_multiplier`, 32 bits, an input `mult` loaded
     into acc like the bias): per-channel weight scales need the second.
+
+    `scaled_bias`: the bias is added after the multiplier, so the caller passes
+    bias * multiplier + rounding (wrapped to 32 bits) and the rounding step disappears: one ALU
+    instruction fewer per output.  Because 32-bit wrapping is arithmetic modulo 2**32,
+    acc * m + (b * m + r) is the same int32 as (acc + b) * m + r, so a requantization gives the
+    same result either way.
+
+    `residual`: a third operand, an int8 tensor shaped like the output (a residual connection),
+    times this multiplier, added after the multiplier and the bias and before the rounding; the
+    operator loads it into acc and scales it there.  A multiplier beyond the 16-bit immediate is
+    a vector input `rmult` (every element that multiplier).
     """
 
     bias: bool = True
@@ -32,20 +43,41 @@ class Epilogue:
     round: bool = False
     clip: tuple[int, int] | None = (0, 127)
     channel_multiplier: bool = False
+    scaled_bias: bool = False
+    residual: int | None = None
 
     def __post_init__(self) -> None:
         if self.multiplier is not None and self.channel_multiplier:
             raise ValueError("epilogue takes one multiplier: an immediate or a per-channel vector, not both")
+        if self.scaled_bias and not (self.bias and self.scaled):
+            raise ValueError("epilogue scaled_bias needs a bias and a multiplier")
+        if self.scaled_bias and self.round:
+            raise ValueError("epilogue scaled_bias carries the rounding in the bias: round must be off")
         if not 0 <= self.shift <= 31:
             raise ValueError(f"epilogue shift must be in [0, 31], not {self.shift}")
         if self.clip is not None and self.clip[0] > self.clip[1]:
             raise ValueError(f"epilogue clip {self.clip}: low is above high")
 
     @property
+    def scaled(self) -> bool:
+        """Whether a multiplier (immediate or per channel) applies."""
+        return self.multiplier is not None or self.channel_multiplier
+
+    @property
     def alu_ops(self) -> int:
         return (int(self.bias) + int(self.multiplier is not None) + int(self.channel_multiplier)
                 + int(self.round and self.shift > 0) + int(self.shift > 0)
-                + 2 * int(self.clip is not None))  # fmt: skip
+                + 2 * int(self.clip is not None) + self.residual_ops)  # fmt: skip
+
+    @property
+    def residual_ops(self) -> int:
+        """ALU instructions the residual costs: its multiply (unless by 1) and its add."""
+        return 0 if self.residual is None else 1 + int(self.residual != 1)
+
+    @property
+    def residual_vector(self) -> bool:
+        """Whether the residual's multiplier is beyond the ALU's immediate (an input `rmult`)."""
+        return self.residual is not None and abs(self.residual) > IMM_MAX
 
     @property
     def round_vector(self) -> bool:
@@ -56,26 +88,43 @@ class Epilogue:
     @property
     def vectors(self) -> tuple[str, ...]:
         """The per-output-channel int32 inputs, in the order they are applied."""
-        return ("bias",) * self.bias + ("mult",) * self.channel_multiplier + ("round",) * self.round_vector
+        return (("bias",) * self.bias + ("mult",) * self.channel_multiplier + ("round",) * self.round_vector
+                + ("rmult",) * self.residual_vector)  # fmt: skip
 
     def vector_values(self, name: str, channels: int, rng: np.random.Generator | None = None) -> np.ndarray:
         """Values of vector input `name`: the rounding constant, or seeded test values."""
         if name == "round":
             return np.full(channels, 1 << (self.shift - 1), np.int64)
+        if name == "rmult":
+            return np.full(channels, self.residual, np.int64)
         assert rng is not None, f"{name} needs values from the caller or an rng"
         low, high = {"bias": (-(1 << 16), 1 << 16), "mult": (-(1 << 10), 1 << 10)}[name]
         return rng.integers(low, high, channels)
 
-    def expr(self, acc: E.Expr, vectors: Mapping[str, E.Expr]) -> E.Expr:
+    def scaled_residual(self, res: E.Expr, vectors: Mapping[str, E.Expr], acc_dtype: str) -> E.Expr:
+        """One element of the residual times its multiplier (its own ALU stage, in acc)."""
+        assert self.residual is not None, "this epilogue has no residual"
+        x = E.cast(acc_dtype, res)
+        if self.residual == 1:
+            return x
+        return x * (vectors["rmult"] if self.residual_vector else self.residual)
+
+    def expr(self, acc: E.Expr, vectors: Mapping[str, E.Expr], residual: E.Expr | None = None) -> E.Expr:
         """The epilogue applied to one accumulator value, in the TE language; `vectors` holds
-        this channel's element of each name in `self.vectors`."""
+        this channel's element of each name in `self.vectors`, `residual` the scaled residual
+        (`scaled_residual`) when the epilogue has one."""
         x = acc
-        if self.bias:
+        if self.bias and not self.scaled_bias:
             x = x + vectors["bias"]
         if self.multiplier is not None:
             x = x * self.multiplier
         if self.channel_multiplier:
             x = x * vectors["mult"]
+        if self.scaled_bias:
+            x = x + vectors["bias"]
+        if self.residual is not None:
+            assert residual is not None, "this epilogue adds a residual"
+            x = x + residual
         if self.round and self.shift > 0:
             x = x + (vectors["round"] if self.round_vector else 1 << (self.shift - 1))
         if self.shift:
@@ -84,17 +133,23 @@ class Epilogue:
             x = E.minimum(E.maximum(x, self.clip[0]), self.clip[1])
         return x
 
-    def apply(self, acc: np.ndarray, vectors: Mapping[str, np.ndarray]) -> np.ndarray:
+    def apply(self, acc: np.ndarray, vectors: Mapping[str, np.ndarray],
+              residual: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
         """The numpy reference of `expr` on int32 accumulators (wrapping like the hardware);
-        `vectors` broadcast against `acc`."""
+        `vectors` broadcast against `acc`, `residual` (int8) has its shape."""
         x = acc.astype(np.int64)
         wrap = wrap32
-        if self.bias:
+        if self.bias and not self.scaled_bias:
             x = wrap(x + vectors["bias"])
         if self.multiplier is not None:
             x = wrap(x * self.multiplier)
         if self.channel_multiplier:
             x = wrap(x * vectors["mult"].astype(np.int64))
+        if self.scaled_bias:
+            x = wrap(x + vectors["bias"])
+        if self.residual is not None:
+            assert residual is not None, "this epilogue adds a residual"
+            x = wrap(x + wrap(residual.astype(np.int64) * self.residual))
         if self.round and self.shift > 0:
             x = wrap(x + (1 << (self.shift - 1)))
         if self.shift:
@@ -102,6 +157,12 @@ class Epilogue:
         if self.clip is not None:
             x = np.clip(x, *self.clip)
         return x.astype(np.int32).astype(np.int8)
+
+    def scale_bias(self, bias: np.ndarray, mult: np.ndarray | int) -> np.ndarray:
+        """The `scaled_bias` input for an unscaled bias: bias * mult + 2**(shift - 1), wrapped to
+        32 bits (the rounding constant only where the epilogue shifts)."""
+        rounding = (1 << (self.shift - 1)) if self.shift else 0
+        return wrap32(np.asarray(bias, np.int64) * np.asarray(mult, np.int64) + rounding)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

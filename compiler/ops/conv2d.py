@@ -149,8 +149,18 @@ class Conv2d:
         if ep.alu_ops:
             vec = {v: placeholder((self.kb, t.batch, t.block_out), acc, v) for v in ep.vectors}
             out.update(vec)
-            result = compute(shape, lambda n, o, y, x, bi, oi: ep.expr(
-                conv[n, o, y, x, bi, oi], {v: vec[v][o, bi, oi] for v in vec}), "epi")  # fmt: skip
+            res = None
+            if ep.residual is not None:  # its scaling is an ALU stage of its own (in place)
+                out["res"] = placeholder(shape, t.out_dtype, "res")
+                res = out["res"] if ep.residual == 1 else compute(shape, lambda n, o, y, x, bi, oi: (
+                    ep.scaled_residual(out["res"][n, o, y, x, bi, oi], {"rmult": vec["rmult"][o, bi, oi]}
+                                       if ep.residual_vector else {}, acc)), "res_scaled")  # fmt: skip
+
+            def epilogue(n, o, y, x, bi, oi):  # type: ignore[no-untyped-def]
+                r = None if res is None else E.cast(acc, res[n, o, y, x, bi, oi])
+                return ep.expr(conv[n, o, y, x, bi, oi], {v: vec[v][o, bi, oi] for v in vec}, r)
+
+            result = compute(shape, epilogue, "epi")
         out["out"] = compute(
             shape, lambda n, o, y, x, bi, oi: E.cast(t.out_dtype, result[n, o, y, x, bi, oi]), "out")
         return out
@@ -172,10 +182,11 @@ class Conv2d:
         s = self.spec
         in_h, in_w = self._in_rows(k.tile_h), (k.tile_w - 1) * s.stride + s.kernel
         vectors = self.kb * len(s.epilogue.vectors)
+        tiles = 1 + int(s.epilogue.residual is not None)  # the accumulators (and the residual)
         return {
             "inp": k.threads * k.tile_b * k.tile_ic * in_h * in_w,
             "wgt": k.threads * k.tile_oc * k.tile_ic * s.kernel * s.kernel,
-            "acc": k.threads * k.tile_b * k.tile_oc * k.tile_h * k.tile_w + vectors,
+            "acc": k.threads * k.tile_b * k.tile_oc * k.tile_h * k.tile_w * tiles + vectors,
         }
 
     def fits(self, k: Conv2dKnobs) -> bool:
@@ -233,7 +244,7 @@ class Conv2d:
         if has_epi:
             s.set_scope("epi", "acc")
             for v in s_.epilogue.vectors:
-                s.cache_read(v, "acc", ["epi"])
+                s.cache_read(v, "acc", ["res_scaled" if v == "rmult" else "epi"])
                 s.pragma(f"{v}.acc", "i0", "dma_copy")
         s.split("out", "n", k.tile_b)
         s.split("out", "o", k.tile_oc)
@@ -244,6 +255,8 @@ class Conv2d:
         s.reorder("out", "o.o.vt", "y.o.vt", "n.o", "o.o.vi", "y.o.vi", "x.o", "n.i", "o.i", "y.i", "x.i")
         for stage in ("conv", "epi") if has_epi else ("conv",):
             s.compute_at(stage, "out", "x.o")
+        if "res" in ts:
+            self._schedule_residual(s)
         store_at = "o.i" if k.tile_w == s_.out_width else "y.i"
         s.pragma("out", store_at, "dma_copy")
         if has_epi:
@@ -257,6 +270,19 @@ class Conv2d:
         s.pragma(wgt, "i0", "dma_copy")
         return s
 
+    @staticmethod
+    def _schedule_residual(s: Schedule) -> None:
+        """The residual tile is loaded into acc (8-bit, sign-extended) beside the accumulators
+        and scaled there in place, like the operands of an element-wise add."""
+        scaled = "res_scaled" in s.stages
+        cached = s.cache_read("res", "acc", ["res_scaled" if scaled else "epi"])
+        s.compute_at(cached, "out", "x.o")
+        s.pragma(cached, "i2", "dma_copy")
+        if scaled:
+            s.set_scope("res_scaled", "acc")
+            s.compute_at("res_scaled", "out", "x.o")
+            s.pragma("res_scaled", "n", "alu")
+
     # -- data and reference --------------------------------------------------------------------------
     def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
         """Seeded int8 data and weights (zeros in padded channels) and int32 bias, packed."""
@@ -267,7 +293,18 @@ class Conv2d:
         out = {"data": self.pack_data(data), "kernel": self.pack_kernel(kernel)}
         for name, vector in random_vectors(s.epilogue, rng, s.out_channels).items():
             out[name] = self.pack_bias(vector)
+        if s.epilogue.residual is not None:
+            out["res"] = self.pack_output(rng.integers(-128, 128, (s.batch, s.out_channels, s.out_height,
+                                                                    s.out_width)))  # fmt: skip
         return out
+
+    def pack_output(self, x: np.ndarray) -> np.ndarray:
+        """An NCHW tensor shaped like the output, in the output's packed layout (the residual)."""
+        t = self.target
+        _, k, h, w = x.shape
+        x = np.pad(x, ((0, 0), (0, self.kb * t.block_out - k), (0, 0), (0, 0)))
+        x = x.reshape(self.nb, t.batch, self.kb, t.block_out, h, w).transpose(0, 2, 4, 5, 1, 3)
+        return np.ascontiguousarray(x).astype(t.out_dtype)
 
     def pack_data(self, x: np.ndarray) -> np.ndarray:
         t = self.target
@@ -303,7 +340,10 @@ class Conv2d:
         acc = np.einsum("nchwij,kcij->nkhw", win, wt, optimize=True)  # exact: |sums| < 2**53
         acc = acc.astype(np.int64)
         vectors = {v: inputs[v][:, 0, :].reshape(-1)[None, :, None, None] for v in s.epilogue.vectors}
-        y = s.epilogue.apply(acc, vectors)  # (N, K, OH, OW) int8
+        res = None
+        if "res" in inputs:  # packed like the output -> (N, K, OH, OW)
+            res = inputs["res"].transpose(0, 4, 1, 5, 2, 3).reshape(acc.shape)
+        y = s.epilogue.apply(acc, vectors, res)  # (N, K, OH, OW) int8
         y = y.reshape(nb, b, kb, co, s.out_height, s.out_width).transpose(0, 2, 4, 5, 1, 3)
         return np.ascontiguousarray(y)
 

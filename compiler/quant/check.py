@@ -42,7 +42,7 @@ def _intermediates(node: Node, arrays: Sequence[np.ndarray]) -> np.ndarray:
     shift = node.int_attr("shift")
     rounding = (1 << (shift - 1)) if shift > 0 else 0
     if node.op in ("QConv", "QGemm"):
-        x, w, bias, mult = arrays
+        x, w, bias, mult = arrays[:4]
         if node.op == "QConv":
             strides, pads = node.ints_attr("strides"), node.ints_attr("pads")
             acc = conv_acc(x, w, strides, pads, node.int_attr("group"), wrap=False)
@@ -52,7 +52,12 @@ def _intermediates(node: Node, arrays: Sequence[np.ndarray]) -> np.ndarray:
         shape[1] = -1
         t = acc + bias.astype(np.int64).reshape(shape)
         product = t * mult.astype(np.int64).reshape(shape)
-        return np.concatenate([acc.ravel(), t.ravel(), product.ravel(), product.ravel() + rounding])
+        steps = [acc, t, product]
+        if len(arrays) == 5:  # a fused residual, added after the multiply
+            scaled = arrays[4].astype(np.int64) * node.int_attr("mult_r")
+            product = product + scaled
+            steps += [scaled, product]
+        return np.concatenate([s.ravel() for s in steps] + [product.ravel() + rounding])
     if node.op == "QAdd":
         a, b = (x.astype(np.int64) for x in arrays)
         pa, pb = a * node.int_attr("mult_a"), b * node.int_attr("mult_b")

@@ -39,6 +39,11 @@ class AccelStep:
     out_shape: tuple[int, ...]
     info: dict[str, Any] = field(default_factory=dict)
     in_ranks: tuple[int, ...] = (4,)
+    sources: tuple[int, ...] = (0,)  # the node input each activation is
+
+    def activation_inputs(self, node_inputs: tuple[str, ...]) -> list[str]:
+        """The node's input names that the Program's activations are, in activation order."""
+        return [node_inputs[j] for j in self.sources]
 
     def in_layout(self, i: int) -> Layout:
         """How activation `i` is packed: (rank, batch block, channel block)."""
@@ -88,22 +93,28 @@ def _one(result: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray:
     return result
 
 
-def _vectors(op: Any, ep: Epilogue, bias: np.ndarray, mult: np.ndarray,
-             channels: int) -> dict[str, np.ndarray]:  # fmt: skip
-    """The epilogue's per-channel inputs, packed: bias, multiplier, and a rounding constant too
-    large for an ALU immediate."""
-    given = {"bias": bias, "mult": mult}
-    return {v: op.pack_bias(given[v] if v in given else ep.vector_values(v, channels)) for v in ep.vectors}
+def _vectors(op: Any, ep: Epilogue, bias: np.ndarray, mult: np.ndarray) -> dict[str, np.ndarray]:
+    """The requantization's per-channel inputs, packed: the multiplier, the bias scaled by it
+    with the rounding folded in (see `requant_epilogue`), and a residual's multiplier when it is
+    not an immediate."""
+    given = {"bias": ep.scale_bias(bias, mult), "mult": mult}
+    return {v: op.pack_bias(given[v] if v in given else ep.vector_values(v, len(mult))) for v in ep.vectors}
 
 
-def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, bias: bool = True) -> Epilogue:
-    return Epilogue(bias=bias, shift=shift, round=shift > 0, clip=(clip_lo, clip_hi), channel_multiplier=True)
+def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, residual: int | None = None) -> Epilogue:
+    """The quantized ops' requantization, clip(((acc + bias) * mult [+ res * residual] +
+    2**(shift-1)) >> shift), as acc * mult + (bias * mult + 2**(shift-1)) [+ res * residual]: the
+    same int32 modulo 2**32, with one ALU instruction fewer."""
+    return Epilogue(bias=True, shift=shift, clip=(clip_lo, clip_hi), channel_multiplier=True,
+                    scaled_bias=True, residual=residual)  # fmt: skip
 
 
 def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], weight: np.ndarray,
               bias: np.ndarray, mult: np.ndarray, *, strides: tuple[int, ...], pads: tuple[int, ...],
-              shift: int, clip: tuple[int, int], knobs_for: KnobsFor | None = None) -> AccelStep:  # fmt: skip
-    """A QConv with one group, a square kernel, equal strides and symmetric padding."""
+              shift: int, clip: tuple[int, int], residual: int | None = None,
+              knobs_for: KnobsFor | None = None) -> AccelStep:  # fmt: skip
+    """A QConv with one group, a square kernel, equal strides and symmetric padding; with
+    `residual` (its multiplier), the step's second activation is added in the epilogue."""
     n, c, h, w = x_shape
     k, c_w, r, s = weight.shape
     if c_w != c or r != s or len(set(strides)) != 1 or len(set(pads)) != 1:
@@ -112,12 +123,14 @@ def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], we
                             f"pads {pads}, {c // c_w} groups)")  # fmt: skip
     if n % target.batch:
         raise ScheduleError(f"{name}: batch {n} is not a multiple of the core's batch {target.batch}")
-    spec = Conv2dSpec(n, c, h, w, k, r, strides[0], pads[0], requant_epilogue(shift, *clip))
+    spec = Conv2dSpec(n, c, h, w, k, r, strides[0], pads[0], requant_epilogue(shift, *clip, residual))
     op = Conv2d(spec, target)
-    consts = {"kernel": op.pack_kernel(weight), **_vectors(op, spec.epilogue, bias, mult, k)}
+    consts = {"kernel": op.pack_kernel(weight), **_vectors(op, spec.epilogue, bias, mult)}
     compiled = compile_op(op, knobs=knobs_for(op) if knobs_for else None)
     out_shape = (n, k, spec.out_height, spec.out_width)
-    return AccelStep(name, op, compiled, consts, ("data",), out_shape, {"macs": spec.macs})
+    fused = residual is not None
+    return AccelStep(name, op, compiled, consts, ("data", "res") if fused else ("data",), out_shape,
+                     {"macs": spec.macs}, (4, 4) if fused else (4,), (0, 4) if fused else (0,))  # fmt: skip
 
 
 def dense_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], weight: np.ndarray,
@@ -130,7 +143,7 @@ def dense_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], w
     if m % target.batch:
         raise ScheduleError(f"{name}: {m} rows are not a multiple of the core's batch {target.batch}")
     op = Dense(DenseSpec(m, k, n, requant_epilogue(shift, *clip)), target)
-    consts = {"weight": op.pack_weight(weight), **_vectors(op, op.spec.epilogue, bias, mult, n)}
+    consts = {"weight": op.pack_weight(weight), **_vectors(op, op.spec.epilogue, bias, mult)}
     compiled = compile_op(op, knobs=knobs_for(op) if knobs_for else None)
     return AccelStep(name, op, compiled, consts, ("data",), (m, n), {"macs": m * k * n}, (2,))
 
@@ -144,4 +157,4 @@ def add_step(name: str, target: AcceleratorTarget, shape: tuple[int, ...], *, mu
         raise ScheduleError(f"{name}: batch {n} is not a multiple of the core's batch {target.batch}")
     op = Eltwise(EltwiseSpec("add", n, c, h, w, clip, mult_a, mult_b, shift), target)
     compiled = compile_op(op, knobs=knobs_for(op) if knobs_for else None)
-    return AccelStep(name, op, compiled, {}, ("a", "b"), tuple(shape), {"macs": 0}, (4, 4))
+    return AccelStep(name, op, compiled, {}, ("a", "b"), tuple(shape), {"macs": 0}, (4, 4), (0, 1))

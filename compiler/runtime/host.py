@@ -130,6 +130,8 @@ def _epilogue(node: Node) -> dict[str, Any]:
 
 
 def _qconv(graph: Graph, node: Node) -> Spec:
+    if len(node.inputs) > 4:  # a fused residual: no host kernel adds one (the interpreter does)
+        return None
     return "qconv2d", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
                        "strides": node.ints_attr("strides"), "pads": node.ints_attr("pads"),
                        "group": node.int_attr("group"), **_epilogue(node)}, 4  # fmt: skip

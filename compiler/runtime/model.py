@@ -2,10 +2,15 @@
 
 Partitioning: a QConv with one group (square kernel, equal strides, symmetric padding), a QGemm
 and a 4-D QAdd become accelerator steps (compiler/runtime/accel.py) when the operator compiles
-for the target; everything else runs on the host.  Host steps use a native kernel where the
-host-kernel registry has one (compiler/ops/host, JIT-compiled with LLVM); layout-only ops
-(Flatten, Reshape, Squeeze, Unsqueeze) are views; an op with neither is evaluated by the graph
-interpreter and reported as `host-numpy`, so the report never hides where an operator ran.
+for the target; everything else runs on the host.  A shallow convolution (input channels filling
+at most half of the GEMM's input block, like an image network's first layer) stays on the host
+unless `offload_shallow`: on the accelerator most of its multiply-accumulates would be padding
+(ResNet-18's 3-channel conv1 takes 3.2 M cycles on `vta`, 32 ms at 100 MHz, where the host's
+int8 kernel takes a few ms); VTA leaves that layer on the CPU for the same reason.  Host steps
+use a native kernel where the host-kernel registry has one (compiler/ops/host, JIT-compiled with
+LLVM); layout-only ops (Flatten, Reshape, Squeeze, Unsqueeze) are views; an op with neither is
+evaluated by the graph interpreter and reported as `host-numpy`, so the report never hides
+where an operator ran.
 
 `run` executes the steps in order against one environment of named arrays and returns the
 outputs with a per-step record (where it ran, cycles, GEMM micro-ops, utilization, host time).
@@ -81,8 +86,10 @@ class ModelResult:
 class CompiledModel:
     """The steps of one quantized graph on one accelerator target."""
 
-    def __init__(self, graph: Graph, target: AcceleratorTarget, steps: list[Step]) -> None:
+    def __init__(self, graph: Graph, target: AcceleratorTarget, steps: list[Step],
+                 offload_shallow: bool = False) -> None:  # fmt: skip
         self.graph, self.target, self.steps = graph, target, steps
+        self.offload_shallow = offload_shallow
         self.unpacked = _needs_unpacked(graph, steps)
         # one host arena for every activation that exists unpacked (packed hand-overs between
         # accelerator steps never materialise in NCHW), buffers shared where lifetimes allow
@@ -91,11 +98,13 @@ class CompiledModel:
 
     @classmethod
     def compile(cls, graph: Graph, target: AcceleratorTarget, *, offload: bool = True,
-                knobs_for: KnobsFor | None = None) -> CompiledModel:  # fmt: skip
+                offload_shallow: bool = False, knobs_for: KnobsFor | None = None,
+                ) -> CompiledModel:  # fmt: skip
         """`knobs_for(op)`: the schedule point of an accelerator operator (a tuning log's best),
-        or None for its default schedule."""
-        steps = [_plan(graph, node, target, offload, knobs_for) for node in graph.nodes]
-        return cls(graph, target, steps)
+        or None for its default schedule; `offload_shallow`: shallow convolutions too (see the
+        module doc)."""
+        steps = [_plan(graph, node, target, offload, offload_shallow, knobs_for) for node in graph.nodes]
+        return cls(graph, target, steps, offload_shallow)
 
     @property
     def compile_s(self) -> float:
@@ -143,22 +152,28 @@ class CompiledModel:
         return view
 
 
-def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool,
+def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool, offload_shallow: bool,
           knobs_for: KnobsFor | None) -> Step:  # fmt: skip
     start = time.perf_counter()
     step: Step
     if node.op in _VIEWS:
         step = Step(node, "view")
     else:
-        accel = _accel_step(graph, node, target, knobs_for) if offload else None
+        wanted = offload and (offload_shallow or not _shallow(graph, node, target))
+        accel = _accel_step(graph, node, target, knobs_for) if wanted else None
         if accel is not None:
-            accel.warm([graph.values[x].shape for x in node.inputs[: len(accel.activations)]])
+            accel.warm([graph.values[x].shape for x in accel.activation_inputs(node.inputs)])
             step = Step(node, "accel", accel=accel)
         else:
             host = _host_kernel(graph, node)
             step = Step(node, "host" if host else "host-numpy", host=host)
     step.compile_s = time.perf_counter() - start
     return step
+
+
+def _shallow(graph: Graph, node: Node, target: AcceleratorTarget) -> bool:
+    """A convolution whose input channels fill at most half of the GEMM's input block."""
+    return node.op == "QConv" and 2 * graph.values[node.inputs[0]].shape[1] <= target.block_in
 
 
 def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget,
@@ -171,9 +186,10 @@ def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget,
             w, b, m = (graph.const_data(x) for x in node.inputs[1:4])
             if w is None or b is None or m is None:
                 return None
+            residual = node.int_attr("mult_r") if len(node.inputs) == 5 else None
             return conv_step(node.name, target, shape, w, b, m, strides=node.ints_attr("strides"),
-                             pads=node.ints_attr("pads"), shift=node.int_attr("shift"),
-                             clip=clip, knobs_for=knobs_for)  # fmt: skip
+                             pads=node.ints_attr("pads"), shift=node.int_attr("shift"), clip=clip,
+                             residual=residual, knobs_for=knobs_for)  # fmt: skip
         if node.op == "QGemm":
             w, b, m = (graph.const_data(x) for x in node.inputs[1:4])
             if w is None or b is None or m is None:
@@ -211,11 +227,11 @@ def _needs_unpacked(graph: Graph, steps: list[Step]) -> set[str]:
     layout = {s.node.outputs[0]: s.accel.out_layout for s in steps if s.accel is not None}
     need = {name for name in graph.outputs if name in layout}
     for s in steps:
-        for i, name in enumerate(s.node.inputs):
-            if name not in layout:
-                continue
-            acc = s.accel
-            if acc is None or i >= len(acc.activations) or acc.in_layout(i) != layout[name]:
+        reads = [] if s.accel is None else s.accel.activation_inputs(s.node.inputs)
+        acts = {x: i for i, x in enumerate(reads)}
+        for name in s.node.inputs:
+            i = acts.get(name)
+            if name in layout and (i is None or s.accel is None or s.accel.in_layout(i) != layout[name]):
                 need.add(name)
     return need
 
@@ -227,7 +243,7 @@ def _execute_accel(graph: Graph, step: Step, accel: AccelStep, env: dict[str, np
     record = StepRecord(node.name, node.op, step.where, macs=_macs(graph, node))
     start = time.perf_counter()
     feeds = dict(accel.constants)
-    for i, name in enumerate(node.inputs[: len(accel.activations)]):
+    for i, name in enumerate(accel.activation_inputs(node.inputs)):
         have = packed.get(name)
         same = have is not None and have[0] == accel.in_layout(i)
         feeds[accel.activations[i]] = have[1] if have is not None and same else accel.pack_one(i, env[name])

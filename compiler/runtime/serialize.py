@@ -37,7 +37,8 @@ def save(model: CompiledModel, path: str | Path, extra: dict[str, Any] | None = 
         "inputs": list(g.inputs), "outputs": list(g.outputs), "values": values,
         "nodes": [{"op": n.op, "inputs": list(n.inputs), "outputs": list(n.outputs),
                    "attrs": _attrs_json(n.attrs), "name": n.name} for n in g.nodes],
-        "placement": [s.where for s in model.steps], "extra": extra or {},
+        "placement": [s.where for s in model.steps], "offload_shallow": model.offload_shallow,
+        "extra": extra or {},
     }  # fmt: skip
     with open(path, "wb") as f:
         np.savez(f, meta=np.array(json.dumps(meta)), **consts)  # type: ignore[arg-type]
@@ -56,7 +57,8 @@ def load(path: str | Path, knobs_for: KnobsFor | None = None) -> tuple[CompiledM
                for n in meta["nodes"]]  # fmt: skip
     verify(g)
     cfg = AcceleratorConfig.from_dict(meta["config"], where=f"{path}: config")
-    model = CompiledModel.compile(g, AcceleratorTarget(cfg), knobs_for=knobs_for)
+    model = CompiledModel.compile(g, AcceleratorTarget(cfg), knobs_for=knobs_for,
+                                  offload_shallow=bool(meta.get("offload_shallow", False)))  # fmt: skip
     placed = [s.where for s in model.steps]
     if placed != meta["placement"]:
         saved, now = meta["placement"].count("accel"), placed.count("accel")

@@ -143,3 +143,23 @@ def test_tune_model_then_run_with_the_tuning_log(mlp: Path, tmp_path: Path,
     assert _json(capsys, [*base, "--tuning-log", str(tune_log)])["correct_int8"] is True
     assert main([*base, "--tuning-log", str(tmp_path / "none.tune")]) == 2
     assert "--tuning-log" in capsys.readouterr().err
+
+
+def test_offload_shallow_puts_a_first_layer_on_the_accelerator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "digits.onnx"
+    onnx.save(zoo.build("digits"), path)  # its first convolution reads one channel
+
+    def first_conv(argv: list[str]) -> str:
+        report = _json(capsys, [*argv, "--backend", "timing", "--json"])
+        return next(str(r["where"]) for r in report["operators"] if r["op"] == "QConv")
+
+    assert first_conv(["run", str(path)]) == "host"
+    assert first_conv(["run", str(path), "--offload-shallow"]) == "accel"
+    plain, offloaded = tmp_path / "plain.cmodel", tmp_path / "offloaded.cmodel"
+    _json(capsys, ["compile", str(path), "-o", str(plain), "--json"])
+    _json(capsys, ["compile", str(path), "-o", str(offloaded), "--offload-shallow", "--json"])
+    assert first_conv(["run", str(plain)]) == "host" and first_conv(["run", str(offloaded)]) == "accel"
+    err = _error(capsys, ["run", str(plain), "--offload-shallow"])
+    assert "was compiled with shallow convolutions on the host; compile the ONNX model again" in err

@@ -26,3 +26,9 @@ def test_zoo_model_runs_exact(name: str, backend: str, tmp_path: Path,
     assert report["offloaded_macs_fraction"] > 0.8
     if backend == "rtl":
         assert report["cycles"] > 0
+    if name == "resnet18":  # conv1 (3 channels) on the host, the 8 residual adds fused
+        where = {op["name"]: op["where"] for op in report["operators"]}
+        assert where["relu"] == "host" and "QAdd" not in {op["op"] for op in report["operators"]}
+        assert sum("+" in op["name"] and where[op["name"]] == "accel" for op in report["operators"]) == 8
+        if backend == "rtl":
+            assert report["cycles"] <= 7_700_000  # the bound (VTA's best published figure)

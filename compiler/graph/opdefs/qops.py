@@ -8,6 +8,9 @@ The contract the accelerator implements bit for bit:
   ALU does: t = wrap32(t + bias[k]); t = wrap32(t * mult[k]); if shift > 0:
   t = wrap32(t + 2**(shift - 1)); t = t >> shift (arithmetic); y = clip(t, clip_lo, clip_hi)
   as int8. mult / 2**shift approximates in_scale * w_scale[k] / out_scale;
+- a QConv may take a fifth input, an int8 `residual` shaped like its output (a residual
+  connection fused into the convolution): after the multiply, t = wrap32(t +
+  wrap32(residual * mult_r)), then rounding, shift and clip as above;
 - `out_scale` is informational (the scale the int8 output stands for); nothing evaluates it.
 
 Ops: QConv, QGemm (per-channel bias and multiplier vectors, int32 constants), QAdd (residual
@@ -47,17 +50,28 @@ def round_shift_clip(t: np.ndarray, shift: int, clip_lo: int, clip_hi: int) -> n
 
 
 def requantize(
-    acc: np.ndarray, bias: np.ndarray, mult: np.ndarray, shift: int, clip_lo: int, clip_hi: int, axis: int = 1
+    acc: np.ndarray,
+    bias: np.ndarray,
+    mult: np.ndarray,
+    shift: int,
+    clip_lo: int,
+    clip_hi: int,
+    axis: int = 1,
+    residual: np.ndarray | None = None,
+    mult_r: int = 0,
 ) -> np.ndarray:
     """The per-output-channel epilogue: int32 `acc` (channels on `axis`) -> int8.
 
-    `bias` and `mult` are int32 vectors, one element per channel; every step wraps at 32 bits.
+    `bias` and `mult` are int32 vectors, one element per channel; `residual` (int8, shaped like
+    `acc`) times `mult_r` is added after the multiply; every step wraps at 32 bits.
     """
     shape = [1] * acc.ndim
     shape[axis] = -1
     b = np.asarray(bias, np.int64).reshape(shape)
     m = np.asarray(mult, np.int64).reshape(shape)
     t = wrap32(wrap32(np.asarray(acc, np.int64) + b) * m)
+    if residual is not None:
+        t = wrap32(t + wrap32(residual.astype(np.int64) * mult_r))
     return round_shift_clip(t, shift, clip_lo, clip_hi)
 
 
@@ -138,7 +152,7 @@ def _epilogue_args(attrs: Attrs) -> tuple[int, int, int]:
 
 
 def _qconv_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
-    x, w, bias, mult = values
+    x, w, bias, mult = values[:4]
     _check_int8(x, "input")
     _check_int8(w, "weight")
     check(w.is_const, f"weight {w.name} must be a constant")
@@ -162,23 +176,34 @@ def _qconv_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
         room = x.shape[2 + i] + pads[i] + pads[i + 2] - w.shape[2 + i]
         check(room >= 0, f"kernel {w.shape[2:]} is larger than the padded input")
         out.append(room // strides[i] + 1)
-    return [TensorType((x.shape[0], w.shape[0], *out), "int8")]
+    shape = (x.shape[0], w.shape[0], *out)
+    mult_r = attr_int(attrs, "mult_r")
+    check(INT32_MIN <= mult_r <= INT32_MAX, f"mult_r {mult_r} does not fit int32")
+    if len(values) == 5:
+        _check_int8(values[4], "residual")
+        res = values[4]
+        check(res.shape == shape, f"residual {res.name} has shape {res.shape}, the output {shape}")
+    return [TensorType(shape, "int8")]
 
 
 def _qconv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
-    x, w, bias, mult = xs
+    x, w, bias, mult = xs[:4]
     acc = conv_acc(x, w, attr_ints(attrs, "strides"), attr_ints(attrs, "pads"), attr_int(attrs, "group"))
-    return [requantize(acc, bias, mult, *_epilogue_args(attrs))]
+    residual = xs[4] if len(xs) == 5 else None
+    mult_r = attr_int(attrs, "mult_r")
+    return [requantize(acc, bias, mult, *_epilogue_args(attrs), residual=residual, mult_r=mult_r)]
 
 
 register(
     OpDef(
         "QConv",
-        (4, 4),
+        (4, 5),
         _qconv_rule,
         _qconv,
-        "int8 convolution (any group count) + per-channel int32 bias, multiplier, rounding shift, clip",
-        {"strides": AttrSpec("ints"), "pads": AttrSpec("ints"), "group": AttrSpec("int", 1), **_EPILOGUE},
+        "int8 convolution (any group count) + per-channel int32 bias, multiplier, [+ residual * mult_r], "
+        "rounding shift, clip",
+        {"strides": AttrSpec("ints"), "pads": AttrSpec("ints"), "group": AttrSpec("int", 1),
+         "mult_r": AttrSpec("int", 0), **_EPILOGUE},
         foldable=False,
     )
 )

@@ -14,6 +14,11 @@ from compiler.ops import Epilogue
     ({"clip": (5, 4)}, r"epilogue clip \(5, 4\): low is above high"),
     ({"multiplier": 3, "channel_multiplier": True},
      "epilogue takes one multiplier: an immediate or a per-channel vector, not both"),
+    ({"scaled_bias": True}, "epilogue scaled_bias needs a bias and a multiplier"),
+    ({"scaled_bias": True, "bias": False, "multiplier": 3},
+     "epilogue scaled_bias needs a bias and a multiplier"),
+    ({"scaled_bias": True, "multiplier": 3, "round": True},
+     "epilogue scaled_bias carries the rounding in the bias: round must be off"),
 ])  # fmt: skip
 def test_bad_epilogues(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -40,3 +45,42 @@ def test_a_rounding_constant_beyond_the_immediate_is_a_vector():
     ep = Epilogue(bias=False, channel_multiplier=True, round=True, shift=23)
     assert ep.vectors == ("mult", "round") and ep.alu_ops == 1 + 1 + 1 + 2
     assert (ep.vector_values("round", 3) == 1 << 22).all()
+
+
+def test_scaled_bias_saves_the_rounding_step_and_gives_the_same_int8():
+    """acc * m + (b * m + r) is (acc + b) * m + r modulo 2**32, wraps included."""
+    plain = Epilogue(bias=True, channel_multiplier=True, round=True, shift=18, clip=(-128, 127))
+    scaled = Epilogue(bias=True, channel_multiplier=True, shift=18, clip=(-128, 127), scaled_bias=True)
+    assert scaled.alu_ops == plain.alu_ops - 1 and scaled.vectors == ("bias", "mult")
+    rng = np.random.default_rng(7)
+    acc = rng.integers(-(2**31), 2**31, (64, 32))
+    acc[:32] //= 1 << 22  # half of them small enough not to wrap or saturate
+    bias = rng.integers(-(2**10), 2**10, (1, 32))
+    mult = rng.integers(-(2**14), 2**14, (1, 32))
+    expect = plain.apply(acc, {"bias": bias, "mult": mult})
+    got = scaled.apply(acc, {"bias": scaled.scale_bias(bias, mult), "mult": mult})
+    np.testing.assert_array_equal(got, expect)
+    assert len(np.unique(expect)) > 40  # not all saturated
+
+
+def test_scale_bias_by_hand():
+    ep = Epilogue(bias=True, multiplier=3, shift=4, scaled_bias=True)
+    # 5 * 3 + 8 = 23; (2**30) * 3 + 8 wraps to 2**30 - 2**31 ... = -1073741816
+    np.testing.assert_array_equal(ep.scale_bias(np.array([5, 2**30]), 3), [23, 3 * 2**30 + 8 - 2**32])
+    assert Epilogue(bias=True, multiplier=3, shift=0, scaled_bias=True).scale_bias(np.array([5]), 3)[0] == 15
+
+
+def test_residual_by_hand():
+    ep = Epilogue(bias=True, multiplier=2, shift=2, round=True, clip=(-128, 127), residual=3)
+    assert ep.alu_ops == 1 + 1 + 1 + 1 + 2 + 2 and ep.vectors == ("bias",)
+    # ((10 + 1) * 2 + 4 * 3 + 2) >> 2 = 36 >> 2 = 9;  ((-10 + 1) * 2 + (-4) * 3 + 2) >> 2 = -28 >> 2 = -7
+    got = ep.apply(np.array([10, -10]), {"bias": np.array([1, 1])}, np.array([4, -4], np.int8))
+    np.testing.assert_array_equal(got, [9, -7])
+
+
+def test_a_residual_multiplier_beyond_the_immediate_is_a_vector():
+    assert Epilogue(residual=1).residual_ops == 1  # added, not multiplied
+    assert Epilogue(residual=32767).vectors == ("bias",)
+    ep = Epilogue(residual=-32768)
+    assert ep.residual_vector and ep.vectors == ("bias", "rmult") and ep.residual_ops == 2
+    assert (ep.vector_values("rmult", 2) == -32768).all()

@@ -36,7 +36,13 @@ def conv_cases(draw):  # type: ignore[no-untyped-def]
                                Epilogue(multiplier=3, shift=6, round=True, clip=(-100, 100)),
                                Epilogue(channel_multiplier=True, shift=14, round=True,
                                         clip=(-128, 127)),
-                               Epilogue(channel_multiplier=True, shift=22, round=True)]))  # fmt: skip
+                               Epilogue(channel_multiplier=True, shift=22, round=True),
+                               Epilogue(channel_multiplier=True, shift=17, scaled_bias=True),
+                               Epilogue(channel_multiplier=True, shift=17, scaled_bias=True,
+                                        residual=-3000, clip=(0, 127)),
+                               Epilogue(channel_multiplier=True, shift=24, scaled_bias=True,
+                                        residual=90000),
+                               Epilogue(residual=1, shift=4)]))  # fmt: skip
     spec = Conv2dSpec(t.batch * draw(st.integers(1, 2)), c, h, w, k, kernel, stride, pad, ep)
     return Conv2d(spec, t), draw(st.integers(0, 2**16)), draw(st.integers(0, 10**6))
 

@@ -15,6 +15,7 @@ from compiler.graph.builder import append
 from compiler.graph.interp import run_graph
 from compiler.graph.ir import Graph
 from compiler.graph.verify import verify
+from compiler.quant.fuse_residual import fuse_residual_adds
 from compiler.runtime.model import CompiledModel
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
@@ -86,7 +87,7 @@ def test_quantized_graph_on_the_accelerator_equals_the_integer_reference(name):
     rng = np.random.default_rng(7)
     g = _quantized_graph(rng)
     cfg = PRESETS[name]
-    model = CompiledModel.compile(g, AcceleratorTarget(cfg))
+    model = CompiledModel.compile(g, AcceleratorTarget(cfg), offload_shallow=True)  # c1 reads 5 channels
     where = {s.node.op + ("-dw" if s.node.op == "QConv" and s.node.int_attr("group") > 1 else ""): s.where
              for s in model.steps}  # fmt: skip
     assert where == {"Quantize": "host", "QConv": "accel", "QAdd": "accel", "QConv-dw": "host",
@@ -107,6 +108,35 @@ def test_quantized_graph_on_the_accelerator_equals_the_integer_reference(name):
     accel = [r for r in timed.steps if r.where == "accel"]
     assert all(r.cycles and r.gemm_uops is not None for r in accel)
     assert timed.cycles == sum(r.cycles or 0 for r in accel)
+
+
+def test_a_shallow_convolution_stays_on_the_host_unless_offloaded():
+    """c1 reads 5 channels: at most half of vta's 16-channel block, more than half of tiny's 8."""
+    g = _quantized_graph(np.random.default_rng(7))
+    placed = {}
+    for name, offload_shallow in (("vta", False), ("vta", True), ("tiny", False)):
+        model = CompiledModel.compile(g, AcceleratorTarget(PRESETS[name]), offload_shallow=offload_shallow)
+        placed[name, offload_shallow] = {s.node.outputs[0]: s.where for s in model.steps}
+        x = np.random.default_rng(1).standard_normal((1, 5, 8, 8)).astype(np.float32)
+        result = model.run({"x": x}, make_backend("fsim", PRESETS[name]))
+        np.testing.assert_array_equal(result.outputs["logits"], run_graph(g, {"x": x})["logits"])
+    assert placed["vta", False]["c1"] == "host" and placed["vta", False]["c2"] == "accel"
+    assert placed["vta", True]["c1"] == placed["tiny", False]["c1"] == "accel"
+
+
+@pytest.mark.parametrize("name", ["tiny", "vta"])
+def test_a_fused_residual_runs_in_the_convolution_exactly(name):
+    g = fuse_residual_adds(_quantized_graph(np.random.default_rng(7)))
+    (fused,) = [n for n in g.nodes if n.op == "QConv" and len(n.inputs) == 5]
+    assert fused.outputs == ("r",) and "QAdd" not in {n.op for n in g.nodes}
+    cfg = PRESETS[name]
+    model = CompiledModel.compile(g, AcceleratorTarget(cfg), offload_shallow=True)
+    assert {s.node.name: s.where for s in model.steps}[fused.name] == "accel"
+    assert model.unpacked == {"r", "logits_q"}  # c1 reaches the fused conv packed, as its residual
+    for seed in range(2):
+        x = np.random.default_rng(seed).standard_normal((1, 5, 8, 8)).astype(np.float32)
+        result = model.run({"x": x}, make_backend("fsim", cfg))
+        np.testing.assert_array_equal(result.outputs["logits"], run_graph(g, {"x": x})["logits"])
 
 
 def test_a_scalar_operand_runs_on_the_native_kernel():
