@@ -11,9 +11,13 @@ import numpy as np
 
 from compiler.errors import ScheduleError
 from compiler.te import expr as E
+from compiler.te.tensor import compute
 from hw import isa
 
 IMM_MAX = (1 << (isa.ALU_IMM_BITS - 1)) - 1  # the largest ALU immediate
+# A precise epilogue's stages, in order, and its per-channel inputs besides the bias.
+PRECISE_STAGES = ("clamped", "low", "high", "epi")
+PRECISE_VECTORS = ("clamp_lo", "clamp_hi", "mult_lo", "mult_hi")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,16 @@ class Epilogue:
     times this multiplier, added after the multiplier and the bias and before the rounding; the
     operator loads it into acc and scales it there.  A multiplier beyond the 16-bit immediate is
     a vector input `rmult` (every element that multiplier).
+
+    `split` k > 0: the precise requantization of the quantized-graph contract (see
+    compiler.graph.opdefs.qops), t = clamp(acc + bias, clamp_lo, clamp_hi), then t * m with m =
+    mult_hi * 2**k + mult_lo in 32-bit steps, y = (t * mult_hi + ((t * mult_lo) >> k) +
+    2**(shift - k - 1)) >> (shift - k) (equal to (t * m + 2**(shift - 1)) >> shift when no step
+    wraps).  It takes four ALU stages over acc (`PRECISE_STAGES`): `clamped` in place over the
+    accumulator (ADD, MAX, MIN), `low` and `high` each a copy of it (cleared, added) scaled in
+    its own tile, and `epi` in place over `high` (ADD low, ADD rounding, SHR, and the clip if
+    any); so three accumulator tiles live at once.  Needs `bias`, `channel_multiplier` and
+    `round`; takes no immediate multiplier, scaled bias or residual.
     """
 
     bias: bool = True
@@ -45,8 +59,10 @@ class Epilogue:
     channel_multiplier: bool = False
     scaled_bias: bool = False
     residual: int | None = None
+    split: int = 0
 
     def __post_init__(self) -> None:
+        self._check_split()
         if self.multiplier is not None and self.channel_multiplier:
             raise ValueError("epilogue takes one multiplier: an immediate or a per-channel vector, not both")
         if self.scaled_bias and not (self.bias and self.scaled):
@@ -58,6 +74,18 @@ class Epilogue:
         if self.clip is not None and self.clip[0] > self.clip[1]:
             raise ValueError(f"epilogue clip {self.clip}: low is above high")
 
+    def _check_split(self) -> None:
+        if self.split < 0:
+            raise ValueError(f"epilogue split must be >= 0, not {self.split}")
+        if not self.split:
+            return
+        if not (self.bias and self.channel_multiplier and self.round) or self.scaled_bias \
+                or self.residual is not None or self.multiplier is not None:  # fmt: skip
+            raise ValueError("epilogue split (precise requantization) needs bias, channel_multiplier and "
+                             "round, and takes no scaled_bias, residual or immediate multiplier")  # fmt: skip
+        if self.split >= self.shift:
+            raise ValueError(f"epilogue split {self.split} must be below the shift {self.shift}")
+
     @property
     def scaled(self) -> bool:
         """Whether a multiplier (immediate or per channel) applies."""
@@ -65,6 +93,9 @@ class Epilogue:
 
     @property
     def alu_ops(self) -> int:
+        """ALU instructions per output element (the copies of a precise epilogue included)."""
+        if self.split:  # clamped 3, low 2 + 2, high 2 + 1, epi 3 (+ clip)
+            return 13 + 2 * int(self.clip is not None)
         return (int(self.bias) + int(self.multiplier is not None) + int(self.channel_multiplier)
                 + int(self.round and self.shift > 0) + int(self.shift > 0)
                 + 2 * int(self.clip is not None) + self.residual_ops)  # fmt: skip
@@ -80,25 +111,39 @@ class Epilogue:
         return self.residual is not None and abs(self.residual) > IMM_MAX
 
     @property
+    def acc_tiles(self) -> int:
+        """Accumulator tiles the epilogue keeps at once: 3 for a precise one (t, low, high), else 1."""
+        return 3 if self.split else 1
+
+    @property
+    def rounding(self) -> int:
+        """The rounding constant: 2**(shift - 1), or 2**(shift - split - 1) for a precise epilogue."""
+        return 1 << (self.shift - self.split - 1) if self.round and self.shift > 0 else 0
+
+    @property
     def round_vector(self) -> bool:
-        """Whether the rounding constant 2**(shift - 1) is beyond the ALU's 16-bit immediate, so
-        it is added as a vector operand (an input `round`, every element that constant)."""
-        return self.round and self.shift > 0 and (1 << (self.shift - 1)) > IMM_MAX
+        """Whether the rounding constant is beyond the ALU's 16-bit immediate, so it is added as
+        a vector operand (an input `round`, every element that constant)."""
+        return self.rounding > IMM_MAX
 
     @property
     def vectors(self) -> tuple[str, ...]:
         """The per-output-channel int32 inputs, in the order they are applied."""
+        if self.split:
+            return ("bias", *PRECISE_VECTORS, *("round",) * self.round_vector)
         return (("bias",) * self.bias + ("mult",) * self.channel_multiplier + ("round",) * self.round_vector
                 + ("rmult",) * self.residual_vector)  # fmt: skip
 
     def vector_values(self, name: str, channels: int, rng: np.random.Generator | None = None) -> np.ndarray:
         """Values of vector input `name`: the rounding constant, or seeded test values."""
         if name == "round":
-            return np.full(channels, 1 << (self.shift - 1), np.int64)
+            return np.full(channels, self.rounding, np.int64)
         if name == "rmult":
             return np.full(channels, self.residual, np.int64)
         assert rng is not None, f"{name} needs values from the caller or an rng"
-        low, high = {"bias": (-(1 << 16), 1 << 16), "mult": (-(1 << 10), 1 << 10)}[name]
+        low, high = {"bias": (-(1 << 16), 1 << 16), "mult": (-(1 << 10), 1 << 10),
+                     "clamp_lo": (-(1 << 17), 1 << 10), "clamp_hi": (-(1 << 10), 1 << 17),
+                     "mult_lo": (0, 1 << self.split), "mult_hi": (0, 1 << 10)}[name]  # fmt: skip
         return rng.integers(low, high, channels)
 
     def scaled_residual(self, res: E.Expr, vectors: Mapping[str, E.Expr], acc_dtype: str) -> E.Expr:
@@ -108,6 +153,21 @@ class Epilogue:
         if self.residual == 1:
             return x
         return x * (vectors["rmult"] if self.residual_vector else self.residual)
+
+    def precise_expr(self, stage: str, loads: Mapping[str, E.Expr], vectors: Mapping[str, E.Expr]) -> E.Expr:
+        """One element of precise stage `stage` (see `PRECISE_STAGES`); `loads` holds this
+        element of the accumulator (`acc`) and of the stages before it."""
+        if stage == "clamped":
+            x = loads["acc"] + vectors["bias"]
+            return E.minimum(E.maximum(x, vectors["clamp_lo"]), vectors["clamp_hi"])
+        if stage == "low":
+            return (loads["clamped"] * vectors["mult_lo"]) >> self.split
+        if stage == "high":
+            return loads["clamped"] * vectors["mult_hi"]
+        assert stage == "epi", f"no precise stage {stage}"
+        x = (loads["high"] + loads["low"]) + (vectors["round"] if self.round_vector else self.rounding)
+        x = x >> (self.shift - self.split)
+        return x if self.clip is None else E.minimum(E.maximum(x, self.clip[0]), self.clip[1])
 
     def expr(self, acc: E.Expr, vectors: Mapping[str, E.Expr], residual: E.Expr | None = None) -> E.Expr:
         """The epilogue applied to one accumulator value, in the TE language; `vectors` holds
@@ -139,6 +199,8 @@ class Epilogue:
         `vectors` broadcast against `acc`, `residual` (int8) has its shape."""
         x = acc.astype(np.int64)
         wrap = wrap32
+        if self.split:
+            return self._apply_precise(x, vectors)
         if self.bias and not self.scaled_bias:
             x = wrap(x + vectors["bias"])
         if self.multiplier is not None:
@@ -158,6 +220,22 @@ class Epilogue:
             x = np.clip(x, *self.clip)
         return x.astype(np.int32).astype(np.int8)
 
+    def _apply_precise(self, acc: np.ndarray, vectors: Mapping[str, np.ndarray]) -> np.ndarray:
+        """`apply` of a precise epilogue: each ALU step of `PRECISE_STAGES`, wrapping at 32 bits."""
+        v = {name: np.asarray(vectors[name], np.int64) for name in ("bias", *PRECISE_VECTORS)}
+        t = np.clip(wrap32(acc + v["bias"]), v["clamp_lo"], v["clamp_hi"])
+        low = wrap32(t * v["mult_lo"]) >> self.split
+        high = wrap32(t * v["mult_hi"])
+        x = wrap32(wrap32(high + low) + self.rounding) >> (self.shift - self.split)
+        if self.clip is not None:
+            x = np.clip(x, *self.clip)
+        return x.astype(np.int32).astype(np.int8)
+
+    def split_mult(self, mult: np.ndarray) -> dict[str, np.ndarray]:
+        """A precise epilogue's `mult_hi` and `mult_lo` inputs for multipliers `mult` (> 0)."""
+        m = np.asarray(mult, np.int64)
+        return {"mult_hi": m >> self.split, "mult_lo": m & ((1 << self.split) - 1)}
+
     def scale_bias(self, bias: np.ndarray, mult: np.ndarray | int) -> np.ndarray:
         """The `scaled_bias` input for an unscaled bias: bias * mult + 2**(shift - 1), wrapped to
         32 bits (the rounding constant only where the epilogue shifts)."""
@@ -166,6 +244,27 @@ class Epilogue:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def precise_tensors(ep: Epilogue, shape: tuple[int, ...], acc: Any, vec: Mapping[str, Any],
+                    channel: Callable[[tuple[Any, ...]], tuple[Any, ...]]) -> Any:  # fmt: skip
+    """The TE stages of a precise epilogue over accumulator tensor `acc`; `channel` maps an
+    output index to the index of the per-channel vectors `vec`.  Returns the `epi` tensor."""
+    done: dict[str, Any] = {"acc": acc}
+
+    def body(stage: str, ready: dict[str, Any]) -> Callable[..., E.Expr]:
+        return lambda *i: ep.precise_expr(stage, {name: t[i] for name, t in ready.items()},
+                                          {v: vec[v][channel(i)] for v in vec})  # fmt: skip
+
+    for stage in PRECISE_STAGES:
+        done[stage] = compute(shape, body(stage, dict(done)), stage)
+    return done["epi"]
+
+
+def precise_readers(ep: Epilogue) -> dict[str, str]:
+    """The stage of a precise epilogue that reads each of its vectors."""
+    return {"bias": "clamped", "clamp_lo": "clamped", "clamp_hi": "clamped", "mult_lo": "low",
+            "mult_hi": "high", "round": "epi"}  # fmt: skip
 
 
 def random_vectors(ep: Epilogue, rng: np.random.Generator, channels: int) -> dict[str, np.ndarray]:

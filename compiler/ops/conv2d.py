@@ -14,7 +14,17 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import Epilogue, check_knobs, default_point, divisors, grid, random_vectors
+from compiler.ops.common import (
+    PRECISE_STAGES,
+    Epilogue,
+    check_knobs,
+    default_point,
+    divisors,
+    grid,
+    precise_readers,
+    precise_tensors,
+    random_vectors,
+)
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -160,7 +170,10 @@ class Conv2d:
                 r = None if res is None else E.cast(acc, res[n, o, y, x, bi, oi])
                 return ep.expr(conv[n, o, y, x, bi, oi], {v: vec[v][o, bi, oi] for v in vec}, r)
 
-            result = compute(shape, epilogue, "epi")
+            if ep.split:
+                result = precise_tensors(ep, shape, conv, vec, lambda i: (i[1], i[4], i[5]))
+            else:
+                result = compute(shape, epilogue, "epi")
         out["out"] = compute(
             shape, lambda n, o, y, x, bi, oi: E.cast(t.out_dtype, result[n, o, y, x, bi, oi]), "out")
         return out
@@ -182,7 +195,8 @@ class Conv2d:
         s = self.spec
         in_h, in_w = self._in_rows(k.tile_h), (k.tile_w - 1) * s.stride + s.kernel
         vectors = self.kb * len(s.epilogue.vectors)
-        tiles = 1 + int(s.epilogue.residual is not None)  # the accumulators (and the residual)
+        # the accumulators (and the residual, or a precise epilogue's copies)
+        tiles = s.epilogue.acc_tiles + int(s.epilogue.residual is not None)
         return {
             "inp": k.threads * k.tile_b * k.tile_ic * in_h * in_w,
             "wgt": k.threads * k.tile_oc * k.tile_ic * s.kernel * s.kernel,
@@ -241,10 +255,14 @@ class Conv2d:
         s.set_scope(inp, "inp")
         wgt = s.cache_read("kernel", "wgt", ["conv"])
         s.set_scope("conv", "acc")
+        ep = s_.epilogue
+        epi_stages = [st for st in PRECISE_STAGES if st in s.stages] if ep.split else ["epi"] * has_epi
+        readers = precise_readers(ep) if ep.split else {"rmult": "res_scaled"}
+        for stage in epi_stages:
+            s.set_scope(stage, "acc")
         if has_epi:
-            s.set_scope("epi", "acc")
-            for v in s_.epilogue.vectors:
-                s.cache_read(v, "acc", ["res_scaled" if v == "rmult" else "epi"])
+            for v in ep.vectors:
+                s.cache_read(v, "acc", [readers.get(v, "epi")])
                 s.pragma(f"{v}.acc", "i0", "dma_copy")
         s.split("out", "n", k.tile_b)
         s.split("out", "o", k.tile_oc)
@@ -253,14 +271,14 @@ class Conv2d:
         s.virtual_thread("out", "o.o", k.oc_threads)
         s.virtual_thread("out", "y.o", k.h_threads)
         s.reorder("out", "o.o.vt", "y.o.vt", "n.o", "o.o.vi", "y.o.vi", "x.o", "n.i", "o.i", "y.i", "x.i")
-        for stage in ("conv", "epi") if has_epi else ("conv",):
+        for stage in ("conv", *epi_stages):
             s.compute_at(stage, "out", "x.o")
         if "res" in ts:
             self._schedule_residual(s)
         store_at = "o.i" if k.tile_w == s_.out_width else "y.i"
         s.pragma("out", store_at, "dma_copy")
-        if has_epi:
-            s.pragma("epi", "n", "alu")
+        for stage in epi_stages:
+            s.pragma(stage, "i0" if ep.split else "n", "alu")
         s.split("conv", "ic", k.tile_ic)
         s.reorder("conv", "ic.o", "n", "o", "y", "x", "ic.i", "ry", "rx", "bi", "oi", "ii")
         s.tensorize("conv", "bi")

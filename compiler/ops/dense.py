@@ -12,7 +12,17 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import Epilogue, check_knobs, default_point, divisors, grid, random_vectors
+from compiler.ops.common import (
+    PRECISE_STAGES,
+    Epilogue,
+    check_knobs,
+    default_point,
+    divisors,
+    grid,
+    precise_readers,
+    precise_tensors,
+    random_vectors,
+)
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -80,8 +90,11 @@ class Dense:
         if ep.alu_ops:
             vec = {v: placeholder((self.nb, t.batch, t.block_out), acc, v) for v in ep.vectors}
             out.update(vec)
-            result = compute(shape, lambda m, n, bi, oi: ep.expr(
-                gemm[m, n, bi, oi], {v: vec[v][n, bi, oi] for v in vec}), "epi")  # fmt: skip
+            if ep.split:
+                result = precise_tensors(ep, shape, gemm, vec, lambda i: (i[1], i[2], i[3]))
+            else:
+                result = compute(shape, lambda m, n, bi, oi: ep.expr(
+                    gemm[m, n, bi, oi], {v: vec[v][n, bi, oi] for v in vec}), "epi")  # fmt: skip
         out["out"] = compute(shape, lambda m, n, bi, oi: E.cast(t.out_dtype, result[m, n, bi, oi]), "out")
         return out
 
@@ -95,7 +108,7 @@ class Dense:
     def footprint(self, k: DenseKnobs) -> dict[str, int]:
         vectors = self.nb * len(self.spec.epilogue.vectors)
         return {"inp": k.threads * k.tile_m * k.tile_k, "wgt": k.threads * k.tile_n * k.tile_k,
-                "acc": k.threads * k.tile_m * k.tile_n + vectors}  # fmt: skip
+                "acc": k.threads * k.tile_m * k.tile_n * self.spec.epilogue.acc_tiles + vectors}  # fmt: skip
 
     def fits(self, k: DenseKnobs) -> bool:
         if self.nb % (k.tile_n * k.n_threads) or self.mb % (k.tile_m * k.m_threads):
@@ -129,24 +142,28 @@ class Dense:
         ts = self.tensors()
         s = Schedule(ts["out"])
         has_epi = "epi" in s.stages
+        ep = self.spec.epilogue
+        epi_stages = [st for st in PRECISE_STAGES if st in s.stages] if ep.split else ["epi"] * has_epi
+        readers = precise_readers(ep) if ep.split else {}
         s.cache_read("data", "inp", ["gemm"])
         s.cache_read("weight", "wgt", ["gemm"])
         s.set_scope("gemm", "acc")
+        for stage in epi_stages:
+            s.set_scope(stage, "acc")
         if has_epi:
-            s.set_scope("epi", "acc")
-            for v in self.spec.epilogue.vectors:
-                s.cache_read(v, "acc", ["epi"])
+            for v in ep.vectors:
+                s.cache_read(v, "acc", [readers.get(v, "epi")])
                 s.pragma(f"{v}.acc", "i0", "dma_copy")
         s.split("out", "m", k.tile_m)
         s.split("out", "n", k.tile_n)
         s.virtual_thread("out", "n.o", k.n_threads)
         s.virtual_thread("out", "m.o", k.m_threads)
         s.reorder("out", "n.o.vt", "m.o.vt", "m.o.vi", "n.o.vi", "m.i", "n.i")
-        for stage in ("gemm", "epi") if has_epi else ("gemm",):
+        for stage in ("gemm", *epi_stages):
             s.compute_at(stage, "out", "n.o.vi")
         s.pragma("out", "m.i", "dma_copy")
-        if has_epi:
-            s.pragma("epi", "m", "alu")
+        for stage in epi_stages:
+            s.pragma(stage, "i0" if ep.split else "m", "alu")
         s.split("gemm", "ko", k.tile_k)
         s.reorder("gemm", "ko.o", "m", "n", "ko.i", "bi", "oi", "ki")
         s.tensorize("gemm", "bi")

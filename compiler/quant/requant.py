@@ -19,6 +19,13 @@ never more than the worst case: inputs may exceed anything calibration saw by a 
 HEADROOM before a value can wrap. Without calibration data (a QDQ file imported as it is) the
 bound is the accumulator that makes a pre-clip output of `OUT_RANGE` steps, i.e. outputs up to
 OUT_RANGE / 128 times past saturation never wrap.
+
+**The precise rule** (`precise_requant`, for QDQ imports: the contract's precise mode). The
+bound above costs the multiplier 6-10 bits when no calibration data is given. Instead,
+t = acc + bias is clamped per channel to [clamp_lo, clamp_hi], the first and last t whose
+output is not yet saturated (beyond them the output is clip_lo or clip_hi anyway), so |t| is at
+most about 128 / ratio and the multiply can take shift 31; it runs as a two-part multiply in
+32-bit steps (split k), exact for every t. Multipliers keep 30-31 bits.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.graph.opdefs.qops import IMM_MAX, INT8_MAX, INT32_MAX, SHIFT_MAX
+from compiler.graph.opdefs.qops import IMM_MAX, INT8_MAX, INT32_MAX, INT32_MIN, SHIFT_MAX, precise_checks
 from compiler.quant.errors import QuantizationError
 
 HEADROOM = 4.0
@@ -134,3 +141,49 @@ def accumulator_bounds(
     else:
         likely = HEADROOM * np.asarray(observed, np.float64)
     return np.minimum(worst.astype(np.float64), np.ceil(likely))
+
+
+@dataclass(frozen=True)
+class PreciseRequant:
+    """A precise requantization (the contract's `split` mode): int32 multipliers, one shift and
+    split, and the int32 clamp bounds of acc + bias per channel."""
+
+    mult: np.ndarray
+    shift: int
+    split: int
+    clamp_lo: np.ndarray
+    clamp_hi: np.ndarray
+
+
+def saturation_bounds(mult: np.ndarray, shift: int, clip: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel the first t whose output (t * mult + 2**(shift - 1)) >> shift reaches clip[0]
+    and the last that stays within clip[1] (mult > 0), within int32."""
+    m = np.asarray(mult, np.int64)
+    half = 1 << (shift - 1)
+    low = -((half - (clip[0] << shift)) // m)  # ceil((lo * 2**s - half) / m)
+    high = (((clip[1] + 1) << shift) - half - 1) // m
+    return np.clip(low, INT32_MIN, INT32_MAX), np.clip(high, INT32_MIN, INT32_MAX)
+
+
+def precise_requant(reals: np.ndarray, clip: tuple[int, int], where: str) -> PreciseRequant:
+    """The precise requantization of per-channel ratios `reals` (> 0) with output clip `clip`:
+    the largest shift whose multipliers fit int32, clamped at the saturation points so that
+    clamping changes no output, with the largest split that keeps every 32-bit step exact."""
+    reals = np.asarray(reals, np.float64)
+    if not (reals > 0).all():
+        raise QuantizationError(f"{where}: precise requantization needs positive scale ratios")
+    for shift in range(SHIFT_MAX, 1, -1):
+        mult = np.rint(reals * float(1 << shift)).astype(np.int64)
+        if mult.max() > INT32_MAX or mult.min() <= 0:
+            continue
+        low, high = saturation_bounds(mult, shift, clip)
+        out = [(t * mult + (1 << (shift - 1))) >> shift for t in (low, high)]
+        # where the ratio exceeds 1 an output can step over clip[0] or clip[1]: clamping would change it
+        exact = ((out[0] == clip[0]) | (low == INT32_MIN)) & ((out[1] == clip[1]) | (high == INT32_MAX))
+        if not exact.all():
+            continue
+        for split in range(shift - 1, 0, -1):
+            if precise_checks(mult, low, high, shift, split, clip) is None:
+                return PreciseRequant(mult.astype(np.int32), shift, split, low.astype(np.int32),
+                                      high.astype(np.int32))  # fmt: skip
+    raise QuantizationError(f"{where}: scale ratios {reals.max():.3g} have no precise requantization")

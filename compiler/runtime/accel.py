@@ -93,18 +93,35 @@ def _one(result: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray:
     return result
 
 
-def _vectors(op: Any, ep: Epilogue, bias: np.ndarray, mult: np.ndarray) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class Precise:
+    """A QConv/QGemm's precise requantization (attribute `split`, inputs clamp_lo, clamp_hi)."""
+
+    split: int
+    clamp_lo: np.ndarray
+    clamp_hi: np.ndarray
+
+
+def _vectors(op: Any, ep: Epilogue, bias: np.ndarray, mult: np.ndarray,
+             precise: Precise | None = None) -> dict[str, np.ndarray]:  # fmt: skip
     """The requantization's per-channel inputs, packed: the multiplier, the bias scaled by it
     with the rounding folded in (see `requant_epilogue`), and a residual's multiplier when it is
-    not an immediate."""
-    given = {"bias": ep.scale_bias(bias, mult), "mult": mult}
+    not an immediate; for a precise one the bias, the clamp bounds and the two multiplier parts."""
+    given: dict[str, np.ndarray] = {"bias": ep.scale_bias(bias, mult), "mult": mult}
+    if precise is not None:
+        given = {"bias": bias, "clamp_lo": precise.clamp_lo, "clamp_hi": precise.clamp_hi,
+                 **ep.split_mult(mult)}  # fmt: skip
     return {v: op.pack_bias(given[v] if v in given else ep.vector_values(v, len(mult))) for v in ep.vectors}
 
 
-def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, residual: int | None = None) -> Epilogue:
+def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, residual: int | None = None,
+                     split: int = 0) -> Epilogue:  # fmt: skip
     """The quantized ops' requantization, clip(((acc + bias) * mult [+ res * residual] +
     2**(shift-1)) >> shift), as acc * mult + (bias * mult + 2**(shift-1)) [+ res * residual]: the
-    same int32 modulo 2**32, with one ALU instruction fewer."""
+    same int32 modulo 2**32, with one ALU instruction fewer.  With `split` > 0 the precise one,
+    without the final clip: the contract's checks put every output within the clip already."""
+    if split:
+        return Epilogue(bias=True, shift=shift, clip=None, channel_multiplier=True, round=True, split=split)
     return Epilogue(bias=True, shift=shift, clip=(clip_lo, clip_hi), channel_multiplier=True,
                     scaled_bias=True, residual=residual)  # fmt: skip
 
@@ -112,9 +129,10 @@ def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, residual: int | Non
 def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], weight: np.ndarray,
               bias: np.ndarray, mult: np.ndarray, *, strides: tuple[int, ...], pads: tuple[int, ...],
               shift: int, clip: tuple[int, int], residual: int | None = None,
-              knobs_for: KnobsFor | None = None) -> AccelStep:  # fmt: skip
+              knobs_for: KnobsFor | None = None, precise: Precise | None = None) -> AccelStep:  # fmt: skip
     """A QConv with one group, a square kernel, equal strides and symmetric padding; with
-    `residual` (its multiplier), the step's second activation is added in the epilogue."""
+    `residual` (its multiplier), the step's second activation is added in the epilogue; with
+    `precise`, the precise requantization."""
     n, c, h, w = x_shape
     k, c_w, r, s = weight.shape
     if c_w != c or r != s or len(set(strides)) != 1 or len(set(pads)) != 1:
@@ -123,9 +141,10 @@ def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], we
                             f"pads {pads}, {c // c_w} groups)")  # fmt: skip
     if n % target.batch:
         raise ScheduleError(f"{name}: batch {n} is not a multiple of the core's batch {target.batch}")
-    spec = Conv2dSpec(n, c, h, w, k, r, strides[0], pads[0], requant_epilogue(shift, *clip, residual))
+    split = precise.split if precise else 0
+    spec = Conv2dSpec(n, c, h, w, k, r, strides[0], pads[0], requant_epilogue(shift, *clip, residual, split))
     op = Conv2d(spec, target)
-    consts = {"kernel": op.pack_kernel(weight), **_vectors(op, spec.epilogue, bias, mult)}
+    consts = {"kernel": op.pack_kernel(weight), **_vectors(op, spec.epilogue, bias, mult, precise)}
     compiled = compile_op(op, knobs=knobs_for(op) if knobs_for else None)
     out_shape = (n, k, spec.out_height, spec.out_width)
     fused = residual is not None
@@ -135,15 +154,16 @@ def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], we
 
 def dense_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], weight: np.ndarray,
                bias: np.ndarray, mult: np.ndarray, *, shift: int, clip: tuple[int, int],
-               knobs_for: KnobsFor | None = None) -> AccelStep:  # fmt: skip
+               knobs_for: KnobsFor | None = None, precise: Precise | None = None) -> AccelStep:  # fmt: skip
     m, k = x_shape
     n, k_w = weight.shape
     if k_w != k:
         raise ScheduleError(f"{name}: weight is {weight.shape}, input has {k} features")
     if m % target.batch:
         raise ScheduleError(f"{name}: {m} rows are not a multiple of the core's batch {target.batch}")
-    op = Dense(DenseSpec(m, k, n, requant_epilogue(shift, *clip)), target)
-    consts = {"weight": op.pack_weight(weight), **_vectors(op, op.spec.epilogue, bias, mult)}
+    epilogue = requant_epilogue(shift, *clip, split=precise.split if precise else 0)
+    op = Dense(DenseSpec(m, k, n, epilogue), target)
+    consts = {"weight": op.pack_weight(weight), **_vectors(op, op.spec.epilogue, bias, mult, precise)}
     compiled = compile_op(op, knobs=knobs_for(op) if knobs_for else None)
     return AccelStep(name, op, compiled, consts, ("data",), (m, n), {"macs": m * k * n}, (2,))
 

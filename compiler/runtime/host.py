@@ -129,8 +129,13 @@ def _epilogue(node: Node) -> dict[str, Any]:
             "clip_hi": node.int_attr("clip_hi")}  # fmt: skip
 
 
+def _precise(node: Node) -> bool:
+    """Whether the node requantizes precisely (attribute `split`): no host kernel does that yet."""
+    return "split" in node.attrs and node.int_attr("split") > 0
+
+
 def _qconv(graph: Graph, node: Node) -> Spec:
-    if len(node.inputs) > 4:  # a fused residual: no host kernel adds one (the interpreter does)
+    if len(node.inputs) > 4:  # a fused residual or a precise requantization: the interpreter runs it
         return None
     return "qconv2d", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
                        "strides": node.ints_attr("strides"), "pads": node.ints_attr("pads"),
@@ -138,6 +143,8 @@ def _qconv(graph: Graph, node: Node) -> Spec:
 
 
 def _qgemm(graph: Graph, node: Node) -> Spec:
+    if _precise(node):  # the interpreter runs it
+        return None
     return "qgemm", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
                      **_epilogue(node)}, 4  # fmt: skip
 

@@ -30,7 +30,7 @@ from compiler.errors import ScheduleError
 from compiler.graph.interp import evaluate_node, run_graph
 from compiler.graph.ir import Graph, Node
 from compiler.graph.memory import plan_memory
-from compiler.runtime.accel import AccelStep, KnobsFor, Layout, add_step, conv_step, dense_step
+from compiler.runtime.accel import AccelStep, KnobsFor, Layout, Precise, add_step, conv_step, dense_step
 from compiler.target.accel import AcceleratorTarget
 
 _VIEWS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze")
@@ -189,13 +189,14 @@ def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget,
             residual = node.int_attr("mult_r") if len(node.inputs) == 5 else None
             return conv_step(node.name, target, shape, w, b, m, strides=node.ints_attr("strides"),
                              pads=node.ints_attr("pads"), shift=node.int_attr("shift"), clip=clip,
-                             residual=residual, knobs_for=knobs_for)  # fmt: skip
+                             residual=residual, knobs_for=knobs_for,
+                             precise=_precise(graph, node))  # fmt: skip
         if node.op == "QGemm":
             w, b, m = (graph.const_data(x) for x in node.inputs[1:4])
             if w is None or b is None or m is None:
                 return None
             return dense_step(node.name, target, shape, w, b, m, shift=node.int_attr("shift"), clip=clip,
-                              knobs_for=knobs_for)  # fmt: skip
+                              knobs_for=knobs_for, precise=_precise(graph, node))  # fmt: skip
         if node.op == "QAdd" and len(shape) == 4:
             return add_step(node.name, target, shape, mult_a=node.int_attr("mult_a"),
                             mult_b=node.int_attr("mult_b"), shift=node.int_attr("shift"),
@@ -203,6 +204,16 @@ def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget,
     except ScheduleError:
         return None  # not this accelerator's shape: the host runs it
     return None
+
+
+def _precise(graph: Graph, node: Node) -> Precise | None:
+    """A QConv/QGemm's precise requantization parameters (the contract checked them), or None."""
+    split = node.int_attr("split") if "split" in node.attrs else 0
+    if not split:
+        return None
+    lo, hi = (graph.const_data(x) for x in node.inputs[4:6])
+    assert lo is not None and hi is not None, f"{node.name}: clamp bounds must be constants"
+    return Precise(split, lo, hi)
 
 
 def _host_kernel(graph: Graph, node: Node) -> Callable[[list[np.ndarray]], list[np.ndarray]] | None:

@@ -11,6 +11,16 @@ The contract the accelerator implements bit for bit:
 - a QConv may take a fifth input, an int8 `residual` shaped like its output (a residual
   connection fused into the convolution): after the multiply, t = wrap32(t +
   wrap32(residual * mult_r)), then rounding, shift and clip as above;
+- precise requantization (QConv/QGemm with attribute `split` k > 0 and two more int32 constant
+  vectors `clamp_lo`, `clamp_hi`, the inputs after `mult`; no residual): t = wrap32(t +
+  bias[k]); t = clamp(t, clamp_lo[k], clamp_hi[k]); y = clip((t * mult[k] + 2**(shift - 1)) >>
+  shift, clip_lo, clip_hi), computed exactly. The clamp stops t where the output saturates
+  anyway, so the multiplier can keep 31 bits; the accelerator computes the product in 32-bit
+  steps as m = mh * 2**k + ml (mh = mult >> k, ml = mult mod 2**k): y = (t * mh + 2**(shift -
+  k - 1) + ((t * ml) >> k)) >> (shift - k), the same value by floor identities. The checks
+  (`precise_checks`) make that exact: mult > 0, clamp_lo <= clamp_hi, 1 <= k < shift, no step
+  of the 32-bit form leaves int32 for t in [clamp_lo, clamp_hi], and the outputs at both clamp
+  bounds lie within [clip_lo, clip_hi] (so the final clip never changes a value);
 - `out_scale` is informational (the scale the int8 output stands for); nothing evaluates it.
 
 Ops: QConv, QGemm (per-channel bias and multiplier vectors, int32 constants), QAdd (residual
@@ -75,6 +85,69 @@ def requantize(
     return round_shift_clip(t, shift, clip_lo, clip_hi)
 
 
+def precise_requantize(
+    acc: np.ndarray,
+    bias: np.ndarray,
+    mult: np.ndarray,
+    clamp_lo: np.ndarray,
+    clamp_hi: np.ndarray,
+    shift: int,
+    clip_lo: int,
+    clip_hi: int,
+    axis: int = 1,
+) -> np.ndarray:
+    """The precise per-output-channel epilogue (see the module doc): int32 `acc` -> int8,
+    clip((clamp(wrap32(acc + bias), clamp_lo, clamp_hi) * mult + 2**(shift - 1)) >> shift)."""
+    shape = [1] * acc.ndim
+    shape[axis] = -1
+    b, m, lo_t, hi_t = (np.asarray(v, np.int64).reshape(shape) for v in (bias, mult, clamp_lo, clamp_hi))
+    t = np.clip(wrap32(np.asarray(acc, np.int64) + b), lo_t, hi_t)
+    y = (t * m + (1 << (shift - 1))) >> shift
+    return np.clip(y, clip_lo, clip_hi).astype(np.int8)
+
+
+def precise_steps(t: np.ndarray, mult: np.ndarray, shift: int, split: int) -> list[np.ndarray]:
+    """Every intermediate of the 32-bit two-part multiply of `t` (int64, unwrapped), in ALU
+    order: t * mh, (t * ml) >> k, their sum, + 2**(shift - k - 1), and the output (>> shift - k)."""
+    m = np.asarray(mult, np.int64)
+    t = np.asarray(t, np.int64)
+    high, low = t * (m >> split), (t * (m & ((1 << split) - 1))) >> split
+    total = high + low + (1 << (shift - split - 1))
+    return [high, t * (m & ((1 << split) - 1)), high + low, total, total >> shift - split]
+
+
+def precise_checks(
+    mult: np.ndarray,
+    clamp_lo: np.ndarray,
+    clamp_hi: np.ndarray,
+    shift: int,
+    split: int,
+    clip: tuple[int, int],
+) -> str | None:
+    """Why these precise-requantization parameters are not exact in 32-bit steps, or None."""
+    m, lo_t, hi_t = (np.asarray(v, np.int64) for v in (mult, clamp_lo, clamp_hi))
+    if not 1 <= split < shift:
+        return f"split {split} is not in [1, shift {shift})"
+    if (m <= 0).any():
+        return f"precise requantization needs positive multipliers, not {int(m.min())}"
+    if (lo_t > hi_t).any():
+        k = int(np.argmax(lo_t > hi_t))
+        return f"clamp [{int(lo_t[k])}, {int(hi_t[k])}] of channel {k} is not ordered"
+    for t in (lo_t, hi_t):  # every step is monotone in t (mh, ml >= 0): its extremes are at the bounds
+        *steps, out = precise_steps(t, m, shift, split)
+        for step in steps:
+            bad = (step < INT32_MIN) | (step > INT32_MAX)
+            if bad.any():
+                k = int(np.argmax(bad))
+                return (f"channel {k}: the 32-bit multiply of t = {int(t[k])} by {int(m[k])} wraps "
+                        f"(split {split})")  # fmt: skip
+        bad = (out < clip[0]) | (out > clip[1])
+        if bad.any():
+            k = int(np.argmax(bad))
+            return f"channel {k}: clamp bound {int(t[k])} gives {int(out[k])}, outside the clip {clip}"
+    return None
+
+
 def conv_acc(
     x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads: Sequence[int], group: int, wrap: bool = True
 ) -> np.ndarray:
@@ -124,8 +197,10 @@ def _check_int8(v: Value, what: str) -> None:
     check(v.dtype == "int8", f"{what} {v.name} has dtype {v.dtype}, expected int8")
 
 
-def _check_vectors(values: Sequence[Value], channels: int) -> None:
-    for v, what in zip(values, ("bias", "mult"), strict=True):
+def _check_vectors(
+    values: Sequence[Value], channels: int, names: Sequence[str] = ("bias", "mult")
+) -> None:
+    for v, what in zip(values, names, strict=True):
         check(v.is_const, f"{what} {v.name} must be a constant")
         check(v.dtype == "int32", f"{what} {v.name} has dtype {v.dtype}, expected int32")
         check(v.shape == (channels,), f"{what} {v.name} has shape {v.shape}, expected ({channels},)")
@@ -146,6 +221,33 @@ _EPILOGUE = {
 
 def _epilogue_args(attrs: Attrs) -> tuple[int, int, int]:
     return attr_int(attrs, "shift"), attr_int(attrs, "clip_lo"), attr_int(attrs, "clip_hi")
+
+
+def _check_precise(values: Sequence[Value], attrs: Attrs, channels: int, plain: int) -> None:
+    """The precise mode's inputs and parameters (`plain`: the op's input count without it)."""
+    split = attr_int(attrs, "split")
+    check(split >= 0, f"split {split} must be >= 0 (0: the plain requantization)")
+    if split == 0:
+        return
+    check(len(values) == plain + 2, f"split {split} (precise requantization) needs the inputs clamp_lo and "
+          f"clamp_hi after mult, {plain + 2} inputs, not {len(values)}")  # fmt: skip
+    clamps = values[plain:]
+    _check_vectors(clamps, channels, ("clamp_lo", "clamp_hi"))
+    mult, lo_t, hi_t = (v.data for v in (values[3], *clamps))
+    assert mult is not None and lo_t is not None and hi_t is not None
+    shift, lo, hi = _epilogue_args(attrs)
+    why = precise_checks(mult, lo_t, hi_t, shift, split, (lo, hi))
+    check(why is None, f"precise requantization: {why}")
+
+
+def _dense_requant(
+    acc: np.ndarray, xs: Sequence[np.ndarray], attrs: Attrs, plain: int, axis: int
+) -> np.ndarray:
+    bias, mult = xs[2], xs[3]
+    if attr_int(attrs, "split") > 0:
+        lo_t, hi_t = xs[plain], xs[plain + 1]
+        return precise_requantize(acc, bias, mult, lo_t, hi_t, *_epilogue_args(attrs), axis=axis)
+    return requantize(acc, bias, mult, *_epilogue_args(attrs), axis=axis)
 
 
 # -- QConv ---------------------------------------------------------------------------------------
@@ -179,6 +281,8 @@ def _qconv_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
     shape = (x.shape[0], w.shape[0], *out)
     mult_r = attr_int(attrs, "mult_r")
     check(INT32_MIN <= mult_r <= INT32_MAX, f"mult_r {mult_r} does not fit int32")
+    _check_precise(values, attrs, w.shape[0], 4)
+    check(len(values) < 6 or attr_int(attrs, "split") > 0, "QConv takes 6 inputs only with split > 0")
     if len(values) == 5:
         _check_int8(values[4], "residual")
         res = values[4]
@@ -189,6 +293,8 @@ def _qconv_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
 def _qconv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     x, w, bias, mult = xs[:4]
     acc = conv_acc(x, w, attr_ints(attrs, "strides"), attr_ints(attrs, "pads"), attr_int(attrs, "group"))
+    if attr_int(attrs, "split") > 0:
+        return [_dense_requant(acc, xs, attrs, 4, 1)]
     residual = xs[4] if len(xs) == 5 else None
     mult_r = attr_int(attrs, "mult_r")
     return [requantize(acc, bias, mult, *_epilogue_args(attrs), residual=residual, mult_r=mult_r)]
@@ -197,13 +303,13 @@ def _qconv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
 register(
     OpDef(
         "QConv",
-        (4, 5),
+        (4, 6),
         _qconv_rule,
         _qconv,
         "int8 convolution (any group count) + per-channel int32 bias, multiplier, [+ residual * mult_r], "
-        "rounding shift, clip",
+        "rounding shift, clip; or precise: bias, clamp, exact multiply, rounding shift, clip",
         {"strides": AttrSpec("ints"), "pads": AttrSpec("ints"), "group": AttrSpec("int", 1),
-         "mult_r": AttrSpec("int", 0), **_EPILOGUE},
+         "mult_r": AttrSpec("int", 0), "split": AttrSpec("int", 0), **_EPILOGUE},
         foldable=False,
     )
 )
@@ -213,7 +319,7 @@ register(
 
 
 def _qgemm_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
-    x, w, bias, mult = values
+    x, w, bias, mult = values[:4]
     _check_int8(x, "input")
     _check_int8(w, "weight")
     check(w.is_const, f"weight {w.name} must be a constant")
@@ -221,22 +327,24 @@ def _qgemm_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
     check(x.shape[1] == w.shape[1], f"QGemm inner dimensions {x.shape[1]} and {w.shape[1]} differ")
     _check_vectors([bias, mult], w.shape[0])
     _check_epilogue(attrs)
+    _check_precise(values, attrs, w.shape[0], 4)
+    check(len(values) == 4 or attr_int(attrs, "split") > 0, "QGemm takes 6 inputs only with split > 0")
     return [TensorType((x.shape[0], w.shape[0]), "int8")]
 
 
 def _qgemm(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
-    x, w, bias, mult = xs
-    return [requantize(gemm_acc(x, w), bias, mult, *_epilogue_args(attrs))]
+    return [_dense_requant(gemm_acc(xs[0], xs[1]), xs, attrs, 4, 1)]
 
 
 register(
     OpDef(
         "QGemm",
-        (4, 4),
+        (4, 6),
         _qgemm_rule,
         _qgemm,
-        "int8 x[M,K] @ w[N,K]^T + per-channel int32 bias, multiplier, rounding shift, clip",
-        _EPILOGUE,
+        "int8 x[M,K] @ w[N,K]^T + per-channel int32 bias, multiplier, rounding shift, clip; or precise "
+        "(see QConv)",
+        {"split": AttrSpec("int", 0), **_EPILOGUE},
         foldable=False,
     )
 )
@@ -356,4 +464,14 @@ register(
     )
 )
 
-__all__ = ["conv_acc", "dequantize_array", "gemm_acc", "quantize_array", "requantize", "wrap32"]
+__all__ = [
+    "conv_acc",
+    "dequantize_array",
+    "gemm_acc",
+    "precise_checks",
+    "precise_requantize",
+    "precise_steps",
+    "quantize_array",
+    "requantize",
+    "wrap32",
+]

@@ -84,3 +84,49 @@ def test_a_residual_multiplier_beyond_the_immediate_is_a_vector():
     ep = Epilogue(residual=-32768)
     assert ep.residual_vector and ep.vectors == ("bias", "rmult") and ep.residual_ops == 2
     assert (ep.vector_values("rmult", 2) == -32768).all()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"split": -1}, r"epilogue split must be >= 0, not -1"),
+    ({"split": 3, "shift": 8},
+     r"epilogue split \(precise requantization\) needs bias, channel_multiplier and round"),
+    ({"split": 3, "shift": 8, "channel_multiplier": True, "round": True, "bias": False},
+     r"needs bias, channel_multiplier and round"),
+    ({"split": 3, "shift": 8, "channel_multiplier": True, "round": True, "residual": 2},
+     r"takes no scaled_bias, residual or immediate multiplier"),
+    ({"split": 8, "shift": 8, "channel_multiplier": True, "round": True},
+     r"epilogue split 8 must be below the shift 8"),
+])  # fmt: skip
+def test_bad_precise_epilogues(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Epilogue(**kwargs)
+
+
+def test_precise_requantization_by_hand():
+    ep = Epilogue(channel_multiplier=True, round=True, shift=8, split=3, clip=None)
+    # the rounding 2**4 is an immediate
+    assert ep.vectors == ("bias", "clamp_lo", "clamp_hi", "mult_lo", "mult_hi")
+    assert ep.alu_ops == 13 and ep.acc_tiles == 3 and ep.rounding == 16
+    mult = np.array([[100, 77]])  # 100 = 12 * 8 + 4; 77 = 9 * 8 + 5
+    parts = ep.split_mult(mult)
+    np.testing.assert_array_equal(parts["mult_hi"], [[12, 9]])
+    np.testing.assert_array_equal(parts["mult_lo"], [[4, 5]])
+    vectors = {"bias": np.array([[3, -3]]), "clamp_lo": np.array([[-300, -10]]),
+               "clamp_hi": np.array([[300, 10]]), **parts}  # fmt: skip
+    acc = np.array([[10, 10], [-1000, 1000], [2, -8]])
+    # t = 13: 13*12 = 156, (13*4) >> 3 = 6, 156 + 6 + 16 = 178 >> 5 = 5 (= (1300 + 128) >> 8)
+    # t = 7: 63 + ((35) >> 3 = 4) + 16 = 83 >> 5 = 2 (= (539 + 128) >> 8)
+    # t = -997 -> -300: -3600 + (-1200 >> 3 = -150) + 16 = -3734 >> 5 = -117 (= (-30000 + 128) >> 8)
+    # t = 997 -> 10: 90 + (50 >> 3 = 6) + 16 = 112 >> 5 = 3 (= (770 + 128) >> 8)
+    # t = 5: 60 + 2 + 16 = 78 >> 5 = 2;  t = -11 -> -10: -90 + (-50 >> 3 = -7) + 16 = -81 >> 5 = -3
+    got = ep.apply(acc, vectors)
+    np.testing.assert_array_equal(got, np.array([[5, 2], [-117, 3], [2, -3]], dtype=np.int8))
+    m = mult.astype(np.int64)
+    t = np.clip(acc + vectors["bias"], vectors["clamp_lo"], vectors["clamp_hi"])
+    np.testing.assert_array_equal(got, (t * m + 128) >> 8)
+
+
+def test_a_precise_rounding_beyond_the_immediate_is_a_vector():
+    ep = Epilogue(channel_multiplier=True, round=True, shift=31, split=13, clip=(0, 127))
+    assert ep.round_vector and ep.vectors[-1] == "round" and ep.alu_ops == 15
+    assert (ep.vector_values("round", 2) == 1 << 17).all()

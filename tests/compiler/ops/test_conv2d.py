@@ -42,7 +42,10 @@ def conv_cases(draw):  # type: ignore[no-untyped-def]
                                         residual=-3000, clip=(0, 127)),
                                Epilogue(channel_multiplier=True, shift=24, scaled_bias=True,
                                         residual=90000),
-                               Epilogue(residual=1, shift=4)]))  # fmt: skip
+                               Epilogue(residual=1, shift=4),
+                               Epilogue(channel_multiplier=True, round=True, shift=31, split=13, clip=None),
+                               Epilogue(channel_multiplier=True, round=True, shift=12, split=4,
+                                        clip=(0, 127))]))  # fmt: skip
     spec = Conv2dSpec(t.batch * draw(st.integers(1, 2)), c, h, w, k, kernel, stride, pad, ep)
     return Conv2d(spec, t), draw(st.integers(0, 2**16)), draw(st.integers(0, 10**6))
 

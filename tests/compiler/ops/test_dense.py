@@ -22,7 +22,9 @@ def test_resnet18_classifier_exact():
        st.integers(0, 10**6), st.booleans())  # fmt: skip
 def test_generated_shapes_and_points_exact(cfg, m_blocks, k, n, pick, relu):
     t = AcceleratorTarget(cfg)
-    ep = Epilogue(clip=(0, 127) if relu else None, channel_multiplier=pick % 4 == 1, round=pick % 4 == 1)
+    scaled, precise = pick % 4 in (1, 2), pick % 4 == 2
+    ep = Epilogue(clip=(0, 127) if relu else None, channel_multiplier=scaled, round=scaled,
+                  shift=31 if precise else 8, split=12 if precise else 0)
     op = Dense(DenseSpec(m_blocks * t.batch, k, n, ep), t)
     points = [p for p in op.points() if op.fits(p)]
     knobs = op.default_knobs() if pick % 3 == 0 else points[pick % len(points)]

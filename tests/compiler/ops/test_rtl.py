@@ -41,11 +41,15 @@ def test_conv_and_dense_points_on_rtl(cfg, rtl):
         assert result.stats.cycles and result.stats.gemm_uops == 2 * 2 * 36 * 9
     for ep in (Epilogue(), Epilogue(channel_multiplier=True, round=True, shift=12, clip=(-100, 120)),
                Epilogue(channel_multiplier=True, round=True, shift=20),
-               Epilogue(channel_multiplier=True, shift=20, scaled_bias=True)):
+               Epilogue(channel_multiplier=True, shift=20, scaled_bias=True),
+               Epilogue(channel_multiplier=True, round=True, shift=31, split=12, clip=None)):
         check_op(Dense(DenseSpec(2 * t.batch, 3 * t.block_in, 5 * t.block_out, ep), t), backend=rtl(cfg))
     residual = Epilogue(channel_multiplier=True, shift=20, scaled_bias=True, residual=-70000, clip=(0, 127))
     fused = Conv2d(Conv2dSpec(t.batch, t.block_in, 6, 6, 2 * t.block_out, 3, 1, 1, residual), t)
     check_op(fused, backend=rtl(cfg), knobs=Conv2dKnobs(tile_h=3, tile_w=6, oc_threads=2))
+    precise = Epilogue(channel_multiplier=True, round=True, shift=31, split=13, clip=(0, 127))
+    conv = Conv2d(Conv2dSpec(t.batch, t.block_in, 6, 6, 2 * t.block_out, 3, 1, 1, precise), t)
+    check_op(conv, backend=rtl(cfg), knobs=Conv2dKnobs(tile_h=3, tile_w=6, oc_threads=2))
 
 
 @pytest.mark.parametrize("layer", RESNET18, ids=[r[0] for r in RESNET18])

@@ -134,3 +134,13 @@ def test_a_pair_at_the_output_moves_its_scale_to_the_output_name() -> None:
     g, params = strip_qdq(_pair_graph(0.5, "dq"))
     assert [(n.op, n.inputs, n.outputs) for n in g.nodes] == [("Relu", ("x",), ("y",))]
     assert params.scales == {"y": 0.5} and g.outputs == ["y"]
+
+
+def test_without_calibration_convolutions_requantize_precisely(qdq_model: onnx.ModelProto) -> None:
+    q = import_qdq(import_onnx(qdq_model))
+    dense = [n for n in q.nodes if n.op in ("QConv", "QGemm")]
+    assert [(n.int_attr("shift"), len(n.inputs)) for n in dense] == [(31, 6)] * 3
+    assert all(11 <= n.int_attr("split") <= 20 for n in dense)
+    plain = import_qdq(import_onnx(qdq_model), precise=False)
+    assert all("split" not in n.attrs or n.int_attr("split") == 0
+               for n in plain.nodes if n.op in ("QConv", "QGemm"))  # fmt: skip

@@ -206,3 +206,78 @@ def test_weights_and_vectors_must_be_int_constants() -> None:
     g.values["w"] = const("w", np.zeros((2, 4), np.int8))
     with pytest.raises(GraphError, match="bias b has dtype int64, expected int32"):
         OPS["QGemm"].infer([g.values[i] for i in node.inputs], node.attrs)
+
+
+def _precise_gemm(mult: list[int], lo_t: list[int], hi_t: list[int], attrs: dict, x: np.ndarray,
+                  w: np.ndarray, bias: list[int]) -> np.ndarray:  # fmt: skip
+    consts = {"w": w, "b": np.array(bias, np.int32), "m": np.array(mult, np.int32),
+              "lo": np.array(lo_t, np.int32), "hi": np.array(hi_t, np.int32)}  # fmt: skip
+    return run_op("QGemm", {"x": x}, consts, attrs)
+
+
+def test_precise_requantization_hand_values() -> None:
+    # t = acc + bias, clamped to [lo, hi], then (t * m + 2**7) >> 8 exactly
+    x = np.array([[1], [-1], [100]], np.int8)
+    w = np.array([[50], [-3]], np.int8)
+    attrs = {"shift": 8, "split": 3, "clip_lo": -10, "clip_hi": 10}
+    got = _precise_gemm([100, 77], [-25, -33], [25, 34], attrs, x, w, [3, 0])
+    # channel 0: t = 53 -> 25: (2500 + 128) >> 8 = 10; t = -47 -> -25: (-2500 + 128) >> 8 = -10;
+    #            t = 5003 -> 25: 10.  channel 1 (77): t = -3: (-231 + 128) >> 8 = -1; t = 3: 1;
+    #            t = -300 -> -33: (-2541 + 128) >> 8 = -10
+    np.testing.assert_array_equal(got, [[10, -1], [-10, 1], [10, -10]])
+    t = np.clip(np.array([[53, -3], [-47, 3], [5003, -300]]), [-25, -33], [25, 34])
+    np.testing.assert_array_equal(got, np.clip((t * np.array([100, 77]) + 128) >> 8, -10, 10))
+
+
+@pytest.mark.parametrize(
+    "mult,lo_t,hi_t,attrs,match",
+    [
+        ([100, 77], [-25, -33], [25, 34], {"shift": 8, "split": -1}, r"split -1 must be >= 0"),
+        ([100, 77], [-25, -33], [25, 34], {"shift": 8, "split": 8}, r"split 8 is not in \[1, shift 8\)"),
+        ([100, -77], [-25, -33], [25, 34], {"shift": 8, "split": 3}, r"needs positive multipliers, not -77"),
+        ([100, 77], [25, -33], [-25, 34], {"shift": 8, "split": 3}, r"clamp \[25, -25\] of channel 0"),
+        ([100, 77], [-25, -33], [25, 34], {"shift": 8, "split": 3, "clip_hi": 5},
+         r"channel 0: clamp bound 25 gives 10, outside the clip \(-128, 5\)"),
+        ([2**30, 77], [-25, -33], [25, 34], {"shift": 31, "split": 1},
+         r"channel 0: the 32-bit multiply of t = -25 by 1073741824 wraps \(split 1\)"),
+    ],
+)
+def test_precise_parameter_checks(mult: list[int], lo_t: list[int], hi_t: list[int], attrs: dict,
+                                  match: str) -> None:  # fmt: skip
+    x, w = np.zeros((1, 1), np.int8), np.ones((2, 1), np.int8)
+    with pytest.raises(GraphError, match=match):
+        _precise_gemm(mult, lo_t, hi_t, attrs, x, w, [0, 0])
+
+
+def test_precise_mode_needs_its_inputs() -> None:
+    x, w = np.zeros((1, 1), np.int8), np.ones((2, 1), np.int8)
+    consts = {"w": w, "b": np.zeros(2, np.int32), "m": np.ones(2, np.int32)}
+    with pytest.raises(GraphError, match=r"split 3 \(precise requantization\) needs the inputs clamp_lo and "
+                                         r"clamp_hi after mult, 6 inputs, not 4"):  # fmt: skip
+        run_op("QGemm", {"x": x}, consts, {"shift": 8, "split": 3})
+    extra = {**consts, "lo": np.zeros(2, np.int32), "hi": np.zeros(2, np.int32)}
+    with pytest.raises(GraphError, match=r"QGemm takes 6 inputs only with split > 0"):
+        run_op("QGemm", {"x": x}, extra, {"shift": 8})
+    with pytest.raises(GraphError, match=r"clamp_lo lo has dtype int64, expected int32"):
+        run_op("QGemm", {"x": x}, {**extra, "lo": np.zeros(2, np.int64)}, {"shift": 8, "split": 3})
+
+
+def test_precise_qconv_matches_python_integers() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (1, 4, 5, 5)).astype(np.int8)
+    w = rng.integers(-128, 128, (3, 4, 3, 3)).astype(np.int8)
+    bias = rng.integers(-5000, 5000, 3).astype(np.int32)
+    mult = np.array([2**20 + 12345, 3 * 2**19 + 7, 2**21 - 1], np.int32)
+    shift, split = 31, 12
+    lo_t, hi_t = [(-(128 * 2**shift) // int(m)) for m in mult], [(127 * 2**shift) // int(m) for m in mult]
+    consts = {"w": w, "b": bias, "m": mult, "lo": np.array(lo_t, np.int32), "hi": np.array(hi_t, np.int32)}
+    attrs = {"strides": (1, 1), "pads": (1,) * 4, "group": 1, "shift": shift, "split": split}
+    got = run_op("QConv", {"x": x}, consts, attrs)
+    acc = naive_conv(x, w, 1, 1, 1)
+
+    def one(t: int, k: int) -> int:
+        t = min(max(wrap(t + int(bias[k])), lo_t[k]), hi_t[k])
+        return min(max((t * int(mult[k]) + 2 ** (shift - 1)) >> shift, -128), 127)
+
+    want = np.vectorize(one, otypes=[object])(acc, np.arange(3).reshape(1, 3, 1, 1))
+    np.testing.assert_array_equal(got, want.astype(np.int64))

@@ -14,8 +14,10 @@ from compiler.quant.requant import (
     accumulator_bounds,
     channel_requant,
     immediate_requant,
+    precise_requant,
     quantize_bias,
     quantize_weight,
+    saturation_bounds,
 )
 
 INT32_MAX = 2**31 - 1
@@ -100,3 +102,38 @@ def test_accumulator_bounds_take_the_smaller_of_the_worst_case_and_the_likely_ra
     np.testing.assert_array_equal(
         accumulator_bounds(w, bias, reals, None), np.minimum(worst, OUT_RANGE / 1e-3)
     )
+
+
+def test_saturation_bounds_by_hand() -> None:
+    # m = 100, shift 8: out(t) = (100 t + 128) >> 8; out(-26) = -10 (-2472 >> 8), out(-27) = -11;
+    # out(26) = 10 (2728 >> 8), out(27) = 11 (2828 >> 8)
+    low, high = saturation_bounds(np.array([100]), 8, (-10, 10))
+    assert (int(low[0]), int(high[0])) == (-26, 26)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(reals, min_size=1, max_size=6), st.sampled_from([(-128, 127), (0, 127), (0, 6)]))
+def test_precise_requant_changes_no_output(ratios: list[float], clip: tuple[int, int]) -> None:
+    """Clamping at the chosen bounds and the 32-bit two-part multiply give exactly the plain
+    clip(round(t * mult / 2**shift)) for every int32 t (checked at the bounds and beyond)."""
+    from compiler.graph.opdefs.qops import precise_checks, precise_steps
+
+    p = precise_requant(np.array(ratios), clip, "here")
+    m = p.mult.astype(np.int64)
+    s = p.shift
+    assert precise_checks(m, p.clamp_lo, p.clamp_hi, s, p.split, clip) is None
+    assert s == 31 or min(ratios) < 1e-4  # shift 31 fits unless a tiny ratio widens the clamp range
+    np.testing.assert_array_equal(np.rint(np.array(ratios) * 2.0**s), m)
+    for bound, step in ((p.clamp_lo, -1), (p.clamp_hi, 1)):
+        for d in (-3, 0, 5, 1000):
+            t = np.clip(bound.astype(np.int64) + step * d, -(2**31), 2**31 - 1)
+            plain = np.clip((t * m + 2 ** (s - 1)) >> s, *clip)
+            clamped = np.clip(t, p.clamp_lo, p.clamp_hi)
+            np.testing.assert_array_equal(plain, precise_steps(clamped, m, s, p.split)[-1])
+
+
+def test_precise_requant_refuses_ratios_it_cannot_keep_exact() -> None:
+    with pytest.raises(QuantizationError, match="here: precise requantization needs positive scale ratios"):
+        precise_requant(np.array([0.1, -0.2]), (-128, 127), "here")
+    with pytest.raises(QuantizationError, match=r"here: scale ratios 3 have no precise requantization"):
+        precise_requant(np.array([3.0]), (-128, 127), "here")

@@ -128,9 +128,8 @@ def test_resnet18_qdq_agrees_with_onnxruntime_int8() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True, reason="32-bit multiply/shift requantization: about 95% of logits within one step"
-)
 def test_resnet18_qdq_goal() -> None:
+    """The precise requantization (clamp at saturation, 31-bit multipliers): measured 99.34% within
+    one step, cosine_min 0.99946 on these 20 inputs (99.41% / 0.99903 on 100)."""
     cosine_min, within = _qdq_agreement(20)
     assert cosine_min >= 0.999 and within >= 0.99, (cosine_min, within)
