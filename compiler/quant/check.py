@@ -15,7 +15,7 @@ import numpy as np
 
 from compiler.graph.interp import evaluate_node
 from compiler.graph.ir import Graph, Node
-from compiler.graph.opdefs.qops import conv_acc, gemm_acc
+from compiler.graph.opdefs.qops import conv_acc, gemm_acc, precise_steps
 
 LIMIT = float(1 << 31)
 REQUANTIZING = ("QConv", "QGemm", "QAdd", "QGlobalAvgPool")
@@ -51,6 +51,12 @@ def _intermediates(node: Node, arrays: Sequence[np.ndarray]) -> np.ndarray:
         shape = [1] * acc.ndim
         shape[1] = -1
         t = acc + bias.astype(np.int64).reshape(shape)
+        split = node.int_attr("split") if "split" in node.attrs else 0
+        if split:  # precise: t clamped, then the two-part multiply (qops.precise_steps)
+            lo, hi = (a.astype(np.int64).reshape(shape) for a in arrays[4:6])
+            clamped = np.clip(t, lo, hi)
+            steps = precise_steps(clamped, mult.astype(np.int64).reshape(shape), shift, split)
+            return np.concatenate([s.ravel() for s in [acc, t, *steps]])
         product = t * mult.astype(np.int64).reshape(shape)
         steps = [acc, t, product]
         if len(arrays) == 5:  # a fused residual, added after the multiply

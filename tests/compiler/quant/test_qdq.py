@@ -16,6 +16,7 @@ from compiler.graph import Graph, const
 from compiler.graph.builder import append
 from compiler.quant import QuantizationError
 from compiler.quant.accuracy import graph_outputs, ort_outputs, ort_session, output_step, step_agreement
+from compiler.quant.check import wrap_margins
 from compiler.quant.qdq import import_qdq, strip_qdq
 from tests.compiler.quant.ort_models import quantize_qdq, small_resnet
 
@@ -39,6 +40,17 @@ def test_small_resnet_agrees_with_onnxruntime_int8(qdq_model: onnx.ModelProto) -
     xs = _inputs(20, seed=2)
     result = step_agreement(ort_outputs(ort_session(qdq_model), xs), graph_outputs(q, xs), output_step(q))
     assert result.cosine_min >= 0.9999 and result.within_one_step == 1.0 and result.exact >= 0.98
+
+
+def test_precise_requantization_never_comes_near_a_wrap(qdq_model: onnx.ModelProto) -> None:
+    """The clamp bounds every 32-bit step of the two-part multiply, whatever the input: inputs
+    ten times larger than calibration's leave the margins below 1 (the unclamped product would
+    not be)."""
+    q = import_qdq(import_onnx(qdq_model))
+    precise = [n.name for n in q.nodes if n.op in ("QConv", "QGemm") and n.int_attr("split") > 0]
+    assert precise
+    margins = wrap_margins(q, [{"x": 10 * x["x"]} for x in _inputs(3, seed=4)])
+    assert all(0 < margins[name] < 1 for name in precise), margins
 
 
 def test_the_files_integers_are_used_as_they_are(qdq_model: onnx.ModelProto) -> None:
