@@ -56,8 +56,8 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     calib = calibration_inputs(graph, name, CALIBRATION_COUNT)
     # a model quantized already keeps the file's scales (and onnxruntime's rounding between a
     # convolution and its residual add); calibration then only bounds accumulators
-    if is_qdq(graph):
-        qgraph = import_qdq(graph, calib)
+    if is_qdq(graph):  # requantized as precisely as onnxruntime, whose int8 results it should match
+        qgraph = import_qdq(graph, calib, precise=True)
     else:
         qgraph = fuse_residual_adds(quantize(graph, calib, method=calibration))
     model = CompiledModel.compile(qgraph, AcceleratorTarget(cfg), knobs_for=knobs_for,

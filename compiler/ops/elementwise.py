@@ -17,13 +17,20 @@ from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder
 
+INT32_MAX = (1 << 31) - 1
+
 
 @dataclass(frozen=True)
 class EltwiseSpec:
     """`add`: clip((a * mult_a + b * mult_b + rounding) >> shift); `clip`: the same without b.
     The multipliers rescale two int8 tensors of different scales onto the output's (a residual
     connection of a quantized network); with shift 0 and multipliers 1 it is clip(a + b).  Every
-    step wraps at 32 bits like the accumulator.  Shapes in NCHW, channels padded to blocks."""
+    step wraps at 32 bits like the accumulator.  Shapes in NCHW, channels padded to blocks.
+
+    A multiplier beyond the ALU's 16-bit immediate is a vector input (`mult_a`/`mult_b`, every
+    element that multiplier, loaded into acc once).  The rounding of a shift beyond 16 takes two
+    steps, exact when a * mult_a + b * mult_b + 2**(shift - 1) does not wrap (128 * (|mult_a| +
+    |mult_b|) + 2**(shift - 1) < 2**31 guarantees it)."""
 
     kind: str
     batch: int
@@ -44,6 +51,14 @@ class EltwiseSpec:
             raise ValueError(f"element-wise shift must be in [0, 31], not {self.shift}")
         if self.kind == "clip" and self.mult_b != 1:
             raise ValueError("element-wise clip has one operand: mult_b does not apply")
+        for name in ("mult_a", "mult_b"):
+            if abs(getattr(self, name)) > INT32_MAX:
+                raise ValueError(f"element-wise {name} {getattr(self, name)} does not fit int32")
+
+    @property
+    def vectors(self) -> tuple[str, ...]:
+        """The multipliers beyond an ALU immediate, as vector inputs."""
+        return tuple(n for n in ("mult_a", "mult_b") if abs(getattr(self, n)) > IMM_MAX)
 
 
 @dataclass(frozen=True)
@@ -72,15 +87,21 @@ class Eltwise:
         shape = (self.nb, self.cb, s.height, s.width, t.batch, t.block_out)
         ins = {n: placeholder(shape, t.inp_dtype, n) for n in self.operands}
         acc, (lo, hi) = t.acc_dtype, s.clip
+        vec = {v: placeholder((self.cb, t.batch, t.block_out), acc, v) for v in s.vectors}
+
+        def mult(name: str, c: E.Expr, bi: E.Expr, oi: E.Expr) -> E.Expr | int:
+            return vec[name][c, bi, oi] if name in vec else int(getattr(s, name))
+
         b_term = None
         if "b" in ins:  # b times a multiplier is its own ALU stage: the ALU adds loaded tensors
             b_term = ins["b"] if s.mult_b == 1 else compute(
-                shape, lambda *i: E.cast(acc, ins["b"][i]) * s.mult_b, "b_scaled")
+                shape, lambda n, c, y, x, bi, oi: E.cast(acc, ins["b"][n, c, y, x, bi, oi]) * mult(
+                    "mult_b", c, bi, oi), "b_scaled")  # fmt: skip
 
         def body(n, c, y, x, bi, oi):  # type: ignore[no-untyped-def]
             v = E.cast(acc, ins["a"][n, c, y, x, bi, oi])
             if s.mult_a != 1:
-                v = v * s.mult_a
+                v = v * mult("mult_a", c, bi, oi)
             if b_term is not None:
                 v = v + E.cast(acc, b_term[n, c, y, x, bi, oi])
             if s.shift:
@@ -89,7 +110,7 @@ class Eltwise:
 
         res = compute(shape, body, "res")
         out = compute(shape, lambda n, c, y, x, bi, oi: E.cast(t.out_dtype, res[n, c, y, x, bi, oi]), "out")
-        return {**ins, "out": out}
+        return {**ins, **vec, "out": out}
 
     def space(self) -> dict[str, list[int]]:
         return {"tile_h": divisors(self.spec.height), "threads": [1, 2, 4]}
@@ -99,7 +120,7 @@ class Eltwise:
 
     def fits(self, k: EltwiseKnobs) -> bool:
         rows = self.spec.height // k.tile_h
-        need = k.threads * len(self.operands) * k.tile_h * self.spec.width
+        need = k.threads * len(self.operands) * k.tile_h * self.spec.width + self.cb * len(self.spec.vectors)
         return (rows % k.threads == 0 and need <= self.target.scope("acc").depth
                 and k.threads <= self.target.token_capacity)  # fmt: skip
 
@@ -130,7 +151,10 @@ class Eltwise:
         if scaled:
             s.set_scope("b_scaled", "acc")
             s.compute_at("b_scaled", "out", "y.o.vi")
-            s.pragma("b_scaled", "i0", "alu")
+            s.pragma("b_scaled", "n", "alu")
+        for v in self.spec.vectors:  # loaded once, beside every tile
+            s.cache_read(v, "acc", ["b_scaled" if v == "mult_b" else "res"])
+            s.pragma(f"{v}.acc", "i0", "dma_copy")
         s.compute_at("res", "out", "y.o.vi")
         s.pragma("res", "n", "alu")
         s.pragma("out", "y.i", "dma_copy")
@@ -139,7 +163,14 @@ class Eltwise:
     def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(seed)
         shape = self.tensors()["out"].shape
-        return {n: rng.integers(-128, 128, shape).astype(np.int8) for n in self.operands}
+        ins = {n: rng.integers(-128, 128, shape).astype(np.int8) for n in self.operands}
+        return {**ins, **self.constants()}
+
+    def constants(self) -> dict[str, np.ndarray]:
+        """The multiplier vectors (see EltwiseSpec), packed (C/co, batch, co) int32."""
+        t = self.target
+        return {v: np.full((self.cb, t.batch, t.block_out), getattr(self.spec, v), t.acc_dtype)
+                for v in self.spec.vectors}  # fmt: skip
 
     def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         s = self.spec

@@ -24,8 +24,9 @@ form, within one step of onnxruntime's result).
 Without calibration inputs every QConv/QGemm whose weights come from the file takes the
 contract's precise requantization (`precise=True`, see `precise_requant`): its multipliers keep
 ~31 bits instead of the 6-10 that the data-free accumulator bound leaves, which is what brings
-the outputs within one step of onnxruntime's. With calibration inputs the bounds are measured
-and the plain requantization is kept.
+the outputs within one step of onnxruntime's; every QAdd likewise gets int32 multipliers (about
+23 bits, vector operands on the accelerator) instead of 16-bit immediates. With calibration
+inputs and `precise` not given, the bounds are measured and the plain requantization is kept.
 """
 
 from __future__ import annotations
@@ -38,12 +39,20 @@ import numpy as np
 
 from compiler.graph.ir import Graph, Node, const
 from compiler.graph.opdefs import OPS
+from compiler.graph.opdefs.qops import INT32_MAX
 from compiler.graph.passes import simplify
 from compiler.graph.verify import verify
 from compiler.quant.calibrate import collect
 from compiler.quant.errors import QuantizationError
 from compiler.quant.lowering import QuantParams, lower
-from compiler.quant.requant import PreciseRequant, QWeight, precise_requant
+from compiler.quant.requant import (
+    ACT_MAX,
+    PreciseRequant,
+    QWeight,
+    choose_shift,
+    immediate_requant,
+    precise_requant,
+)
 
 
 def import_qdq(
@@ -89,6 +98,8 @@ def precise_requantization(graph: Graph, params: QuantParams) -> Graph:
     whose ratios have no precise form, keeps its requantization)."""
     g = graph.copy()
     scales = int8_scales(g)
+    for node in [n for n in g.nodes if n.op == "QAdd"]:
+        g.replace_node(node, [_wide_add(node, scales)])
     for node in [n for n in g.nodes if n.op in ("QConv", "QGemm") and len(n.inputs) == 4]:
         chosen = _precise_params(g, node, scales, params)
         if chosen is None:
@@ -100,6 +111,26 @@ def precise_requantization(graph: Graph, params: QuantParams) -> Graph:
         new = Node(node.op, (*node.inputs[:3], *names), node.outputs, attrs, node.name)
         g.replace_node(node, [new])
     return verify(g.remove_dead())
+
+
+def _wide_add(node: Node, scales: Mapping[str, float]) -> Node:
+    """A QAdd with int32 multipliers (23 bits or so instead of 16), its ratios s_a / s_out and
+    s_b / s_out recomputed from the file's scales; the node as it is when they do not reproduce
+    its multipliers."""
+    s_a, s_b = scales.get(node.inputs[0]), scales.get(node.inputs[1])
+    if s_a is None or s_b is None:
+        return node
+    reals = np.array([s_a, s_b]) / node.float_attr("out_scale")
+    have = [node.int_attr("mult_a"), node.int_attr("mult_b")]
+    if have != list(immediate_requant(reals, ACT_MAX, _where(node))[0]):
+        return node  # not the ratios the lowering used
+
+    def fits(mult: np.ndarray, shift: int) -> bool:
+        rounding = (1 << (shift - 1)) if shift else 0
+        return bool(ACT_MAX * np.abs(mult).sum() + rounding <= INT32_MAX)
+
+    mult, shift = choose_shift(reals, fits, _where(node))
+    return replace(node, attrs={**node.attrs, "mult_a": int(mult[0]), "mult_b": int(mult[1]), "shift": shift})
 
 
 def _precise_params(

@@ -177,4 +177,5 @@ def add_step(name: str, target: AcceleratorTarget, shape: tuple[int, ...], *, mu
         raise ScheduleError(f"{name}: batch {n} is not a multiple of the core's batch {target.batch}")
     op = Eltwise(EltwiseSpec("add", n, c, h, w, clip, mult_a, mult_b, shift), target)
     compiled = compile_op(op, knobs=knobs_for(op) if knobs_for else None)
-    return AccelStep(name, op, compiled, {}, ("a", "b"), tuple(shape), {"macs": 0}, (4, 4), (0, 1))
+    return AccelStep(name, op, compiled, op.constants(), ("a", "b"), tuple(shape), {"macs": 0}, (4, 4),
+                     (0, 1))  # fmt: skip

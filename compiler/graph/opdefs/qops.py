@@ -24,7 +24,8 @@ The contract the accelerator implements bit for bit:
 - `out_scale` is informational (the scale the int8 output stands for); nothing evaluates it.
 
 Ops: QConv, QGemm (per-channel bias and multiplier vectors, int32 constants), QAdd (residual
-addition with two 16-bit immediate multipliers), QGlobalAvgPool (int32 sum, one immediate
+addition with two int32 multipliers: ALU immediates up to 16 bits, vector operands beyond),
+QGlobalAvgPool (int32 sum, one immediate
 multiplier), Quantize (float32 -> int8, round half to even, saturating) and Dequantize (int8 or
 int32 -> float32). MaxPool, Relu, Flatten and Reshape run on int8 as they are.
 """
@@ -358,8 +359,9 @@ def _qadd_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
     _check_int8(a, "input")
     _check_int8(b, "input")
     check(a.shape == b.shape, f"QAdd of shapes {a.shape} and {b.shape} (no broadcasting)")
-    _check_immediate(attrs, "mult_a")
-    _check_immediate(attrs, "mult_b")
+    for name in ("mult_a", "mult_b"):
+        value = attr_int(attrs, name)
+        check(abs(value) <= INT32_MAX, f"{name} {value} does not fit int32")
     _check_epilogue(attrs)
     return [TensorType(a.shape, "int8")]
 

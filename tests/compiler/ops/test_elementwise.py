@@ -26,7 +26,8 @@ def test_elementwise_exact_on_fsim(cfg, kind, clip):
 # (mult_a, mult_b, shift, clip): rescaled residual adds of a quantized network, and a requantize
 # (a shift beyond 16 rounds in two steps: its one-step constant would not fit an ALU immediate)
 RESCALED = [(300, -200, 9, (0, 127)), (1, 77, 6, (-128, 127)), (-5000, 20000, 15, (-100, 100)),
-            (32767, -32768, 21, (-128, 127))]
+            (32767, -32768, 21, (-128, 127)), (5_000_000, -3_100_007, 23, (-128, 127)),
+            (40_000, 1, 16, (0, 127))]  # (the last two beyond an immediate: vector operands)
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=[c.name for c in CONFIGS])
@@ -34,7 +35,7 @@ RESCALED = [(300, -200, 9, (0, 127)), (1, 77, 6, (-128, 127)), (-5000, 20000, 15
 def test_rescaled_add_exact_on_fsim(cfg, mult_a, mult_b, shift, clip):
     t = AcceleratorTarget(cfg)
     op = Eltwise(EltwiseSpec("add", t.batch, 2 * t.block_out + 1, 4, 3, clip, mult_a, mult_b, shift), t)
-    assert "b_scaled" in op.schedule(op.default_knobs()).stages
+    assert ("b_scaled" in op.schedule(op.default_knobs()).stages) == (mult_b != 1)
     for knobs in (None, EltwiseKnobs(tile_h=1, threads=2)):
         check_op(op, knobs=knobs, fsim_seed=3)
     requant = Eltwise(EltwiseSpec("clip", t.batch, t.block_out, 4, 4, clip, mult_a, 1, shift), t)
@@ -58,9 +59,9 @@ def test_residual_add_exact_on_rtl(name):
     sim = RtlSimulator(cfg)
     op = Eltwise(EltwiseSpec("add", t.batch, 2 * t.block_out, 4, 6, (0, 127)), t)
     check_op(op, backend=sim, knobs=EltwiseKnobs(tile_h=2, threads=2))
-    mult_a, mult_b, shift, clip = RESCALED[0]
-    op = Eltwise(EltwiseSpec("add", t.batch, 2 * t.block_out, 4, 6, clip, mult_a, mult_b, shift), t)
-    check_op(op, backend=sim, knobs=EltwiseKnobs(tile_h=2, threads=2))
+    for mult_a, mult_b, shift, clip in (RESCALED[0], RESCALED[4]):
+        op = Eltwise(EltwiseSpec("add", t.batch, 2 * t.block_out, 4, 6, clip, mult_a, mult_b, shift), t)
+        check_op(op, backend=sim, knobs=EltwiseKnobs(tile_h=2, threads=2))
 
 
 def test_elementwise_errors():
@@ -71,5 +72,7 @@ def test_elementwise_errors():
         EltwiseSpec("add", 2, 16, 4, 4, shift=32)
     with pytest.raises(ValueError, match="element-wise clip has one operand: mult_b does not apply"):
         EltwiseSpec("clip", 2, 16, 4, 4, mult_b=3)
+    with pytest.raises(ValueError, match="element-wise mult_a 2147483648 does not fit int32"):
+        EltwiseSpec("add", 2, 16, 4, 4, mult_a=1 << 31)
     with pytest.raises(ScheduleError, match="batch 3 is not a multiple of the core's batch 2"):
         Eltwise(EltwiseSpec("add", 3, 16, 4, 4), t)

@@ -174,7 +174,7 @@ def test_maxpool_on_int8_is_exact_with_padding() -> None:
         ("QGemm", {"clip_lo": 5, "clip_hi": 4}, r"clip \[5, 4\] is not an ordered range"),
         ("QGemm", {"clip_hi": 128}, r"clip \[-128, 128\]"),
         ("QGemm", {"out_scale": 0.0}, r"out_scale 0.0 must be finite and > 0"),
-        ("QAdd", {"mult_a": 32768, "mult_b": 1}, r"mult_a 32768 does not fit a 16-bit immediate"),
+        ("QAdd", {"mult_a": 1 << 31, "mult_b": 1}, r"mult_a 2147483648 does not fit int32"),
     ],
 )
 def test_attribute_checks(op: str, attrs: dict, match: str) -> None:
@@ -192,6 +192,14 @@ def test_attribute_checks(op: str, attrs: dict, match: str) -> None:
         inputs = ["x", "x"]
     with pytest.raises(GraphError, match=match):
         OPS[op].infer([g.values[i] for i in inputs], make_node(op, inputs, ["y"], attrs).attrs)
+
+
+def test_a_pool_multiplier_must_be_an_immediate() -> None:
+    g = Graph()
+    g.add_input("x", (1, 4, 2, 2), "int8")
+    node = make_node("QGlobalAvgPool", ["x"], ["y"], {"mult": 32768})
+    with pytest.raises(GraphError, match=r"mult 32768 does not fit a 16-bit immediate \(\|m\| <= 32767\)"):
+        OPS["QGlobalAvgPool"].infer([g.values["x"]], node.attrs)
 
 
 def test_weights_and_vectors_must_be_int_constants() -> None:
