@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
+from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import compute
 from hw import isa
@@ -265,6 +266,20 @@ def precise_readers(ep: Epilogue) -> dict[str, str]:
     """The stage of a precise epilogue that reads each of its vectors."""
     return {"bias": "clamped", "clamp_lo": "clamped", "clamp_hi": "clamped", "mult_lo": "low",
             "mult_hi": "high", "round": "epi"}  # fmt: skip
+
+
+def load_into_acc(s: Schedule, name: str, reader: str, at: tuple[str, str], scaled: str | None = None,
+                  ) -> None:  # fmt: skip
+    """Schedule int8 input `name` into acc for stage `reader` (sign-extended by the 8-bit
+    accumulator load), one tile per iteration of loop `at` = (stage, axis); `scaled`, if given,
+    is the ALU stage that multiplies the loaded tile in place before `reader` uses it."""
+    cached = s.cache_read(name, "acc", [scaled or reader])
+    s.compute_at(cached, *at)
+    s.pragma(cached, "i2", "dma_copy")
+    if scaled:
+        s.set_scope(scaled, "acc")
+        s.compute_at(scaled, *at)
+        s.pragma(scaled, "n", "alu")
 
 
 def random_vectors(ep: Epilogue, rng: np.random.Generator, channels: int) -> dict[str, np.ndarray]:

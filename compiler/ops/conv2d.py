@@ -21,6 +21,7 @@ from compiler.ops.common import (
     default_point,
     divisors,
     grid,
+    load_into_acc,
     precise_readers,
     precise_tensors,
     random_vectors,
@@ -273,8 +274,8 @@ class Conv2d:
         s.reorder("out", "o.o.vt", "y.o.vt", "n.o", "o.o.vi", "y.o.vi", "x.o", "n.i", "o.i", "y.i", "x.i")
         for stage in ("conv", *epi_stages):
             s.compute_at(stage, "out", "x.o")
-        if "res" in ts:
-            self._schedule_residual(s)
+        if "res" in ts:  # the residual tile beside the accumulators, scaled in place
+            load_into_acc(s, "res", "epi", ("out", "x.o"), "res_scaled" if "res_scaled" in s.stages else None)
         store_at = "o.i" if k.tile_w == s_.out_width else "y.i"
         s.pragma("out", store_at, "dma_copy")
         for stage in epi_stages:
@@ -287,19 +288,6 @@ class Conv2d:
         s.pragma(inp, "y" if staged else "i2", "dma_copy")
         s.pragma(wgt, "i0", "dma_copy")
         return s
-
-    @staticmethod
-    def _schedule_residual(s: Schedule) -> None:
-        """The residual tile is loaded into acc (8-bit, sign-extended) beside the accumulators
-        and scaled there in place, like the operands of an element-wise add."""
-        scaled = "res_scaled" in s.stages
-        cached = s.cache_read("res", "acc", ["res_scaled" if scaled else "epi"])
-        s.compute_at(cached, "out", "x.o")
-        s.pragma(cached, "i2", "dma_copy")
-        if scaled:
-            s.set_scope("res_scaled", "acc")
-            s.compute_at("res_scaled", "out", "x.o")
-            s.pragma("res_scaled", "n", "alu")
 
     # -- data and reference --------------------------------------------------------------------------
     def random_inputs(self, seed: int) -> dict[str, np.ndarray]:
@@ -319,17 +307,11 @@ class Conv2d:
     def pack_output(self, x: np.ndarray) -> np.ndarray:
         """An NCHW tensor shaped like the output, in the output's packed layout (the residual)."""
         t = self.target
-        _, k, h, w = x.shape
-        x = np.pad(x, ((0, 0), (0, self.kb * t.block_out - k), (0, 0), (0, 0)))
-        x = x.reshape(self.nb, t.batch, self.kb, t.block_out, h, w).transpose(0, 2, 4, 5, 1, 3)
-        return np.ascontiguousarray(x).astype(t.out_dtype)
+        return _pack_nchw(x, self.nb, t.batch, self.kb, t.block_out, t.out_dtype)
 
     def pack_data(self, x: np.ndarray) -> np.ndarray:
         t = self.target
-        _, c, h, w = x.shape
-        x = np.pad(x, ((0, 0), (0, self.cb * t.block_in - c), (0, 0), (0, 0)))
-        x = x.reshape(self.nb, t.batch, self.cb, t.block_in, h, w).transpose(0, 2, 4, 5, 1, 3)
-        return np.ascontiguousarray(x).astype(t.inp_dtype)
+        return _pack_nchw(x, self.nb, t.batch, self.cb, t.block_in, t.inp_dtype)
 
     def pack_kernel(self, w: np.ndarray) -> np.ndarray:
         t = self.target
@@ -368,6 +350,14 @@ class Conv2d:
     def describe(self) -> dict[str, Any]:
         return {"op": self.op, **{k: v for k, v in asdict(self.spec).items() if k != "epilogue"},
                 "epilogue": self.spec.epilogue.to_json()}  # fmt: skip
+
+
+def _pack_nchw(x: np.ndarray, nb: int, batch: int, blocks: int, block: int, dtype: str) -> np.ndarray:
+    """NCHW -> (N/batch, C/block, H, W, batch, block), channels zero-padded to `blocks` blocks."""
+    _, c, h, w = x.shape
+    x = np.pad(x, ((0, 0), (0, blocks * block - c), (0, 0), (0, 0)))
+    x = x.reshape(nb, batch, blocks, block, h, w).transpose(0, 2, 4, 5, 1, 3)
+    return np.ascontiguousarray(x).astype(dtype)
 
 
 def _pads_ok(out: int, tile: int, stride: int, kernel: int, pad: int, size: int,

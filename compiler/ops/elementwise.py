@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import IMM_MAX, check_knobs, default_point, divisors, grid, wrap32
+from compiler.ops.common import IMM_MAX, check_knobs, default_point, divisors, grid, load_into_acc, wrap32
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -145,13 +145,7 @@ class Eltwise:
         s.reorder("out", "y.o.vt", "n", "c", "y.o.vi")
         scaled = "b_scaled" in s.stages
         for name in self.operands:
-            cached = s.cache_read(name, "acc", ["b_scaled" if name == "b" and scaled else "res"])
-            s.compute_at(cached, "out", "y.o.vi")
-            s.pragma(cached, "i2", "dma_copy")
-        if scaled:
-            s.set_scope("b_scaled", "acc")
-            s.compute_at("b_scaled", "out", "y.o.vi")
-            s.pragma("b_scaled", "n", "alu")
+            load_into_acc(s, name, "res", ("out", "y.o.vi"), "b_scaled" if name == "b" and scaled else None)
         for v in self.spec.vectors:  # loaded once, beside every tile
             s.cache_read(v, "acc", ["b_scaled" if v == "mult_b" else "res"])
             s.pragma(f"{v}.acc", "i0", "dma_copy")
