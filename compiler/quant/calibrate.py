@@ -12,19 +12,24 @@ threshold `amax` that int8 represents (scale = amax / 127, symmetric):
   divergence) to the clipped histogram;
 - `mse`: the threshold with the least expected squared error (rounding plus saturation) on the
   histogram.
+
+With `moments_for` (op names), `collect` also records the second moment E[x x^T] of the rows
+that the constant weight of each such layer multiplies (compiler.quant.rounding.layer_rows), by
+weight name, for rounding the weights to the smallest output error (GPTQ).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from compiler.graph.interp import evaluate_node, last_uses
-from compiler.graph.ir import Graph
+from compiler.graph.ir import Graph, Node
 from compiler.quant.errors import QuantizationError
+from compiler.quant.rounding import layer_rows
 
 BINS = 2048
 LEVELS = 128  # int8 magnitudes 0..127
@@ -148,10 +153,12 @@ CALIBRATORS: dict[str, Calibrator] = {
 
 @dataclass
 class Calibration:
-    """Statistics of every float32 activation of a graph, by value name."""
+    """Statistics of every float32 activation of a graph, by value name, and the second moments
+    [groups, n, n] of the dense layers' input rows, by weight name (empty unless collected)."""
 
     stats: dict[str, TensorStats]
     samples: int
+    moments: dict[str, np.ndarray] = field(default_factory=dict)
 
     def amax(self, name: str, method: str) -> float:
         if method not in CALIBRATORS:
@@ -159,9 +166,13 @@ class Calibration:
         return CALIBRATORS[method](self.stats[name])
 
 
-def collect(graph: Graph, inputs: Iterable[Mapping[str, np.ndarray]]) -> Calibration:
-    """Run `graph` (float) on each input dict and gather every float32 activation's statistics."""
+def collect(
+    graph: Graph, inputs: Iterable[Mapping[str, np.ndarray]], moments_for: Collection[str] = ()
+) -> Calibration:
+    """Run `graph` (float) on each input dict and gather every float32 activation's statistics,
+    and the second moments of the inputs of the layers whose op is in `moments_for`."""
     stats: dict[str, TensorStats] = {}
+    sums = _MomentSums()
     last = last_uses(graph)
     samples = 0
     for feeds in inputs:
@@ -169,6 +180,8 @@ def collect(graph: Graph, inputs: Iterable[Mapping[str, np.ndarray]]) -> Calibra
         for name in graph.inputs:
             _observe(stats, name, env[name])
         for i, node in enumerate(graph.nodes):
+            if node.op in moments_for:
+                sums.add(graph, node, env[node.inputs[0]])
             outs = evaluate_node(graph, node, [env[x] for x in node.inputs])
             for name, array in zip(node.outputs, outs, strict=True):
                 env[name] = array
@@ -178,7 +191,34 @@ def collect(graph: Graph, inputs: Iterable[Mapping[str, np.ndarray]]) -> Calibra
         samples += 1
     if samples == 0:
         raise QuantizationError("calibration needs at least one input")
-    return Calibration(stats, samples)
+    return Calibration(stats, samples, sums.means())
+
+
+@dataclass
+class _MomentSums:
+    """Running sums of X^T X and row counts of each dense layer's input rows X, by weight name
+    (float32 like the activations: a sum over a few calibration inputs loses nothing GPTQ sees)."""
+
+    sums: dict[str, np.ndarray] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+
+    def add(self, graph: Graph, node: Node, x: np.ndarray) -> None:
+        rows = layer_rows(graph, node, x)
+        if rows is None:
+            return
+        name = node.inputs[1]
+        # X^T X of a single group as a 2-D product, which BLAS computes as a symmetric update
+        product = (rows[0].T @ rows[0])[None] if rows.shape[0] == 1 else np.swapaxes(rows, 1, 2) @ rows
+        if name in self.sums:
+            self.sums[name] += product
+        else:
+            self.sums[name] = product
+        self.rows[name] = self.rows.get(name, 0) + rows.shape[1]
+
+    def means(self) -> dict[str, np.ndarray]:
+        for name, total in self.sums.items():
+            total /= np.float32(self.rows[name])  # in place: ResNet-18's moments take 370 MB
+        return self.sums
 
 
 def _feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

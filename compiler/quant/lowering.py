@@ -59,7 +59,9 @@ class QuantParams:
     `weights`, `biases`: int8 weights and (int32 bias, its scales) already fixed (a QDQ file's),
     by the name of the float constant they stand for; other weights and biases are quantized
     here, as is a fixed bias whose scale is not the accumulator's.
-    `calibration`: statistics bounding the accumulators (None: the data-free bound).
+    `calibration`: statistics bounding the accumulators (None: the data-free bound); where it
+    holds the second moments of a layer's inputs, the layer's weights are rounded by GPTQ
+    (compiler.quant.rounding) instead of to nearest.
     `channel_scales`: activation value -> one scale per channel (axis 1), for values that
     `channel_scaled_values` allows (see the module doc); they take precedence over `scales`.
     """
@@ -350,13 +352,26 @@ def _channel_clip_bounds(lw: _Lowering, act: _Act | None, out: str, scales: np.n
 def _weight(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> QWeight:
     qw = lw.p.weights.get(d.w)
     if qw is None:
-        return quantize_weight(w_float, d.w_axis)
+        return quantize_weight(w_float, d.w_axis, _moment(lw, d))
     if qw.scales.size > 1 and qw.axis != d.w_axis:
         raise QuantizationError(
             f"node {d.out} ({d.op}): weight {d.w} is quantized per channel along axis {qw.axis}, "
             f"its output channels are axis {d.w_axis}"
         )
     return QWeight(qw.data, qw.scales, d.w_axis)
+
+
+def _moment(lw: _Lowering, d: _Dense) -> np.ndarray | None:
+    """The second moment of the layer's input rows, if the calibration collected it, in the
+    units its weights multiply: x_c / s_c for an input with per-channel scales s_c, whose scales
+    the weights absorb (`_fold_input_scales`)."""
+    cal = lw.p.calibration
+    moment = cal.moments.get(d.w) if cal is not None else None
+    if moment is None or d.x not in lw.p.channel_scales:
+        return moment
+    scales = np.asarray(lw.p.channel_scales[d.x], np.float64)
+    per_column = np.repeat(scales, moment.shape[-1] // scales.size)  # columns are (channel, tap)
+    return moment / np.outer(per_column, per_column)
 
 
 def _bias(lw: _Lowering, d: _Dense, acc_scale: np.ndarray, channels: int) -> np.ndarray:

@@ -37,6 +37,7 @@ import numpy as np
 
 from compiler.graph.opdefs.qops import IMM_MAX, INT8_MAX, INT32_MAX, INT32_MIN, SHIFT_MAX, precise_checks
 from compiler.quant.errors import QuantizationError
+from compiler.quant.rounding import gptq_levels
 
 HEADROOM = 4.0
 OUT_RANGE = float(1 << 11)
@@ -61,18 +62,33 @@ class QWeight:
         return self.scales.astype(np.float64)
 
 
-def quantize_weight(w: np.ndarray, axis: int = 0) -> QWeight:
+def quantize_weight(w: np.ndarray, axis: int = 0, moment: np.ndarray | None = None) -> QWeight:
     """Per-output-channel symmetric int8: scale = max|w[k]| / 127, w_q = round(w / scale).
 
     A channel of zeros takes the largest channel scale (any positive scale represents it; a tiny
-    one would make its bias overflow int32)."""
+    one would make its bias overflow int32). With `moment`, the second moment [groups, n, n] of
+    the inputs that each group of output channels multiplies (n = the other axes' size), the
+    levels are GPTQ's (compiler.quant.rounding) instead of the nearest ones."""
     moved = np.moveaxis(np.asarray(w, np.float64), axis, 0)
-    amax = np.abs(moved.reshape(moved.shape[0], -1)).max(axis=1, initial=0.0)
+    rows = moved.reshape(moved.shape[0], -1)
+    amax = np.abs(rows).max(axis=1, initial=0.0)
     fallback = amax.max() if amax.max() > 0 else 1.0
     scales = np.where(amax > 0, amax, fallback) / INT8_MAX
     scales = scales.astype(np.float32).astype(np.float64)  # as a file would store them
-    q = np.clip(np.rint(moved / scales.reshape((-1,) + (1,) * (moved.ndim - 1))), -INT8_MAX, INT8_MAX)
-    return QWeight(np.moveaxis(q.astype(np.int8), 0, axis), scales, axis)
+    if moment is None:
+        q = np.clip(np.rint(rows / scales[:, None]), -INT8_MAX, INT8_MAX)
+    else:
+        q = _gptq_rows(rows, scales, moment)
+    return QWeight(np.moveaxis(q.astype(np.int8).reshape(moved.shape), 0, axis), scales, axis)
+
+
+def _gptq_rows(rows: np.ndarray, scales: np.ndarray, moment: np.ndarray) -> np.ndarray:
+    """GPTQ levels of `rows` [k, n], output channels split evenly over the moment's groups."""
+    groups, n = moment.shape[0], rows.shape[1]
+    if moment.shape != (groups, n, n) or rows.shape[0] % groups:
+        raise QuantizationError(f"input moment {moment.shape} does not fit a weight of {rows.shape[0]} x {n}")
+    shape = (groups, rows.shape[0] // groups)
+    return gptq_levels(rows.reshape(*shape, n), moment, scales.reshape(shape)).reshape(rows.shape)
 
 
 def quantize_bias(bias: np.ndarray, acc_scales: np.ndarray, where: str) -> np.ndarray:

@@ -112,6 +112,16 @@ def test_collect_summarises_inputs_and_every_float_output() -> None:
     assert cal.amax("z", "minmax") == 2.0
 
 
+def test_collect_averages_the_second_moment_of_the_chosen_layers_inputs() -> None:
+    rng = np.random.default_rng(5)
+    xs = [{"x": rng.standard_normal((1, 2, 3)).astype(np.float32)} for _ in range(3)]
+    assert collect(_tiny(), xs).moments == {}
+    cal = collect(_tiny(), xs, moments_for={"MatMul"})
+    rows = np.concatenate([x["x"].reshape(2, 3) for x in xs]).astype(np.float64)
+    assert sorted(cal.moments) == ["w"] and cal.moments["w"].shape == (1, 3, 3)
+    np.testing.assert_allclose(cal.moments["w"][0], rows.T @ rows / 6, rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     "feeds,match",
     [
