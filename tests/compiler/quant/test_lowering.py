@@ -65,7 +65,7 @@ def test_conv_bias_and_relu6_fold_into_qconv_with_hand_derived_parameters() -> N
     np.testing.assert_array_equal(q.const_data("c.mult"), [83886, 41943])
     assert _body(q)[1] == (
         "  r: int8[1,2,2,2] = QConv(x.q, w.q, c.bias, c.mult) clip_hi=30 clip_lo=0 group=1 mult_r=0 "
-        "out_scale=0.2 pads=[0,0,0,0] shift=24 strides=[1,1]"
+        "out_scale=0.2 pads=[0,0,0,0] shift=24 split=0 strides=[1,1]"
     )
     x = np.array([[[[10.0, -10.0], [3.0, 0.0]]]], np.float32)
     out = run_graph(q, {"x": x})["y"]
@@ -147,7 +147,7 @@ def test_matmul_by_a_constant_with_bias_becomes_qgemm_on_flattened_rows() -> Non
     assert _body(q)[1:4] == [
         "  x.2d: int8[3,4] = Reshape(x.q) shape=[3,4]",
         f"  d.2d: int8[3,5] = QGemm(x.2d, w.q, d.bias, d.mult) clip_hi=127 clip_lo=-128 out_scale=0.05 "
-        f"shift={shift}",
+        f"shift={shift} split=0",
         "  d: int8[1,3,5] = Reshape(d.2d) shape=[1,3,5]",
     ]
     assert q.values["w.q"].shape == (5, 4)  # output channels first
