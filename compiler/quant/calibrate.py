@@ -43,23 +43,29 @@ class TensorStats:
     """Counts of nonzero |x| in BINS bins over [0, top), top a power of two that doubles
     (merging bin pairs, exactly) when a larger value arrives; the count of exact zeros, which
     every scale represents exactly (left out of the histogram so that a ReLU's spike at 0 does
-    not steer the entropy search); the largest |x|; the largest |x| along axis 1
-    and along the last axis (channels of NCHW and of dense outputs), for accumulator bounds."""
+    not steer the entropy search); the largest |x|; the largest |x| and the sum of x along
+    axis 1 and along the last axis (channels of NCHW and of dense outputs), for accumulator
+    bounds and bias correction."""
 
     counts: np.ndarray = field(default_factory=lambda: np.zeros(BINS, np.int64))
     zeros: int = 0
     top: float = 0.0
     absmax: float = 0.0
     axis_absmax: dict[int, np.ndarray] = field(default_factory=dict)
+    axis_sum: dict[int, np.ndarray] = field(default_factory=dict)
+    axis_count: dict[int, int] = field(default_factory=dict)
 
     def add(self, x: np.ndarray) -> None:
         a = np.abs(x.astype(np.float32, copy=False))
         m, size = float(a.max(initial=0.0)), a.size
         self.absmax = max(self.absmax, m)
         for axis in {1, a.ndim - 1} if a.ndim >= 2 else ():
-            per = a.max(axis=tuple(i for i in range(a.ndim) if i != axis), initial=0.0).astype(np.float64)
+            others = tuple(i for i in range(a.ndim) if i != axis)
+            per = a.max(axis=others, initial=0.0).astype(np.float64)
             seen = self.axis_absmax.get(axis)
             self.axis_absmax[axis] = per if seen is None else np.maximum(seen, per)
+            self.axis_sum[axis] = self.axis_sum.get(axis, 0.0) + x.sum(axis=others, dtype=np.float64)
+            self.axis_count[axis] = self.axis_count.get(axis, 0) + size // a.shape[axis]
         a = a[a != 0]  # exact zeros (half of a ReLU's output) quantize exactly at any scale
         self.zeros += size - a.size
         if m > 0 and self.top == 0.0:
@@ -77,6 +83,10 @@ class TensorStats:
     @property
     def width(self) -> float:
         return self.top / BINS
+
+    def axis_mean(self, axis: int) -> np.ndarray:
+        """The mean of x per index of `axis` (1 or the last) over everything seen."""
+        return self.axis_sum[axis] / self.axis_count[axis]
 
 
 Calibrator = Callable[[TensorStats], float]

@@ -38,6 +38,7 @@ from compiler.graph.builder import append
 from compiler.graph.ir import Graph, Node, const
 from compiler.graph.opdefs.qops import INT8_MAX, INT8_MIN
 from compiler.graph.verify import verify
+from compiler.quant.bias import BiasTarget, correct_biases
 from compiler.quant.calibrate import Calibration
 from compiler.quant.errors import QuantizationError
 from compiler.quant.requant import (
@@ -64,6 +65,8 @@ class QuantParams:
     (compiler.quant.rounding) instead of to nearest.
     `channel_scales`: activation value -> one scale per channel (axis 1), for values that
     `channel_scaled_values` allows (see the module doc); they take precedence over `scales`.
+    `correction_inputs`: calibration inputs on which each QConv's bias is corrected so
+    that its pre-activation averages what `calibration` saw (compiler.quant.bias); () for none.
     """
 
     scales: Mapping[str, float]
@@ -72,6 +75,7 @@ class QuantParams:
     calibration: Calibration | None = None
     strict: bool = False
     channel_scales: Mapping[str, np.ndarray] = field(default_factory=dict)
+    correction_inputs: Sequence[Mapping[str, np.ndarray]] = ()
 
 
 def channel_scaled_values(graph: Graph) -> list[str]:
@@ -144,6 +148,7 @@ class _Lowering:
         self.rows: dict[str, str] = {}  # int8 [M, K] views of inputs of rank > 2
         self.absorbed: set[int] = set()
         self.users = src.consumer_map()
+        self.bias_targets: dict[str, BiasTarget] = {}  # QConv/QGemm output -> its float mean
 
     def run(self) -> Graph:
         for node in self.src.nodes:
@@ -156,7 +161,10 @@ class _Lowering:
             if self.float_of(name) != name:
                 raise QuantizationError(f"graph output {name} could not keep its name")
         self.g.outputs = list(self.src.outputs)
-        return verify(self.g.remove_dead())
+        g = verify(self.g.remove_dead())
+        if not self.p.correction_inputs:
+            return g
+        return verify(correct_biases(g, self.bias_targets, self.p.correction_inputs))
 
     # -- values -----------------------------------------------------------------------------------
 
@@ -324,7 +332,10 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
         lw.add_const(f"{d.out}.bias", bias),
         lw.add_const(f"{d.out}.mult", mult),
     ]
-    _emit_dense(lw, d, out, consts, attrs, s_out)
+    name = _emit_dense(lw, d, out, consts, attrs, s_out)
+    mean = _channel_mean(lw, d.out)
+    if mean is not None and d.op == "QConv":  # convolutions only: see compiler.quant.bias
+        lw.bias_targets[name] = BiasTarget(mean, acc_scale)
     lw.absorbed.update(id(n) for n in d.absorbs + ((act.node,) if act else ()))
     return True
 
@@ -387,6 +398,15 @@ def _bias(lw: _Lowering, d: _Dense, acc_scale: np.ndarray, channels: int) -> np.
     return quantize_bias(data.reshape(channels), acc_scale, f"node {d.out} ({d.op})")
 
 
+def _channel_mean(lw: _Lowering, name: str) -> np.ndarray | None:
+    """The float pre-activation's mean per channel on the calibration data, if calibrated."""
+    cal = lw.p.calibration
+    stats = cal.stats.get(name) if cal is not None else None
+    rank = lw.src.values[name].rank
+    axis = 1 if rank == 4 else rank - 1
+    return stats.axis_mean(axis) if stats is not None and axis in stats.axis_sum else None
+
+
 def _observed(lw: _Lowering, name: str, acc_scale: np.ndarray) -> np.ndarray | None:
     """Largest |acc + bias| per channel on the calibration data (accumulator units), if calibrated."""
     cal = lw.p.calibration
@@ -400,12 +420,12 @@ def _observed(lw: _Lowering, name: str, acc_scale: np.ndarray) -> np.ndarray | N
 
 def _emit_dense(
     lw: _Lowering, d: _Dense, out: str, consts: list[str], attrs: Mapping[str, object], s_out: float
-) -> None:
+) -> str:
+    """Append the QConv/QGemm (and the reshapes around a QGemm of rows); the name of its output."""
     xq = lw.int8_of(d.x)
     x_shape = lw.src.values[d.x].shape
     if d.op == "QConv" or len(x_shape) == 2:
-        lw.emit_int8(out, d.op, [xq, *consts], attrs, s_out)
-        return
+        return lw.emit_int8(out, d.op, [xq, *consts], attrs, s_out)
     flat = lw.rows.get(d.x)
     if flat is None:  # one [M, K] view of an input that several dense layers read
         flat = lw.rows[d.x] = lw.fresh(f"{d.x}.2d")
@@ -413,6 +433,7 @@ def _emit_dense(
     y = lw.fresh(f"{out}.2d")
     append(lw.g, d.op, [flat, *consts], [y], attrs)
     lw.emit_int8(out, "Reshape", [y], {"shape": lw.src.values[out].shape}, s_out)
+    return y
 
 
 def _conv(lw: _Lowering, node: Node) -> bool:

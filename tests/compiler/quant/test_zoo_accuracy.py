@@ -93,15 +93,16 @@ def test_resnet18_goal_over_100_inputs() -> None:
 
 @pytest.mark.slow
 def test_mobilenetv2_over_100_inputs() -> None:
-    # per-channel scales of the depthwise outputs: cosine 0.9902, top-1 0.81 (one scale: 0.984, 0.69)
+    # GPTQ convolution weights, bias correction, per-channel depthwise output scales (alpha 0.5):
+    # cosine 0.9970, top-1 0.85 (round-to-nearest, alpha 0.3, no correction: 0.9902, 0.81)
     result = _agreement("mobilenetv2", 100, 16)
-    assert result.cosine_mean >= 0.989 and result.top1 >= 0.78, result
+    assert result.cosine_mean >= 0.996 and result.top1 >= 0.83, result
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="per-channel depthwise output scales reach cosine 0.990 but top-1 0.81 (the goal is 0.90)",
+    reason="cosine 0.9970 meets the goal, top-1 0.85 does not (0.90): 0.905-0.92 on 200 validation inputs",
 )
 def test_mobilenetv2_goal_over_100_inputs() -> None:
     result = _agreement("mobilenetv2", 100, 16)

@@ -1,0 +1,58 @@
+"""Empirical bias correction: each corrected layer's mean pre-activation on the calibration
+inputs is the float graph's, to within half an accumulator step; the integer ops are unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.graph import Graph, run_graph
+from compiler.graph.opdefs.qops import conv_acc
+from compiler.graph.passes import simplify
+from compiler.quant import quantize
+from compiler.quant.calibrate import collect
+from compiler.quant.lowering import QuantParams, lower
+from compiler.quant.static import activation_scales
+from tests.compiler.quant.graphs import inputs, small_cnn
+
+
+def _lowered(correct: bool) -> tuple[Graph, list[dict[str, np.ndarray]], Graph]:
+    g = simplify(small_cnn())
+    feeds = inputs(g, 8, seed=1)
+    cal = collect(g, feeds)
+    params = QuantParams(activation_scales(g, cal, "minmax"), calibration=cal,
+                         correction_inputs=feeds if correct else ())  # fmt: skip
+    return g, feeds, lower(g, params)
+
+
+def test_corrected_biases_match_the_float_means_and_nothing_else_changes() -> None:
+    g, feeds, plain = _lowered(False)
+    _, _, corrected = _lowered(True)
+    assert [n.op for n in plain.nodes] == [n.op for n in corrected.nodes]
+    pairs = [(n, m) for n, m in zip(plain.nodes, corrected.nodes, strict=True) if n.op == "QConv"]
+    before_after = [(plain.const_data(n.inputs[2]), corrected.const_data(m.inputs[2])) for n, m in pairs]
+    assert any(not np.array_equal(b, a) for b, a in before_after)  # some mean moved half a step
+    first = corrected.nodes[[n.op for n in corrected.nodes].index("QConv")]
+    assert first.inputs[0] == "x.q"  # the first conv reads the quantized input: check its mean
+    float_mean = np.mean([run_graph(g, x, keep=["c1"])["c1"].mean(axis=(0, 2, 3)) for x in feeds], axis=0)
+    acc = []
+    for x in feeds:
+        xq = run_graph(corrected, x, keep=["x.q"])["x.q"]
+        w = corrected.const_data(first.inputs[1])
+        acc.append(
+            conv_acc(xq, w, first.ints_attr("strides"), first.ints_attr("pads"), first.int_attr("group"))
+        )
+    acc_mean = np.mean([a.mean(axis=(0, 2, 3)) for a in acc], axis=0) + corrected.const_data(first.inputs[2])
+    x_scale = next(n for n in corrected.nodes if n.op == "Quantize").float_attr("scale")
+    w_float = g.const_data(next(n for n in g.nodes if n.op == "Conv").inputs[1])
+    assert w_float is not None
+    w_scale = np.abs(w_float).reshape(8, -1).max(axis=1) / 127
+    acc_scale = x_scale * w_scale.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(acc_mean, float_mean / acc_scale, atol=0.5 + 1e-6)
+
+
+def test_quantize_corrects_biases_unless_told_not_to() -> None:
+    feeds = inputs(small_cnn(), 8, seed=1)
+    on, off = (quantize(small_cnn(), feeds, bias_correction=b) for b in (True, False))
+    biases = [(on.const_data(n.inputs[2]), off.const_data(m.inputs[2]))
+              for n, m in zip(on.nodes, off.nodes, strict=True) if n.op == "QConv"]  # fmt: skip
+    assert any(not np.array_equal(a, b) for a, b in biases)
