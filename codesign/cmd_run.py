@@ -39,6 +39,13 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="activation calibration: minmax, percentile, entropy or mse")  # fmt: skip
     p.add_argument("--tuning-log", metavar="FILE",
                    help="schedules from a tuning log (codesign tune) where it has the operator")  # fmt: skip
+    p.add_argument("--rounding", choices=("nearest", "gptq", "gptq-all"), default="nearest",
+                   help="weight rounding: nearest (default), or GPTQ from the calibration inputs' second "
+                        "moments for convolutions (gptq) or every dense layer (gptq-all): better int8 "
+                        "accuracy, slower compiles (ResNet-18: +16 s)")  # fmt: skip
+    p.add_argument("--bias-correction", action="store_true",
+                   help="correct each convolution's bias for its mean int8 error on the calibration "
+                        "inputs (ResNet-18: +7 s)")  # fmt: skip
     p.add_argument("--offload-shallow", action="store_true",
                    help="run shallow convolutions (input channels at most half a block, e.g. an "
                         "image network's first layer) on the accelerator too, not on the host")  # fmt: skip
@@ -63,7 +70,8 @@ def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     cfg = resolve(args.config or "vta", args.set)
     loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None, args.calibration,
-                        args.tuning_log, args.offload_shallow)  # fmt: skip
+                        args.tuning_log, args.offload_shallow, args.rounding,
+                        args.bias_correction)  # fmt: skip
     saved = loaded.model.target.cfg
     if args.model.endswith(".cmodel"):
         if args.offload_shallow and not loaded.model.offload_shallow:

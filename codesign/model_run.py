@@ -38,11 +38,14 @@ class Loaded:
 
 def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                calibration: str = "percentile", tuning_log: str | None = None,
-               offload_shallow: bool = False) -> Loaded:  # fmt: skip
+               offload_shallow: bool = False, rounding: str = "nearest",
+               bias_correction: bool = False) -> Loaded:  # fmt: skip
     """A CompiledModel from an ONNX file (imported, quantized on calibration inputs, compiled)
     or from a .cmodel file; with `tuning_log`, each accelerator operator uses the fastest
     schedule the log holds for it on this config, else its default; `offload_shallow` puts
-    shallow convolutions on the accelerator too (compiler.runtime.model)."""
+    shallow convolutions on the accelerator too (compiler.runtime.model). `rounding` and
+    `bias_correction` go to `quantize`: by default the fast quantizer (ResNet-18 in ~5 s), where
+    "gptq" and bias correction buy accuracy with compile time (see the README)."""
     start = time.perf_counter()
     knobs_for = _from_log(tuning_log)
     if path.endswith(".cmodel"):
@@ -59,7 +62,9 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     if is_qdq(graph):  # requantized as precisely as onnxruntime, whose int8 results it should match
         qgraph = import_qdq(graph, calib, precise=True)
     else:
-        qgraph = fuse_residual_adds(quantize(graph, calib, method=calibration))
+        quantized = quantize(graph, calib, method=calibration, rounding=rounding,
+                             bias_correction=bias_correction)  # fmt: skip
+        qgraph = fuse_residual_adds(quantized)
     model = CompiledModel.compile(qgraph, AcceleratorTarget(cfg), knobs_for=knobs_for,
                                   offload_shallow=offload_shallow)  # fmt: skip
     return Loaded(model, data, name, time.perf_counter() - start)
