@@ -16,10 +16,12 @@ from compiler.graph.ir import Graph, Node, type_str
 from compiler.graph.opdefs import OPS
 
 
-def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray],
-              keep: Iterable[str] = ()) -> dict[str, np.ndarray]:  # fmt: skip
+def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray], keep: Iterable[str] = (),
+              given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:  # fmt: skip
     """The graph's outputs, by name, for `inputs` (every graph input, exact shape and dtype),
-    and the values named in `keep` (intermediates the caller inspects).
+    and the values named in `keep` (intermediates the caller inspects). A value named in `given`
+    takes that array instead of the one its node computes (another executor's result, so that
+    what follows is checked on the same operands).
 
     Raises GraphError naming a missing, unknown or wrongly shaped or typed input.
     """
@@ -28,8 +30,10 @@ def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray],
         env[name] = array
     kept = [*graph.outputs, *(k for k in keep if k not in graph.outputs)]
     last = last_uses(graph, kept)
+    given = given or {}
     for i, node in enumerate(graph.nodes):
         env.update(zip(node.outputs, evaluate_node(graph, node, [env[x] for x in node.inputs]), strict=True))
+        env.update((name, given[name]) for name in node.outputs if name in given)
         for name in last.get(i, ()):
             env.pop(name, None)  # free intermediates early: whole models hold many activations
     return {name: env[name] for name in kept}

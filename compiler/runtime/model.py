@@ -73,6 +73,9 @@ class ModelResult:
     steps: list[StepRecord] = field(default_factory=list)
     # the integer tensors where the quantized graph hands over to float (Dequantize inputs)
     boundary: dict[str, np.ndarray] = field(default_factory=dict)
+    # the float tensors it takes over from (Quantize inputs computed by a step: host kernels
+    # round differently from numpy, so the integer reference quantizes these same values)
+    handed_in: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def cycles(self) -> int:
@@ -127,9 +130,12 @@ class CompiledModel:
         packed: dict[str, tuple[Layout, np.ndarray]] = {}
         records = []
         boundary: dict[str, np.ndarray] = {}
+        handed_in: dict[str, np.ndarray] = {}
         for step in self.steps:
             if step.node.op == "Dequantize":
                 boundary[step.node.inputs[0]] = env[step.node.inputs[0]].copy()
+            if step.node.op == "Quantize" and step.node.inputs[0] not in self.graph.inputs:
+                handed_in[step.node.inputs[0]] = env[step.node.inputs[0]].copy()
             outputs: Sequence[np.ndarray | None]
             if step.accel is not None:
                 outputs, record = _execute_accel(self.graph, step, step.accel, env, packed, backend,
@@ -141,7 +147,8 @@ class CompiledModel:
                 if value is not None:
                     env[name] = self._place(arena, name, value)
             records.append(record)
-        return ModelResult({name: env[name].copy() for name in self.graph.outputs}, records, boundary)
+        results = {name: env[name].copy() for name in self.graph.outputs}
+        return ModelResult(results, records, boundary, handed_in)
 
     def _place(self, arena: np.ndarray, name: str, value: np.ndarray) -> np.ndarray:
         """`value` stored at its planned place in the arena (a buffer it may share with values
@@ -223,12 +230,14 @@ def _host_kernel(graph: Graph, node: Node) -> Callable[[list[np.ndarray]], list[
     return host_kernel(graph, node)
 
 
-def reference_boundary(graph: Graph, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray],
-                                                                              dict[str, np.ndarray]]:
+def reference_boundary(graph: Graph, inputs: Mapping[str, np.ndarray],
+                       handed_in: Mapping[str, np.ndarray] | None = None,
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:  # fmt: skip
     """The graph interpreter's outputs and its integer tensors at the Dequantize boundary: the
-    integer reference that `ModelResult.boundary` must equal exactly."""
+    integer reference that `ModelResult.boundary` must equal exactly. `handed_in`: the float
+    values the run quantized (`ModelResult.handed_in`), quantized here as they were there."""
     handed = [n.inputs[0] for n in graph.nodes if n.op == "Dequantize"]
-    values = run_graph(graph, inputs, keep=handed)
+    values = run_graph(graph, inputs, keep=handed, given=handed_in)
     return {name: values[name] for name in graph.outputs}, {name: values[name] for name in handed}
 
 

@@ -32,3 +32,24 @@ def test_integers_must_be_equal_floats_close():
     assert not matches_reference(g, feeds, off_by_one)  # an integer differs: not correct
     far = ModelResult({"y": outputs["y"] + 1.0}, [], dict(boundary))
     assert not matches_reference(g, feeds, far)
+
+
+def test_the_reference_quantizes_the_floats_the_run_quantized():
+    """A float step run natively may differ from numpy's in the last bit; at a rounding tie that
+    moves the Quantize after it by one step. The integer part is checked on the run's floats."""
+    g = Graph("q")
+    g.add_input("x", (1, 2), "float32")
+    append(g, "Relu", ["x"], ["r"])
+    append(g, "Quantize", ["r"], ["rq"], {"scale": 1.0})
+    append(g, "Dequantize", ["rq"], ["y"], {"scale": 1.0})
+    g.outputs = ["y"]
+    feeds = {"x": np.array([[2.5, 7.0]], np.float32)}  # 2.5 rounds to 2 (half to even)
+    ulp_above = np.nextafter(np.float32(2.5), np.float32(3))
+    run_floats = {"r": np.array([[ulp_above, 7.0]], np.float32)}  # a native Relu, one ulp off
+    run_ints = {"rq": np.array([[3, 7]], np.int8)}  # what quantizing those floats gives
+    outputs = {"y": np.array([[3.0, 7.0]], np.float32)}
+    assert reference_boundary(g, feeds)[1]["rq"].tolist() == [[2, 7]]
+    assert not matches_reference(g, feeds, ModelResult(outputs, [], run_ints))
+    assert matches_reference(g, feeds, ModelResult(outputs, [], run_ints, run_floats))
+    wrong = ModelResult(outputs, [], {"rq": np.array([[2, 7]], np.int8)}, run_floats)
+    assert not matches_reference(g, feeds, wrong)  # the Quantize itself is still checked exactly
