@@ -203,6 +203,19 @@ def _tanh(graph: Graph, node: Node) -> Spec:
     return "tanh", {"shape": _shape(graph, node) or (1,)}, 1
 
 
+def _hard_sigmoid(graph: Graph, node: Node) -> Spec:
+    if _dtype(graph, node) != "float32":
+        return None
+    attrs = {"alpha": node.float_attr("alpha"), "beta": node.float_attr("beta")}
+    return "hard_sigmoid", {"shape": _shape(graph, node) or (1,), **attrs}, 1
+
+
+def _hard_swish(graph: Graph, node: Node) -> Spec:
+    if _dtype(graph, node) != "float32":
+        return None
+    return "hard_swish", {"shape": _shape(graph, node) or (1,)}, 1
+
+
 _MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
     "QConv": _qconv,
     "QGemm": _qgemm,
@@ -228,4 +241,4 @@ _MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
 # The float classifier after the last Dequantize and bert's pooler: float32 kernels that agree
 # with numpy to ~1e-7 relative, not bit for bit (another summation order; tanh within 1 ulp).
 # `codesign run` checks the integer part exactly and float outputs within a tolerance.
-_MAPPINGS.update({"Gemm": _gemm, "Tanh": _tanh})
+_MAPPINGS.update({"Gemm": _gemm, "Tanh": _tanh, "HardSigmoid": _hard_sigmoid, "HardSwish": _hard_swish})

@@ -107,10 +107,8 @@ CASES: dict[str, Case] = {
     "pytorch-legacy-cnn": Case(pytorch_legacy_cnn, input_shape=("x=2,3,8,8",)),
     "tensorflow-cnn": Case(tensorflow_cnn, input_shape=("x=2,8,8,3",)),
     "bert-like": Case(bert_like_block, numpy_ops=LAYER_NORM_PARTS),
-    **{f"hard-swish-{k}": Case(_activation(HARD_SWISH, k), 14 if k == "op" else 9,
-                               numpy_ops=frozenset({"HardSwish"})) for k in HARD_SWISH},
-    **{f"hard-sigmoid-{k}": Case(_activation(HARD_SIGMOID, k), numpy_ops=frozenset({"HardSigmoid"}))
-       for k in HARD_SIGMOID},
+    **{f"hard-swish-{k}": Case(_activation(HARD_SWISH, k), 14 if k == "op" else 9) for k in HARD_SWISH},
+    **{f"hard-sigmoid-{k}": Case(_activation(HARD_SIGMOID, k)) for k in HARD_SIGMOID},
     **{f"dense-gelu-{k}": Case(_dense_gelu(k), 20 if k == "op" else 9) for k in GELU},
     **{f"mlp-{k}": Case(_mlp(k))
        for k in ("gemm-transB", "gemm-plain", "gemm-alpha-beta", "gemm-transA", "matmul-add")},

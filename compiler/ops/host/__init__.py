@@ -34,7 +34,7 @@ from compiler.ops.host.qconv import QConv2d
 from compiler.ops.host.qops import QAdd, QGemm, QGlobalAvgPool
 from compiler.ops.host.quant import Dequantize, Quantize, Requantize
 from compiler.ops.host.tensor import Cast, Gather, Transpose
-from compiler.ops.host.unary import Tanh
+from compiler.ops.host.unary import HardSigmoid, HardSwish, Tanh
 from compiler.schedule.schedule import Schedule
 from compiler.te.tensor import Tensor
 
@@ -42,7 +42,8 @@ HOST_OPS: dict[str, type[HostOp]] = {
     cls.op: cls
     for cls in (MaxPool2d, AvgPool2d, GlobalAvgPool2d, Softmax, LayerNorm, Gelu, Quantize,
                 Dequantize, Requantize, Add, Mul, Pack, Unpack, Conv2dInt8, QConv2d, QGemm, QAdd,
-                QGlobalAvgPool, Sub, Div, Transpose, Gather, Cast, MatMul, Gemm, Tanh)
+                QGlobalAvgPool, Sub, Div, Transpose, Gather, Cast, MatMul, Gemm, Tanh, HardSigmoid,
+                HardSwish)
 }  # fmt: skip
 
 _KERNELS: dict[tuple[HostOp, int], HostKernel] = {}
@@ -84,6 +85,7 @@ def build_host(sched: Schedule, name: str = "main", inputs: Sequence[Tensor] | N
 
 
 __all__ = ["HOST_OPS", "Add", "AvgPool2d", "Cast", "Conv2dInt8", "Dequantize", "Div", "Gather", "Gelu",
-           "Gemm", "GlobalAvgPool2d", "HostKernel", "HostOp", "LayerNorm", "MatMul", "MaxPool2d", "Mul",
+           "Gemm", "GlobalAvgPool2d", "HardSigmoid", "HardSwish", "HostKernel", "HostOp", "LayerNorm",
+           "MatMul", "MaxPool2d", "Mul",
            "Pack", "QAdd", "QConv2d", "QGemm", "QGlobalAvgPool", "Quantize", "Requantize", "Softmax",
            "Sub", "Tanh", "Transpose", "Unpack", "build_host", "compile_host_op", "host_op"]  # fmt: skip

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.graph.opdefs import OPS, make_attrs
-from compiler.ops.host import Div, Sub, Tanh
+from compiler.ops.host import Div, HardSigmoid, HardSwish, Sub, Tanh
 from tests.compiler.ops.host_util import SIZES, assert_exact, run
 
 NUMERIC = st.sampled_from(["float32", "int8", "uint8", "int16", "int32", "int64"])
@@ -110,6 +110,26 @@ def test_tanh_over_its_range_and_edges():
     assert got[0] == 0 and not np.signbit(got[0]) and got[1] == 0 and np.signbit(got[1])
     assert got[2:4].tolist() == [1.0, -1.0] and np.isnan(got[4]) and got[5] == np.float32(1e-40)
     assert ulps(got[6:], np.tanh(edges[6:].astype(np.float64)).astype(np.float32)).max() <= 1
+
+
+@pytest.mark.parametrize("op,onnx_op,attrs", [
+    (HardSigmoid((4099,)), "HardSigmoid", {}),
+    (HardSigmoid((4099,), alpha=0.25, beta=0.4), "HardSigmoid", {"alpha": 0.25, "beta": 0.4}),
+    (HardSwish((4099,)), "HardSwish", {}),
+])  # fmt: skip
+def test_hard_activations_bit_exact(op, onnx_op, attrs):
+    """Over [-8, 8] (both kinks and saturation) and the edges, the numpy evaluator's float32."""
+    x = np.concatenate([np.linspace(-8, 8, 4091), [0.0, -0.0, 3.0, -3.0, 2.5, -2.5, 1e-30, -1e-30]])
+    x = x.astype(np.float32)
+    got, _ = run(op, inputs=[x])
+    (want,) = OPS[onnx_op].evaluate([x], make_attrs(onnx_op, attrs))
+    np.testing.assert_array_equal(got, want)
+    assert "x float>" in op.build().optimized_ir  # vectorised
+
+
+def test_hard_sigmoid_needs_finite_parameters():
+    with pytest.raises(ValueError, match="hard_sigmoid: alpha inf is not finite"):
+        HardSigmoid((4,), alpha=float("inf"))
 
 
 def test_tanh_is_vectorised():
