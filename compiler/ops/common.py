@@ -112,6 +112,13 @@ class Epilogue:
         return self.residual is not None and abs(self.residual) > IMM_MAX
 
     @property
+    def stages(self) -> tuple[str, ...]:
+        """The operator's ALU stages over acc, in order: `PRECISE_STAGES`, `epi`, or none."""
+        if self.split:
+            return PRECISE_STAGES
+        return ("epi",) if self.alu_ops else ()
+
+    @property
     def acc_tiles(self) -> int:
         """Accumulator tiles the epilogue keeps at once: 3 for a precise one (t, low, high), else 1."""
         return 3 if self.split else 1
@@ -262,10 +269,28 @@ def precise_tensors(ep: Epilogue, shape: tuple[int, ...], acc: Any, vec: Mapping
     return done["epi"]
 
 
-def precise_readers(ep: Epilogue) -> dict[str, str]:
-    """The stage of a precise epilogue that reads each of its vectors."""
-    return {"bias": "clamped", "clamp_lo": "clamped", "clamp_hi": "clamped", "mult_lo": "low",
-            "mult_hi": "high", "round": "epi"}  # fmt: skip
+# the stage of a precise epilogue that reads each of its vectors
+PRECISE_READERS = {"bias": "clamped", "clamp_lo": "clamped", "clamp_hi": "clamped", "mult_lo": "low",
+                   "mult_hi": "high", "round": "epi"}  # fmt: skip
+
+
+def stage_epilogue(s: Schedule, ep: Epilogue, readers: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Put the epilogue's ALU stages in acc and its per-channel vectors there, each loaded once
+    for the stage that reads it (`readers`, beside a precise epilogue's own; default `epi`).
+    Returns the stages, for the operator to place and mark `alu`."""
+    readers = {**(PRECISE_READERS if ep.split else {}), **(readers or {})}
+    for stage in ep.stages:
+        s.set_scope(stage, "acc")
+    for v in ep.vectors:
+        load_vector(s, v, readers.get(v, "epi"))
+    return ep.stages
+
+
+def load_vector(s: Schedule, name: str, reader: str) -> None:
+    """Per-channel int32 input `name` into acc for stage `reader`, loaded once (a DMA at the root,
+    beside every tile)."""
+    s.cache_read(name, "acc", [reader])
+    s.pragma(f"{name}.acc", "i0", "dma_copy")
 
 
 def load_into_acc(s: Schedule, name: str, reader: str, at: tuple[str, str], scaled: str | None = None,

@@ -15,16 +15,15 @@ import numpy as np
 
 from compiler.errors import ScheduleError
 from compiler.ops.common import (
-    PRECISE_STAGES,
     Epilogue,
     check_knobs,
     default_point,
     divisors,
     grid,
     load_into_acc,
-    precise_readers,
     precise_tensors,
     random_vectors,
+    stage_epilogue,
 )
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
@@ -160,24 +159,31 @@ class Conv2d:
         if ep.alu_ops:
             vec = {v: placeholder((self.kb, t.batch, t.block_out), acc, v) for v in ep.vectors}
             out.update(vec)
-            res = None
-            if ep.residual is not None:  # its scaling is an ALU stage of its own (in place)
-                out["res"] = placeholder(shape, t.out_dtype, "res")
-                res = out["res"] if ep.residual == 1 else compute(shape, lambda n, o, y, x, bi, oi: (
-                    ep.scaled_residual(out["res"][n, o, y, x, bi, oi], {"rmult": vec["rmult"][o, bi, oi]}
-                                       if ep.residual_vector else {}, acc)), "res_scaled")  # fmt: skip
-
-            def epilogue(n, o, y, x, bi, oi):  # type: ignore[no-untyped-def]
-                r = None if res is None else E.cast(acc, res[n, o, y, x, bi, oi])
-                return ep.expr(conv[n, o, y, x, bi, oi], {v: vec[v][o, bi, oi] for v in vec}, r)
-
             if ep.split:
                 result = precise_tensors(ep, shape, conv, vec, lambda i: (i[1], i[4], i[5]))
             else:
-                result = compute(shape, epilogue, "epi")
+                result = self._epilogue(out, conv, vec)
         out["out"] = compute(
             shape, lambda n, o, y, x, bi, oi: E.cast(t.out_dtype, result[n, o, y, x, bi, oi]), "out")
         return out
+
+    def _epilogue(self, out: dict[str, Tensor], conv: Tensor, vec: dict[str, Tensor]) -> Tensor:
+        """The `epi` stage over the accumulators; a residual operand (added to `out`) is scaled
+        by an ALU stage of its own, in place."""
+        ep, t = self.spec.epilogue, self.target
+        shape, acc = conv.shape, t.acc_dtype
+        res = None
+        if ep.residual is not None:
+            out["res"] = placeholder(shape, t.out_dtype, "res")
+            res = out["res"] if ep.residual == 1 else compute(shape, lambda n, o, y, x, bi, oi: (
+                ep.scaled_residual(out["res"][n, o, y, x, bi, oi], {"rmult": vec["rmult"][o, bi, oi]}
+                                   if ep.residual_vector else {}, acc)), "res_scaled")  # fmt: skip
+
+        def body(n, o, y, x, bi, oi):  # type: ignore[no-untyped-def]
+            r = None if res is None else E.cast(acc, res[n, o, y, x, bi, oi])
+            return ep.expr(conv[n, o, y, x, bi, oi], {v: vec[v][o, bi, oi] for v in vec}, r)
+
+        return compute(shape, body, "epi")
 
     # -- the space -----------------------------------------------------------------------------------
     def space(self) -> dict[str, list[int]]:
@@ -250,21 +256,13 @@ class Conv2d:
         s_ = self.spec
         ts = self.tensors()
         s = Schedule(ts["out"])
-        has_epi = "epi" in s.stages
         staged = [name for name in ("data_pad", "data_rows") if name in s.stages]
         inp = staged[0] if staged else s.cache_read("data", "inp", ["conv"])
         s.set_scope(inp, "inp")
         wgt = s.cache_read("kernel", "wgt", ["conv"])
         s.set_scope("conv", "acc")
         ep = s_.epilogue
-        epi_stages = [st for st in PRECISE_STAGES if st in s.stages] if ep.split else ["epi"] * has_epi
-        readers = precise_readers(ep) if ep.split else {"rmult": "res_scaled"}
-        for stage in epi_stages:
-            s.set_scope(stage, "acc")
-        if has_epi:
-            for v in ep.vectors:
-                s.cache_read(v, "acc", [readers.get(v, "epi")])
-                s.pragma(f"{v}.acc", "i0", "dma_copy")
+        epi_stages = stage_epilogue(s, ep, {"rmult": "res_scaled"})
         s.split("out", "n", k.tile_b)
         s.split("out", "o", k.tile_oc)
         s.split("out", "y", k.tile_h)

@@ -13,15 +13,14 @@ import numpy as np
 
 from compiler.errors import ScheduleError
 from compiler.ops.common import (
-    PRECISE_STAGES,
     Epilogue,
     check_knobs,
     default_point,
     divisors,
     grid,
-    precise_readers,
     precise_tensors,
     random_vectors,
+    stage_epilogue,
 )
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
@@ -141,19 +140,11 @@ class Dense:
         check_knobs(k, self.space(), "dense")
         ts = self.tensors()
         s = Schedule(ts["out"])
-        has_epi = "epi" in s.stages
         ep = self.spec.epilogue
-        epi_stages = [st for st in PRECISE_STAGES if st in s.stages] if ep.split else ["epi"] * has_epi
-        readers = precise_readers(ep) if ep.split else {}
         s.cache_read("data", "inp", ["gemm"])
         s.cache_read("weight", "wgt", ["gemm"])
         s.set_scope("gemm", "acc")
-        for stage in epi_stages:
-            s.set_scope(stage, "acc")
-        if has_epi:
-            for v in ep.vectors:
-                s.cache_read(v, "acc", [readers.get(v, "epi")])
-                s.pragma(f"{v}.acc", "i0", "dma_copy")
+        epi_stages = stage_epilogue(s, ep)
         s.split("out", "m", k.tile_m)
         s.split("out", "n", k.tile_n)
         s.virtual_thread("out", "n.o", k.n_threads)

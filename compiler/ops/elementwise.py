@@ -11,7 +11,16 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import IMM_MAX, check_knobs, default_point, divisors, grid, load_into_acc, wrap32
+from compiler.ops.common import (
+    IMM_MAX,
+    check_knobs,
+    default_point,
+    divisors,
+    grid,
+    load_into_acc,
+    load_vector,
+    wrap32,
+)
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
@@ -146,9 +155,8 @@ class Eltwise:
         scaled = "b_scaled" in s.stages
         for name in self.operands:
             load_into_acc(s, name, "res", ("out", "y.o.vi"), "b_scaled" if name == "b" and scaled else None)
-        for v in self.spec.vectors:  # loaded once, beside every tile
-            s.cache_read(v, "acc", ["b_scaled" if v == "mult_b" else "res"])
-            s.pragma(f"{v}.acc", "i0", "dma_copy")
+        for v in self.spec.vectors:
+            load_vector(s, v, "b_scaled" if v == "mult_b" else "res")
         s.compute_at("res", "out", "y.o.vi")
         s.pragma("res", "n", "alu")
         s.pragma("out", "y.i", "dma_copy")

@@ -51,7 +51,7 @@ def _intermediates(node: Node, arrays: Sequence[np.ndarray]) -> np.ndarray:
         shape = [1] * acc.ndim
         shape[1] = -1
         t = acc + bias.astype(np.int64).reshape(shape)
-        split = node.int_attr("split") if "split" in node.attrs else 0
+        split = node.int_attr("split")
         if split:  # precise: t clamped, then the two-part multiply (qops.precise_steps)
             lo, hi = (a.astype(np.int64).reshape(shape) for a in arrays[4:6])
             clamped = np.clip(t, lo, hi)

@@ -131,7 +131,7 @@ def _epilogue(node: Node) -> dict[str, Any]:
 
 def _precise(node: Node) -> bool:
     """Whether the node requantizes precisely (attribute `split`): no host kernel does that yet."""
-    return "split" in node.attrs and node.int_attr("split") > 0
+    return node.int_attr("split") > 0
 
 
 def _qconv(graph: Graph, node: Node) -> Spec:

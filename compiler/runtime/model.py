@@ -215,7 +215,7 @@ def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget,
 
 def _precise(graph: Graph, node: Node) -> Precise | None:
     """A QConv/QGemm's precise requantization parameters (the contract checked them), or None."""
-    split = node.int_attr("split") if "split" in node.attrs else 0
+    split = node.int_attr("split")
     if not split:
         return None
     lo, hi = (graph.const_data(x) for x in node.inputs[4:6])
