@@ -49,7 +49,6 @@ from compiler.quant.requant import (
     ACT_MAX,
     PreciseRequant,
     QWeight,
-    choose_shift,
     immediate_requant,
     precise_requant,
 )
@@ -124,13 +123,8 @@ def _wide_add(node: Node, scales: Mapping[str, float]) -> Node:
     have = [node.int_attr("mult_a"), node.int_attr("mult_b")]
     if have != list(immediate_requant(reals, ACT_MAX, _where(node))[0]):
         return node  # not the ratios the lowering used
-
-    def fits(mult: np.ndarray, shift: int) -> bool:
-        rounding = (1 << (shift - 1)) if shift else 0
-        return bool(ACT_MAX * np.abs(mult).sum() + rounding <= INT32_MAX)
-
-    mult, shift = choose_shift(reals, fits, _where(node))
-    return replace(node, attrs={**node.attrs, "mult_a": int(mult[0]), "mult_b": int(mult[1]), "shift": shift})
+    (mult_a, mult_b), shift = immediate_requant(reals, ACT_MAX, _where(node), limit=INT32_MAX)
+    return replace(node, attrs={**node.attrs, "mult_a": mult_a, "mult_b": mult_b, "shift": shift})
 
 
 def _precise_params(

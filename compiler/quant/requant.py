@@ -130,11 +130,14 @@ def channel_requant(reals: np.ndarray, bounds: np.ndarray, where: str) -> tuple[
     return mult.astype(np.int32), shift
 
 
-def immediate_requant(reals: np.ndarray, bound: float, where: str) -> tuple[list[int], int]:
-    """16-bit immediate multipliers and one shift for sum_i v_i * mult_i with |v_i| <= bound."""
+def immediate_requant(
+    reals: np.ndarray, bound: float, where: str, limit: int = IMM_MAX
+) -> tuple[list[int], int]:
+    """Multipliers within `limit` (a 16-bit immediate by default) and one shift for
+    sum_i v_i * mult_i with |v_i| <= bound."""
 
     def fits(mult: np.ndarray, shift: int) -> bool:
-        if np.abs(mult).max(initial=0) > IMM_MAX:
+        if np.abs(mult).max(initial=0) > limit:
             return False
         return bool(bound * np.abs(mult).sum() + _rounding(shift) <= INT32_MAX)
 
