@@ -34,7 +34,7 @@ import numpy as np
 from compiler.ops.host.base import HostOp, check_int, check_shape, pair
 from compiler.ops.host.qops import (
     check_requant,
-    random_channel_vectors,
+    random_weighted_inputs,
     requant_expr,
     requant_reference,
     vectorize_loop,
@@ -275,10 +275,7 @@ class QConv2d(HostOp):
 
     # -- numpy --------------------------------------------------------------------------------
     def random_inputs(self, seed: int) -> list[np.ndarray]:
-        rng = np.random.default_rng(seed)
-        data = rng.integers(-128, 128, self.shape).astype(np.int8)
-        weight = rng.integers(-128, 128, self.weight_shape).astype(np.int8)
-        return [data, weight, *random_channel_vectors(rng, self.weight_shape[0])]
+        return random_weighted_inputs(seed, self.shape, self.weight_shape)
 
     def reference(self, data: np.ndarray, weight: np.ndarray, bias: np.ndarray,  # type: ignore[override]
                   mult: np.ndarray) -> np.ndarray:  # fmt: skip

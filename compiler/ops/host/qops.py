@@ -73,11 +73,18 @@ def requant_reference(t: np.ndarray, shift: int, clip_lo: int, clip_hi: int) -> 
     return (((clipped + 128) % 256) - 128).astype(np.int8)  # the low 8 bits, as a cast keeps
 
 
-def random_channel_vectors(rng: np.random.Generator, channels: int) -> list[np.ndarray]:
-    """Seeded int32 bias and multiplier vectors of `channels` elements."""
+def random_weighted_inputs(
+    seed: int, shape: tuple[int, ...], weight_shape: tuple[int, ...]
+) -> list[np.ndarray]:
+    """Seeded int8 data and weights, and int32 bias and multiplier vectors, one element per
+    output channel (weight_shape[0]): the inputs of a quantized convolution or dense layer."""
+    rng = np.random.default_rng(seed)
+    data = rng.integers(-128, 128, shape).astype(np.int8)
+    weight = rng.integers(-128, 128, weight_shape).astype(np.int8)
+    channels = weight_shape[0]
     bias = rng.integers(*BIAS_RANGE, channels, endpoint=True).astype(np.int32)
     mult = rng.integers(*MULT_RANGE, channels, endpoint=True).astype(np.int32)
-    return [bias, mult]
+    return [data, weight, bias, mult]
 
 
 def vectorize_loop(s: Schedule, stage: str, axis: str, extent: int) -> None:
@@ -135,10 +142,7 @@ class QGemm(HostOp):
         return s
 
     def random_inputs(self, seed: int) -> list[np.ndarray]:
-        rng = np.random.default_rng(seed)
-        data = rng.integers(-128, 128, self.shape).astype(np.int8)
-        weight = rng.integers(-128, 128, self.weight_shape).astype(np.int8)
-        return [data, weight, *random_channel_vectors(rng, self.weight_shape[0])]
+        return random_weighted_inputs(seed, self.shape, self.weight_shape)
 
     def reference(self, data: np.ndarray, weight: np.ndarray, bias: np.ndarray,  # type: ignore[override]
                   mult: np.ndarray) -> np.ndarray:  # fmt: skip
