@@ -97,10 +97,16 @@ class LayerNorm(HostOp):
         beta = placeholder((n,), "float32", "beta") if self.bias else None
         k1, k2 = reduce_axis(n, "k"), reduce_axis(n, "k")
         inv_n = 1.0 / n
-        total = compute(rows or (1,), lambda *i: sum(x[_lead(i, rows) + (k1,)], k1), "total")
+
+        def shifted(i: tuple[E.Expr, ...]) -> E.Expr:
+            """x minus its row's first element: the mean of these is small when the row's spread
+            is, so float32 rounds it relative to the spread, not to |x| (shifted-data variance)."""
+            return x[i] - x[(*i[:-1], E.const(0))]
+
+        total = compute(rows or (1,), lambda *i: sum(shifted((*_lead(i, rows), k1.var)), k1), "total")
 
         def centred(i: tuple[E.Expr, ...]) -> E.Expr:
-            return x[i] - total[_row(i, rows)] * inv_n
+            return shifted(i) - total[_row(i, rows)] * inv_n
 
         dev = compute(rows or (1,), lambda *i: sum(_square(centred((*_lead(i, rows), k2.var))), k2), "dev")
 
