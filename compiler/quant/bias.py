@@ -32,10 +32,12 @@ from compiler.graph.opdefs.qops import INT32_MAX, conv_acc, gemm_acc
 @dataclass(frozen=True)
 class BiasTarget:
     """What a QConv/QGemm's pre-activation should average per output channel on the calibration
-    inputs: the float graph's `mean` (float units), and the accumulator's scales `acc_scale`."""
+    inputs: the float graph's `mean` (float units) over the accumulator's scales `acc_scale`,
+    plus `offset` (accumulator steps: an unsigned output's zero point, compiler.quant.lowering)."""
 
     mean: np.ndarray
     acc_scale: np.ndarray
+    offset: np.ndarray | float = 0.0  # accumulator steps added to the target (an unsigned output's)
 
 
 def correct_biases(
@@ -67,7 +69,7 @@ def _corrected(node: Node, target: BiasTarget, arrays: list[list[np.ndarray]]) -
     axes = tuple(a for a in range(sums[0].ndim) if a != 1)
     acc_mean = np.mean([s.mean(axis=axes) for s in sums], axis=0)
     bias = arrays[0][2].astype(np.int64)
-    error = acc_mean + bias - np.asarray(target.mean, np.float64) / target.acc_scale
+    error = acc_mean + bias - np.asarray(target.mean, np.float64) / target.acc_scale - target.offset
     return np.clip(bias - np.rint(error), -INT32_MAX, INT32_MAX).astype(np.int32)
 
 

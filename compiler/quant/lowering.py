@@ -20,6 +20,16 @@ reader folds the scales into its float weights before quantizing them, w'[k, c] 
 scale w'_scale[k]. The integer ops are unchanged; such a value never becomes float (there is no
 one scale to dequantize it with).
 
+**Unsigned activations.** A value in `QuantParams.unsigned` (see `unsigned_values`: a Relu or
+Clip(min >= 0) output of a convolution that only unpadded convolutions read: MobileNetV2's
+depthwise outputs) is never negative, and symmetric int8 would spend its sign bit on nothing.
+It takes 256 steps instead: its scale is amax / 255 and its int8 code is round(x / s) - 128
+(zero point -128). The ops stay those of the contract: the producer's clip bounds start at -128,
+and its bias is lowered by 128 * 2**shift / mult[k] (rounded to an accumulator step, at most
+half of mult / 2**shift output steps off; bias correction sees the offset as intended); each
+reader's bias is raised by 128 * sum w_q[k] (exact: with no padding every tap of a patch reads
+a code, and sum w * (q + 128) = sum w * q + 128 * sum w). Such a value never becomes float.
+
 `QuantParams.strict` is for QDQ files, whose every scale is binding: an activation folds into
 the op before it only when both tensors share a scale, and an int8 MaxPool/Relu/Flatten/Reshape
 only when its output keeps its input's scale; otherwise the file's requantization is kept (a
@@ -29,14 +39,14 @@ float op between Dequantize and Quantize), as onnxruntime computes it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from compiler.graph.builder import append
 from compiler.graph.ir import Graph, Node, const
-from compiler.graph.opdefs.qops import INT8_MAX, INT8_MIN
+from compiler.graph.opdefs.qops import INT8_MAX, INT8_MIN, INT32_MAX
 from compiler.graph.verify import verify
 from compiler.quant.bias import BiasTarget, correct_biases
 from compiler.quant.calibrate import Calibration
@@ -50,6 +60,9 @@ from compiler.quant.requant import (
     quantize_bias,
     quantize_weight,
 )
+
+# An unsigned value's int8 code is round(x / scale) - UNSIGNED_OFFSET (see the module doc).
+UNSIGNED_OFFSET = 128
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,9 @@ class QuantParams:
     `channel_scaled_values` allows (see the module doc); they take precedence over `scales`.
     `correction_inputs`: calibration inputs on which each QConv's bias is corrected so
     that its pre-activation averages what `calibration` saw (compiler.quant.bias); () for none.
+    `unsigned`: values that `unsigned_values` allows, coded with zero point -128 (see the
+    module doc); their scales (in `scales` or `channel_scales`) are thresholds / 255.
+    `keep_float`: outputs of convolutions and dense layers that stay float (with their Relu/Clip).
     """
 
     scales: Mapping[str, float]
@@ -76,27 +92,61 @@ class QuantParams:
     strict: bool = False
     channel_scales: Mapping[str, np.ndarray] = field(default_factory=dict)
     correction_inputs: Sequence[Mapping[str, np.ndarray]] = ()
+    unsigned: frozenset[str] = frozenset()
+    keep_float: frozenset[str] = frozenset()
 
 
-def channel_scaled_values(graph: Graph) -> list[str]:
+def channel_scaled_values(graph: Graph, kept: Collection[str] = ()) -> list[str]:
     """The activations of `graph` that may take per-channel scales: the output of a depthwise
     (group > 1) convolution with constant 4-d weights, or of the Relu/Clip that is its only
     user, when the value is no graph output and every reader is a group-1 convolution with
     constant 4-d weights, dilations 1, a constant or no bias, that can fold the scales into its
-    weights and whose result (after its own Relu/Clip, if any) is no graph output."""
+    weights and whose result (after its own Relu/Clip, if any) is no graph output. Convolutions
+    whose outputs are in `kept` stay float and take part in neither role."""
     users = graph.consumer_map()
     found = []
     for node in graph.nodes:
         if node.op != "Conv" or node.int_attr("group") == 1 or not _const_4d(graph, node.inputs[1]):
+            continue
+        if node.outputs[0] in kept:
             continue
         name = node.outputs[0]
         after = users.get(name, [])
         if len(after) == 1 and after[0].op in ("Relu", "Clip") and name not in graph.outputs:
             name = after[0].outputs[0]
         readers = users.get(name, [])
-        if name in graph.outputs or not readers or not all(_absorbs(graph, users, r, name) for r in readers):
+        if name in graph.outputs or not readers:
+            continue
+        if not all(_absorbs(graph, users, r, name, kept) for r in readers):
             continue
         found.append(name)
+    return found
+
+
+def unsigned_values(graph: Graph, kept: Collection[str] = ()) -> list[str]:
+    """The activations of `graph` that may be coded unsigned (zero point -128): the output of a
+    Relu, or of a Clip with min >= 0, that is the only user of a convolution with constant 4-d
+    weights, when the value is no graph output and every reader is a convolution with zero
+    padding that lowers to a QConv (`_absorbs`, any group); none of them in `kept` (float)."""
+    users = graph.consumer_map()
+    found = []
+    for node in graph.nodes:
+        if node.op not in ("Relu", "Clip") or (node.op == "Clip" and node.float_attr("min") < 0):
+            continue
+        producer = graph.producer(node.inputs[0])
+        if producer is None or producer.op != "Conv" or node.inputs[0] in kept:
+            continue
+        if not _const_4d(graph, producer.inputs[1]):
+            continue
+        if users.get(node.inputs[0]) != [node] or node.inputs[0] in graph.outputs:
+            continue
+        name = node.outputs[0]
+        readers = users.get(name, [])
+        if name in graph.outputs or not readers:
+            continue
+        if all(_absorbs(graph, users, r, name, kept, any_group=True) and not any(r.ints_attr("pads"))
+               for r in readers):  # fmt: skip
+            found.append(name)
     return found
 
 
@@ -105,11 +155,14 @@ def _const_4d(graph: Graph, name: str) -> bool:
     return w is not None and w.ndim == 4
 
 
-def _absorbs(graph: Graph, users: Mapping[str, list[Node]], reader: Node, name: str) -> bool:
-    """Whether `reader` is a group-1 convolution of `name` that lowers to a QConv."""
+def _absorbs(graph: Graph, users: Mapping[str, list[Node]], reader: Node, name: str, kept: Collection[str],
+             any_group: bool = False) -> bool:  # fmt: skip
+    """Whether `reader` is a convolution of `name` (group 1 unless `any_group`) that lowers to a QConv."""
     if reader.op != "Conv" or reader.inputs[0] != name or name in reader.inputs[1:]:
         return False
-    if reader.int_attr("group") != 1 or set(reader.ints_attr("dilations")) != {1}:
+    if reader.outputs[0] in kept:
+        return False
+    if (reader.int_attr("group") != 1 and not any_group) or set(reader.ints_attr("dilations")) != {1}:
         return False
     if not _const_4d(graph, reader.inputs[1]):
         return False
@@ -204,8 +257,10 @@ class _Lowering:
             self.g.values.setdefault(name, value)
             self.floats[name] = name
             return name
-        if name in self.p.channel_scales:
-            raise QuantizationError(f"{name} has per-channel scales and cannot be dequantized")
+        if name in self.p.channel_scales or name in self.p.unsigned:
+            raise QuantizationError(
+                f"{name} has per-channel scales or a zero point and cannot be dequantized"
+            )
         qname, scale = self.ints[name]
         out = name if name in self.src.outputs and name not in self.g.values else self.fresh(f"{name}.dq")
         append(self.g, "Dequantize", [qname], [out], {"scale": scale})
@@ -216,6 +271,8 @@ class _Lowering:
         """The name of `name` as int8 (a Quantize the first time; the caller checked its scale)."""
         if name in self.ints:
             return self.ints[name][0]
+        if name in self.p.unsigned:
+            raise QuantizationError(f"{name} is coded unsigned but its producer was not lowered to a QConv")
         scale = self.p.scales[name]
         out = self.fresh(f"{name}.q")
         append(self.g, "Quantize", [self.float_of(name)], [out], {"scale": scale})
@@ -255,10 +312,11 @@ class _Lowering:
                 return None
         return _Act(act, lo, hi)
 
-    def clip_bounds(self, act: _Act | None, scale: float) -> tuple[int, int]:
+    def clip_bounds(self, act: _Act | None, scale: float, offset: int = 0) -> tuple[int, int]:
+        """The int8 codes of the activation's bounds at `scale`, codes being round(x / scale) - `offset`."""
         if act is None:
             return INT8_MIN, INT8_MAX
-        return _to_int8(act.lo, scale), _to_int8(act.hi, scale)
+        return _to_int8(act.lo, scale, offset), _to_int8(act.hi, scale, offset)
 
     def single_user(self, name: str, op: str) -> Node | None:
         users = self.users.get(name, [])
@@ -267,11 +325,11 @@ class _Lowering:
         return users[0]
 
 
-def _to_int8(bound: float, scale: float) -> int:
-    """A float bound in int8 steps, rounded as Quantize rounds (so the clip is exact)."""
+def _to_int8(bound: float, scale: float, offset: int = 0) -> int:
+    """A float bound in int8 steps (less `offset`), rounded as Quantize rounds (so the clip is exact)."""
     if math.isinf(bound):
         return INT8_MAX if bound > 0 else INT8_MIN
-    q = float(np.rint(np.float32(bound) / np.float32(scale)))
+    q = float(np.rint(np.float32(bound) / np.float32(scale))) - offset
     return int(min(max(q, INT8_MIN), INT8_MAX))
 
 
@@ -294,15 +352,18 @@ class _Dense:
 
 
 def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
+    if d.out in lw.p.keep_float:
+        return False
     act = lw.activation_after(d.out)
     out = act.node.outputs[0] if act else d.out
     s_in, s_out = lw.scale_of(d.x), lw.scale_of(out)
     w_float = lw.const(d.w)
     folded = d.x in lw.p.channel_scales
     if s_in is None or s_out is None or w_float is None:
-        if folded:
+        if folded or d.x in lw.p.unsigned:
             raise QuantizationError(
-                f"node {d.out} ({d.op}) reads {d.x}, which has per-channel scales, but cannot be lowered"
+                f"node {d.out} ({d.op}) reads {d.x}, which has per-channel scales or a zero point, "
+                "but cannot be lowered"
             )
         return False
     if folded:
@@ -312,6 +373,8 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
     channels = w_int.shape[0]
     acc_scale = s_in * qw.channel_scales(channels)
     bias = _bias(lw, d, acc_scale, channels)
+    if d.x in lw.p.unsigned:
+        bias = _unsigned_input_bias(d, bias, w_int)
     out_scales = lw.p.channel_scales.get(out)
     if out_scales is not None and np.asarray(out_scales).shape != (channels,):
         raise QuantizationError(
@@ -320,11 +383,16 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
     reals = acc_scale / (s_out if out_scales is None else np.asarray(out_scales, np.float64))
     observed = _observed(lw, d.out, acc_scale)
     bounds = accumulator_bounds(w_int, bias, reals, observed)
-    mult, shift = channel_requant(reals, bounds, f"node {d.out} ({d.op})")
+    offset = UNSIGNED_OFFSET if out in lw.p.unsigned else 0
+    mult, shift = channel_requant(reals, bounds + np.ceil(offset / reals), f"node {d.out} ({d.op})")
+    offset_acc = np.zeros(channels)
+    if offset:  # the codes are round(y / s) - offset: offset output steps less before the shift
+        offset_acc = np.rint(offset * float(1 << shift) / mult.astype(np.float64))
+        bias = _checked_bias(bias.astype(np.float64) - offset_acc, f"node {d.out} ({d.op})")
     lo, hi = (
-        _channel_clip_bounds(lw, act, out, out_scales)
+        _channel_clip_bounds(lw, act, out, out_scales, offset)
         if out_scales is not None
-        else lw.clip_bounds(act, s_out)
+        else lw.clip_bounds(act, s_out, offset)
     )
     attrs = {**d.attrs, "shift": shift, "clip_lo": lo, "clip_hi": hi, "out_scale": s_out}
     consts = [
@@ -335,7 +403,7 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
     name = _emit_dense(lw, d, out, consts, attrs, s_out)
     mean = _channel_mean(lw, d.out)
     if mean is not None and d.op == "QConv":  # convolutions only: see compiler.quant.bias
-        lw.bias_targets[name] = BiasTarget(mean, acc_scale)
+        lw.bias_targets[name] = BiasTarget(mean, acc_scale, -offset_acc)
     lw.absorbed.update(id(n) for n in d.absorbs + ((act.node,) if act else ()))
     return True
 
@@ -350,9 +418,27 @@ def _fold_input_scales(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> np.ndar
     return w_float.astype(np.float64) * scales.reshape(1, -1, 1, 1)
 
 
-def _channel_clip_bounds(lw: _Lowering, act: _Act | None, out: str, scales: np.ndarray) -> tuple[int, int]:
+def _unsigned_input_bias(d: _Dense, bias: np.ndarray, w_int: np.ndarray) -> np.ndarray:
+    """The bias of a layer reading an unsigned value: + offset * sum w_q[k] (exact without padding)."""
+    if d.op != "QConv" or any(d.attrs["pads"]):  # type: ignore[arg-type]
+        raise QuantizationError(
+            f"node {d.out} ({d.op}) reads {d.x}, which has a zero point, but pads its input"
+        )
+    total = w_int.astype(np.int64).reshape(w_int.shape[0], -1).sum(axis=1)
+    return _checked_bias(bias.astype(np.float64) + UNSIGNED_OFFSET * total, f"node {d.out} ({d.op})")
+
+
+def _checked_bias(bias: np.ndarray, where: str) -> np.ndarray:
+    if np.abs(bias).max(initial=0) > INT32_MAX:
+        raise QuantizationError(f"{where}: bias does not fit int32 at the accumulator's scale")
+    return bias.astype(np.int32)
+
+
+def _channel_clip_bounds(
+    lw: _Lowering, act: _Act | None, out: str, scales: np.ndarray, offset: int = 0
+) -> tuple[int, int]:
     """The clip of an output with per-channel scales: every channel's bounds must be the same integers."""
-    bounds = {lw.clip_bounds(act, float(s)) for s in np.asarray(scales).reshape(-1)}
+    bounds = {lw.clip_bounds(act, float(s), offset) for s in np.asarray(scales).reshape(-1)}
     if len(bounds) != 1:
         raise QuantizationError(
             f"{out}: its activation bounds are different integers at its channel scales {sorted(bounds)}"

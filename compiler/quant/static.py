@@ -22,18 +22,19 @@ source of error in MobileNetV2. `per_channel=False` turns this off.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from compiler.graph.ir import Graph
+from compiler.graph.ir import Graph, Node
 from compiler.graph.opdefs.qops import INT8_MAX
 from compiler.graph.passes import simplify
 from compiler.quant.calibrate import CALIBRATORS, Calibration, collect
 from compiler.quant.errors import QuantizationError
-from compiler.quant.lowering import QuantParams, channel_scaled_values, lower
+from compiler.quant.lowering import QuantParams, channel_scaled_values, lower, unsigned_values
 
 DEFAULT_METHOD = "percentile"
+UINT8_MAX = 255
 # Weight rounding: the ops whose weights GPTQ rounds (compiler.quant.rounding), the others'
 # round to nearest. GPTQ is measured on validation inputs (seed 5000, never calibration's or the
 # tests'): MobileNetV2 mean cosine / top-1 over 50, 0.9902 / 0.80 -> 0.9959 / 0.94, ResNet-18
@@ -63,6 +64,8 @@ def quantize(
     per_channel: bool = True,
     rounding: str = DEFAULT_ROUNDING,
     bias_correction: bool = True,
+    unsigned: bool = True,
+    keep_float: Callable[[Graph, Node], bool] | None = None,
 ) -> Graph:
     """The int8 graph of float `graph`, calibrated on `calibration_inputs` (dicts of graph inputs).
 
@@ -73,7 +76,11 @@ def quantize(
     `rounding` is how weights become int8: "gptq" (compiler.quant.rounding, from the
     calibration inputs' second moments) for convolutions, "gptq-all" for every dense layer too,
     or "nearest". With `bias_correction`, each QConv/QGemm's bias is corrected on the
-    calibration inputs (compiler.quant.bias).
+    calibration inputs (compiler.quant.bias). With `unsigned`, the values that
+    `unsigned_values` allows (never negative, read only by unpadded convolutions) take 255
+    steps with zero point -128 instead of 127 (compiler.quant.lowering). The convolutions and
+    dense layers of the cleaned graph for which `keep_float(graph, node)` holds stay float, with
+    their Relu/Clip (`codesign run` keeps a shallow first convolution that runs on the host so).
     """
     if rounding not in ROUNDINGS:
         raise QuantizationError(f"unknown weight rounding {rounding!r}; known: {', '.join(ROUNDINGS)}")
@@ -81,12 +88,30 @@ def quantize(
     feeds = list(calibration_inputs)
     calibration = collect(g, feeds, moments_for=ROUNDINGS[rounding])
     scales = activation_scales(g, calibration, method, overrides)
-    names = channel_scaled_values(g) if per_channel else []
+    kept = _kept_float(g, keep_float)
+    names = channel_scaled_values(g, kept) if per_channel else []
     channel = channel_scales(g, calibration, names, method, overrides)
+    wide = frozenset(unsigned_values(g, kept) if unsigned else [])
+    for name in wide:  # 255 steps from 0 to the threshold instead of 127
+        if name in channel:
+            channel[name] = _float32(channel[name] * INT8_MAX / UINT8_MAX)
+        else:
+            scales[name] = float(_float32(scales[name] * INT8_MAX / UINT8_MAX))
     correction = feeds if bias_correction else []
-    return lower(
-        g, QuantParams(scales, calibration=calibration, channel_scales=channel, correction_inputs=correction)
-    )
+    params = QuantParams(scales, calibration=calibration, channel_scales=channel,
+                         correction_inputs=correction, unsigned=wide, keep_float=kept)  # fmt: skip
+    return lower(g, params)
+
+
+def _kept_float(graph: Graph, keep: Callable[[Graph, Node], bool] | None) -> frozenset[str]:
+    if keep is None:
+        return frozenset()
+    dense = (n for n in graph.nodes if n.op in ("Conv", "Gemm", "MatMul"))
+    return frozenset(n.outputs[0] for n in dense if keep(graph, n))
+
+
+def _float32(x: np.ndarray | float) -> np.ndarray:
+    return np.asarray(x, np.float64).astype(np.float32).astype(np.float64)
 
 
 def channel_scales(

@@ -1,0 +1,158 @@
+"""Unsigned activations (zero point -128): which values qualify, the producer's clip and bias
+offset, the readers' exact bias term, that the codes stand for the float values at 255 steps,
+the refusals, and a convolution kept float (`keep_float`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.graph import Graph, const, run_graph
+from compiler.graph.builder import append
+from compiler.quant import QuantizationError, QuantParams, collect, lower, quantize
+from compiler.quant.lowering import UNSIGNED_OFFSET, unsigned_values
+from compiler.quant.static import activation_scales
+from tests.compiler.quant.graphs import inputs, small_cnn
+
+CHANNELS = 16  # the reader sums the errors of 16 input channels: they outweigh its own rounding
+W_DW = np.linspace(0.5, 3.0, CHANNELS, dtype=np.float32).reshape(CHANNELS, 1, 1, 1)
+W_PW = np.random.default_rng(0).standard_normal((3, CHANNELS, 1, 1)).astype(np.float32)
+B_PW = np.array([0.1, -0.2, 0.05], np.float32)
+
+
+def _attrs(pad: int = 0, group: int = 1) -> dict[str, object]:
+    return {"strides": (1, 1), "pads": (pad,) * 4, "dilations": (1, 1), "group": group}
+
+
+def _graph(clip_min: float = 0.0, reader_pad: int = 0, float_reader: bool = False) -> Graph:
+    """x[1,16,4,4] -> depthwise 1x1 conv -> Clip(clip_min, 6) = r -> 1x1 conv (3 channels) = p
+    -> pool -> y."""
+    g = Graph("unsigned")
+    g.add_input("x", (1, CHANNELS, 4, 4), "float32")
+    g.add_value(const("w_dw", W_DW))
+    append(g, "Conv", ["x", "w_dw"], ["c"], _attrs(group=CHANNELS))
+    append(g, "Clip", ["c"], ["r"], {"min": clip_min, "max": 6.0})
+    g.add_value(const("w_pw", W_PW))
+    g.add_value(const("b_pw", B_PW))
+    append(g, "Conv", ["r", "w_pw", "b_pw"], ["p"], _attrs(pad=reader_pad))
+    append(g, "GlobalAveragePool", ["p"], ["y"])
+    g.outputs = ["y"]
+    if float_reader:
+        append(g, "Sigmoid", ["r"], ["s"])
+        g.outputs.append("s")
+    return g
+
+
+def _inputs(count: int, seed: int) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.uniform(-1.0, 2.5, (1, CHANNELS, 4, 4)).astype(np.float32)} for _ in range(count)]
+
+
+def _quantize(g: Graph, unsigned: bool, per_channel: bool = False) -> Graph:
+    return quantize(g, _inputs(8, 1), method="minmax", per_channel=per_channel, rounding="nearest",
+                    bias_correction=False, unsigned=unsigned)  # fmt: skip
+
+
+def test_only_nonnegative_outputs_that_unpadded_convolutions_read_qualify() -> None:
+    assert unsigned_values(_graph()) == ["r"]
+    assert unsigned_values(_graph(clip_min=-1.0)) == []  # may be negative
+    assert unsigned_values(_graph(reader_pad=1)) == []  # a padded border would read code 0 as 128 steps
+    assert unsigned_values(_graph(float_reader=True)) == []  # could not be dequantized
+    assert unsigned_values(_graph(), kept={"c"}) == []  # the producer stays float
+    assert unsigned_values(_graph(), kept={"p"}) == []  # the reader stays float
+    assert unsigned_values(small_cnn()) == []  # its Relu outputs feed padded convolutions and an add
+
+
+def test_producer_clips_from_minus_128_and_readers_add_the_offset_to_their_bias() -> None:
+    g = _graph()
+    signed, unsigned = _quantize(g, False), _quantize(g, True)
+    convs = {n.outputs[0]: n for n in unsigned.nodes if n.op == "QConv"}
+    producer, reader = convs["r"], convs["p"]
+    assert (producer.int_attr("clip_lo"), producer.int_attr("clip_hi")) == (-UNSIGNED_OFFSET, 127)
+    # the reader's accumulator reads codes q = x / s - 128: its bias adds 128 * sum_c w_q[k, c]
+    w = _data(unsigned, reader.inputs[1]).astype(np.int64)
+    s_r = activation_scales(g, collect(g, _inputs(8, 1)), "minmax")["r"] * 127 / 255
+    w_scale = np.abs(W_PW.reshape(3, -1)).max(axis=1) / 127
+    quantized_bias = np.rint(B_PW / (np.float32(s_r) * w_scale.astype(np.float32)))
+    expected = quantized_bias + 128 * w.reshape(3, -1).sum(axis=1)
+    np.testing.assert_allclose(_data(unsigned, reader.inputs[2]), expected, atol=1)
+    # the producer's bias is 128 output steps lower: 128 * 2**shift / mult accumulator steps
+    mult, shift = _data(unsigned, producer.inputs[3]).astype(np.float64), producer.int_attr("shift")
+    base = _data(signed, next(n for n in signed.nodes if n.outputs[0] == "r").inputs[2])
+    offset = base.astype(np.float64) - _data(unsigned, producer.inputs[2])
+    np.testing.assert_allclose(offset * mult / 2.0**shift, 128, atol=0.6)  # the base's own rounding apart
+
+
+def _data(g: Graph, name: str) -> np.ndarray:
+    data = g.const_data(name)
+    assert data is not None, name
+    return data
+
+
+def test_codes_stand_for_the_float_values_at_twice_the_resolution() -> None:
+    g = _graph()
+    xs = _inputs(6, 2)
+    for unsigned, steps in ((False, 127), (True, 255)):
+        q = _quantize(g, unsigned)
+        scale = 6.0 / steps  # minmax: r reaches 6 (3 x 2.5 clipped)
+        for x in xs:
+            code = run_graph(q, x, keep=["r"])["r"].astype(np.float64)
+            real = run_graph(g, x, keep=["r"])["r"]
+            zero = UNSIGNED_OFFSET if unsigned else 0
+            # within one step plus the input's quantization error carried through w_dw (<= 3 * 2.5 / 254)
+            assert np.abs((code + zero) * scale - real).max() <= scale + 3 * 2.5 / 254 + 1e-6
+
+
+def test_unsigned_codes_track_the_float_graph_better() -> None:
+    g = _graph()
+    xs = _inputs(8, 3)
+    ref = np.concatenate([run_graph(g, x)["y"].ravel() for x in xs])
+    errors = {}
+    for unsigned in (False, True):
+        q = _quantize(g, unsigned)
+        got = np.concatenate([run_graph(q, x)["y"].ravel() for x in xs])
+        errors[unsigned] = float(np.sqrt(np.mean((got - ref) ** 2)))
+    # r's own rounding error halves; the input's (carried through w_dw) and p's rounding stay
+    assert errors[True] < 0.8 * errors[False], errors  # rms 0.036 -> 0.027
+
+
+def test_per_channel_and_unsigned_together() -> None:
+    g = _graph()
+    q = _quantize(g, True, per_channel=True)
+    producer = next(n for n in q.nodes if n.op == "QConv" and n.outputs[0] == "r")
+    assert producer.int_attr("clip_lo") == -UNSIGNED_OFFSET and producer.float_attr("out_scale") == 1.0
+    xs = _inputs(4, 4)
+    for x in xs:
+        np.testing.assert_allclose(run_graph(q, x)["y"], run_graph(g, x)["y"], atol=0.15)
+
+
+def test_a_padded_reader_or_a_float_reader_is_refused() -> None:
+    for g, match in ((_graph(reader_pad=1), "pads its input"), (_graph(float_reader=True), "zero point")):
+        cal = collect(g, _inputs(2, 1))
+        scales = activation_scales(g, cal, "minmax")
+        with pytest.raises(QuantizationError, match=match):
+            lower(g, QuantParams(scales, calibration=cal, unsigned=frozenset({"r"})))
+
+
+def test_an_unsigned_value_whose_producer_stays_float_is_refused() -> None:
+    g = _graph()
+    cal = collect(g, _inputs(2, 1))
+    params = QuantParams(
+        activation_scales(g, cal, "minmax"), unsigned=frozenset({"r"}), keep_float=frozenset({"c"})
+    )
+    with pytest.raises(QuantizationError, match="r is coded unsigned but its producer was not lowered"):
+        lower(g, params)
+
+
+def test_a_convolution_kept_float_runs_float_before_a_quantize() -> None:
+    g = small_cnn()
+    calibration, xs = inputs(g, 4, 1), inputs(g, 4, 2)
+    q = quantize(g, calibration, rounding="nearest", bias_correction=False,
+                 keep_float=lambda graph, node: node.outputs[0] == "c1")  # fmt: skip
+    ops = [(n.op, n.outputs[0]) for n in q.nodes]
+    assert ops[:3] == [("Conv", "c1"), ("Relu", "r1"), ("Quantize", "r1.q")]
+    assert [op for op, _ in ops].count("QConv") == 2  # c2 and the depthwise c3
+    for x in xs:
+        want = run_graph(g, x)["logits"]
+        got = run_graph(q, x)["logits"]
+        assert float(np.dot(want.ravel(), got.ravel()) / np.linalg.norm(want) / np.linalg.norm(got)) > 0.99
