@@ -216,6 +216,38 @@ def _hard_swish(graph: Graph, node: Node) -> Spec:
     return "hard_swish", {"shape": _shape(graph, node) or (1,)}, 1
 
 
+def _floats(graph: Graph, node: Node) -> bool:
+    return all(_dtype(graph, node, i) == "float32" for i in range(len(node.inputs)))
+
+
+def _conv(graph: Graph, node: Node) -> Spec:
+    """A float 2-D convolution without dilation: data, weight and an optional bias (K,)."""
+    data, weight = _shape(graph, node), _shape(graph, node, 1)
+    if not _floats(graph, node) or len(data) != 4 or len(weight) != 4:
+        return None
+    if any(d != 1 for d in node.ints_attr("dilations")):
+        return None
+    bias = len(node.inputs) == 3
+    if bias and _shape(graph, node, 2) != weight[:1]:
+        return None
+    return ("conv2d", {"shape": data, "weight_shape": weight, "strides": node.ints_attr("strides"),
+                       "pads": node.ints_attr("pads"), "group": node.int_attr("group"), "bias": bias},
+            len(node.inputs))  # fmt: skip
+
+
+def _clip(graph: Graph, node: Node) -> Spec:
+    if _dtype(graph, node) != "float32":
+        return None
+    bounds = {"min": node.float_attr("min"), "max": node.float_attr("max")}
+    return "clip", {"shape": _shape(graph, node) or (1,), **bounds}, 1
+
+
+def _relu(graph: Graph, node: Node) -> Spec:
+    if _dtype(graph, node) != "float32":  # integer Relu: the interpreter
+        return None
+    return "relu", {"shape": _shape(graph, node) or (1,)}, 1
+
+
 _MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
     "QConv": _qconv,
     "QGemm": _qgemm,
@@ -242,3 +274,7 @@ _MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
 # with numpy to ~1e-7 relative, not bit for bit (another summation order; tanh within 1 ulp).
 # `codesign run` checks the integer part exactly and float outputs within a tolerance.
 _MAPPINGS.update({"Gemm": _gemm, "Tanh": _tanh, "HardSigmoid": _hard_sigmoid, "HardSwish": _hard_swish})
+
+# A first convolution the quantizer keeps in float, and its activation: Conv within float32
+# rounding of numpy's (another summation order, compiler.ops.host.convf), Clip and Relu bit for bit.
+_MAPPINGS.update({"Conv": _conv, "Clip": _clip, "Relu": _relu})

@@ -7,7 +7,8 @@ compiled through LLVM.
 The quantizer's int8 operators (qconv2d, qgemm, qadd, qglobal_avg_pool) take their graph
 attributes by the same names (see compiler.ops.host.qconv and qops).  The float graph's data
 movement (transpose, gather, cast: compiler.ops.host.tensor), products (matmul, gemm:
-compiler.ops.host.matmul), arithmetic (add, sub, mul, div) and tanh run natively too.
+compiler.ops.host.matmul), a first convolution kept in float (conv2d: compiler.ops.host.convf),
+arithmetic (add, sub, mul, div), clip, relu and tanh run natively too.
 
 `compile_host_op` builds each distinct (operator, parameters, opt_level) once per process; below
 it, compiler.codegen.host caches compiled code by the kernel's LLVM IR.  `build_host` compiles a
@@ -25,6 +26,7 @@ from compiler.codegen.host import HostKernel, compile_func
 from compiler.lower.host import lower_host
 from compiler.ops.host.base import HostOp
 from compiler.ops.host.conv import Conv2dInt8
+from compiler.ops.host.convf import Conv2d
 from compiler.ops.host.eltwise import Add, Div, Mul, Sub
 from compiler.ops.host.layout import Pack, Unpack
 from compiler.ops.host.matmul import Gemm, MatMul
@@ -34,7 +36,7 @@ from compiler.ops.host.qconv import QConv2d
 from compiler.ops.host.qops import QAdd, QGemm, QGlobalAvgPool
 from compiler.ops.host.quant import Dequantize, Quantize, Requantize
 from compiler.ops.host.tensor import Cast, Gather, Transpose
-from compiler.ops.host.unary import HardSigmoid, HardSwish, Tanh
+from compiler.ops.host.unary import Clip, HardSigmoid, HardSwish, Relu, Tanh
 from compiler.schedule.schedule import Schedule
 from compiler.te.tensor import Tensor
 
@@ -43,7 +45,7 @@ HOST_OPS: dict[str, type[HostOp]] = {
     for cls in (MaxPool2d, AvgPool2d, GlobalAvgPool2d, Softmax, LayerNorm, Gelu, Quantize,
                 Dequantize, Requantize, Add, Mul, Pack, Unpack, Conv2dInt8, QConv2d, QGemm, QAdd,
                 QGlobalAvgPool, Sub, Div, Transpose, Gather, Cast, MatMul, Gemm, Tanh, HardSigmoid,
-                HardSwish)
+                HardSwish, Conv2d, Clip, Relu)
 }  # fmt: skip
 
 _KERNELS: dict[tuple[HostOp, int], HostKernel] = {}
@@ -84,8 +86,8 @@ def build_host(sched: Schedule, name: str = "main", inputs: Sequence[Tensor] | N
     return compile_func(lower_host(sched, name, inputs), opt_level)
 
 
-__all__ = ["HOST_OPS", "Add", "AvgPool2d", "Cast", "Conv2dInt8", "Dequantize", "Div", "Gather", "Gelu",
-           "Gemm", "GlobalAvgPool2d", "HardSigmoid", "HardSwish", "HostKernel", "HostOp", "LayerNorm",
-           "MatMul", "MaxPool2d", "Mul",
-           "Pack", "QAdd", "QConv2d", "QGemm", "QGlobalAvgPool", "Quantize", "Requantize", "Softmax",
-           "Sub", "Tanh", "Transpose", "Unpack", "build_host", "compile_host_op", "host_op"]  # fmt: skip
+__all__ = ["HOST_OPS", "Add", "AvgPool2d", "Cast", "Clip", "Conv2d", "Conv2dInt8", "Dequantize", "Div",
+           "Gather", "Gelu", "Gemm", "GlobalAvgPool2d", "HardSigmoid", "HardSwish", "HostKernel", "HostOp",
+           "LayerNorm", "MatMul", "MaxPool2d", "Mul", "Pack", "QAdd", "QConv2d", "QGemm", "QGlobalAvgPool",
+           "Quantize", "Relu", "Requantize", "Softmax", "Sub", "Tanh", "Transpose", "Unpack", "build_host",
+           "compile_host_op", "host_op"]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Element-wise float32 functions on the host: tanh, hard sigmoid and hard swish.
+"""Element-wise float32 functions on the host: tanh, hard sigmoid, hard swish, clip and relu.
 
 tanh is straight-line code, so the loop vectorises (a call of libm's tanhf would not): Cephes'
 tanhf, an odd polynomial x * (1 + x^2 P(x^2)) below |x| = 0.625 and sign(x) * (1 - 2 / (exp(2|x|)
@@ -8,10 +8,18 @@ is +-0, tanh(+-inf) is +-1, NaN stays NaN.
 
 HardSigmoid is min(max(alpha * x + beta, 0), 1) and HardSwish x * HardSigmoid(x) with alpha 1/6,
 beta 1/2 (ONNX), in float32 as numpy computes them (alpha and beta rounded to float32 first).
+
+Clip is min(max(x, min), max) and Relu max(x, 0), bit for bit as the graph interpreter's
+np.minimum(np.maximum(x, min), max) and np.maximum(x, 0): NaN stays NaN, a tie gives the bound
+(so the sign of a zero too: Relu(-0) = +0), min above max gives max everywhere (ONNX); the bounds
+are rounded to float32 first, either may be infinite (that side is then not computed), and a NaN
+bound is refused (the interpreter runs such a node).  Each side is a compare and a select, not
+llvm.maximum, whose -0 < +0 ordering differs from numpy's ties.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -131,3 +139,67 @@ def _vectorized(ts: dict[str, Tensor], shape: tuple[int, ...]) -> Schedule:
     s = Schedule(ts["out"])
     vectorize_loop(s, "out", s.stage("out").leaves[-1], shape[-1])
     return s
+
+
+@dataclass(frozen=True)
+class Clip(HostOp):
+    """`min` and `max` are float bounds, either infinite (ONNX Clip's attributes after import)."""
+
+    shape: tuple[int, ...]
+    min: float = -math.inf
+    max: float = math.inf
+    op: ClassVar[str] = "clip"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", check_shape(self.op, self.shape))
+        for name in ("min", "max"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+                raise ValueError(f"{self.op}: {name} must be a float, not {value!r}")
+            if math.isnan(value):
+                raise ValueError(f"{self.op}: {name} must be a number, not nan")
+            with np.errstate(over="ignore"):  # beyond float32's range: infinite
+                object.__setattr__(self, name, float(np.float32(value)))
+
+    def tensors(self) -> dict[str, Tensor]:
+        x = placeholder(self.shape, "float32", "data")
+        return {"data": x, "out": compute(self.shape, lambda *i: clip_expr(x[i], self.min, self.max), "out")}
+
+    def schedule(self, ts: dict[str, Tensor]) -> Schedule:
+        return _vectorized(ts, self.shape)
+
+    def reference(self, data: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        return _clip(data.astype(np.float32), self.min, self.max)
+
+
+@dataclass(frozen=True)
+class Relu(HostOp):
+    shape: tuple[int, ...]
+    op: ClassVar[str] = "relu"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", check_shape(self.op, self.shape))
+
+    def tensors(self) -> dict[str, Tensor]:
+        x = placeholder(self.shape, "float32", "data")
+        return {"data": x, "out": compute(self.shape, lambda *i: clip_expr(x[i], 0.0, math.inf), "out")}
+
+    def schedule(self, ts: dict[str, Tensor]) -> Schedule:
+        return _vectorized(ts, self.shape)
+
+    def reference(self, data: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        return _clip(data.astype(np.float32), 0.0, math.inf)
+
+
+def clip_expr(x: E.Expr, low: float, high: float) -> E.Expr:
+    """numpy's minimum(maximum(x, low), high): x <= low gives low (a tie too), NaN gives x; an
+    infinite bound is left out (maximum(x, -inf) is x, -inf itself included)."""
+    if low != -math.inf:
+        x = E.if_then_else(E.le(x, low), E.const(low, "float32"), x)
+    if high != math.inf:
+        x = E.if_then_else(E.ge(x, high), E.const(high, "float32"), x)
+    return x
+
+
+def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    return np.minimum(np.maximum(x, np.float32(low)), np.float32(high))  # type: ignore[no-any-return]

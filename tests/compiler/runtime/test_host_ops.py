@@ -1,6 +1,7 @@
-"""Transpose, Gather, Cast, Sub, Div and MatMul nodes of a model run as native host kernels
-(`where == "host"`) with the graph interpreter's results; Gemm and Tanh, held back from the
-runtime's mappings (compiler.runtime.host.HELD_BACK), run natively when mapped."""
+"""Transpose, Gather, Cast, Sub, Div, MatMul and a float stem's Conv, Clip and Relu nodes of a
+model run as native host kernels (`where == "host"`) with the graph interpreter's results; Gemm
+and Tanh, held back from the runtime's mappings (compiler.runtime.host.HELD_BACK), run natively
+when mapped."""
 
 from __future__ import annotations
 
@@ -156,3 +157,37 @@ def test_gemm_and_tanh_run_natively():
     graph = _model(nodes, {"x": (F, [1, 16])}, ["y"], {"w": w, "b": b})
     got, want = _run(graph, _feeds(graph), {"Gemm", "Tanh"})
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_float_stem_convolutions_and_activations_run_natively():
+    """The stems the quantizer keeps in float: ResNet-18's (7x7, stride 2, pads 3, bias) -> Relu,
+    MobileNetV2's (3x3, stride 2, TensorFlow's asymmetric pads) -> Clip(0, 6); then a depthwise
+    and a grouped Conv without bias.  The Convs agree with the interpreter's within float32
+    rounding (another summation order); Clip and Relu are bit for bit (test_host_unary_clip)."""
+    rng = np.random.default_rng(4)
+    consts = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in (
+        ("w1", (16, 3, 7, 7)), ("b1", (16,)), ("w2", (8, 3, 3, 3)), ("b2", (8,)), ("w3", (8, 1, 3, 3)),
+        ("w4", (4, 4, 3, 3)))}  # fmt: skip
+    consts |= {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], strides=[2, 2], pads=[3, 3, 3, 3]),
+             helper.make_node("Relu", ["c1"], ["r"]),
+             helper.make_node("Conv", ["x", "w2", "b2"], ["c2"], strides=[2, 2], pads=[0, 0, 1, 1]),
+             helper.make_node("Clip", ["c2", "lo", "hi"], ["c6"]),
+             helper.make_node("Conv", ["c6", "w3"], ["d"], pads=[1, 1, 1, 1], group=8),
+             helper.make_node("Conv", ["d", "w4"], ["y"], pads=[0, 1, 2, 2], group=2)]  # fmt: skip
+    graph = _model(nodes, {"x": (F, [1, 3, 16, 16])}, ["r", "y"], consts)
+    got, want = _run(graph, _feeds(graph), {"Conv", "Relu", "Clip"})
+    assert got["r"].shape == (1, 16, 8, 8) and got["y"].shape == (1, 4, 8, 9)
+    for name in ("r", "y"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-4)
+
+
+def test_dilated_convolution_and_integer_relu_stay_with_the_interpreter():
+    w = np.random.default_rng(5).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], dilations=[2, 2]),
+             helper.make_node("Relu", ["q"], ["r"])]  # fmt: skip
+    graph = _model(nodes, {"x": (F, [1, 3, 9, 9]), "q": (I8, [2, 7])}, ["y", "r"], {"w": w})
+    model = CompiledModel.compile(graph, AcceleratorTarget(CFG))
+    assert [(s.node.op, s.where) for s in model.steps] == [("Conv", "host-numpy"), ("Relu", "host-numpy")]
+    got, want = _run(graph, _feeds(graph), set())
+    _assert_same(got, want)
