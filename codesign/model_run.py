@@ -4,6 +4,7 @@ cycles and where they go)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -19,7 +20,7 @@ from compiler.quant import quantize
 from compiler.quant.fuse_residual import fuse_residual_adds
 from compiler.quant.qdq import import_qdq
 from compiler.runtime import serialize
-from compiler.runtime.model import CompiledModel, ModelResult, reference_boundary
+from compiler.runtime.model import CompiledModel, ModelResult, is_shallow, reference_boundary
 from compiler.target import AcceleratorTarget
 from hw.config import AcceleratorConfig
 
@@ -57,16 +58,18 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     data = Path(path).read_bytes()
     name = zoo_name(data)
     calib = calibration_inputs(graph, name, CALIBRATION_COUNT)
+    target = AcceleratorTarget(cfg)
     # a model quantized already keeps the file's scales (and onnxruntime's rounding between a
     # convolution and its residual add); calibration then only bounds accumulators
     if is_qdq(graph):  # requantized as precisely as onnxruntime, whose int8 results it should match
         qgraph = import_qdq(graph, calib, precise=True)
     else:
+        # a shallow convolution that stays on the host stays float there: int8 buys it nothing
+        keep = None if offload_shallow else functools.partial(is_shallow, target=target)
         quantized = quantize(graph, calib, method=calibration, rounding=rounding,
-                             bias_correction=bias_correction)  # fmt: skip
+                             bias_correction=bias_correction, keep_float=keep)  # fmt: skip
         qgraph = fuse_residual_adds(quantized)
-    model = CompiledModel.compile(qgraph, AcceleratorTarget(cfg), knobs_for=knobs_for,
-                                  offload_shallow=offload_shallow)  # fmt: skip
+    model = CompiledModel.compile(qgraph, target, knobs_for=knobs_for, offload_shallow=offload_shallow)
     return Loaded(model, data, name, time.perf_counter() - start)
 
 

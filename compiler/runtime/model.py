@@ -166,7 +166,7 @@ def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool, of
     if node.op in _VIEWS:
         step = Step(node, "view")
     else:
-        wanted = offload and (offload_shallow or not _shallow(graph, node, target))
+        wanted = offload and (offload_shallow or not is_shallow(graph, node, target))
         accel = _accel_step(graph, node, target, knobs_for) if wanted else None
         if accel is not None:
             accel.warm([graph.values[x].shape for x in accel.activation_inputs(node.inputs)])
@@ -178,9 +178,9 @@ def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool, of
     return step
 
 
-def _shallow(graph: Graph, node: Node, target: AcceleratorTarget) -> bool:
-    """A convolution whose input channels fill at most half of the GEMM's input block."""
-    return node.op == "QConv" and 2 * graph.values[node.inputs[0]].shape[1] <= target.block_in
+def is_shallow(graph: Graph, node: Node, target: AcceleratorTarget) -> bool:
+    """A convolution (int8 or float) whose input channels fill at most half of the GEMM's input block."""
+    return node.op in ("QConv", "Conv") and 2 * graph.values[node.inputs[0]].shape[1] <= target.block_in
 
 
 def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget,

@@ -177,8 +177,9 @@ def test_converter_model_on_rtl(name: str) -> None:
 
 
 def test_cli_binds_the_symbolic_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`codesign run MODEL.onnx --input-shape x=2,3,8,8 --json`, the shallow first convolution on
-    the host as by default: the same steps and the same outputs as on the accelerator."""
+    """`codesign run MODEL.onnx --input-shape x=2,3,8,8 --json`, the shallow first (and only)
+    convolution on the host as by default, where it stays float: nothing is left to quantize, the
+    model runs in float on the host, at least as close to onnxruntime as the offloaded int8 one."""
     path = tmp_path / "model.onnx"
     onnx.save(pytorch_legacy_cnn(NEWEST), path)
     argv = ["run", str(path), "--backend", "fsim", "--inputs", str(INPUTS), "--input-shape", "x=2,3,8,8"]
@@ -187,5 +188,7 @@ def test_cli_binds_the_symbolic_batch(tmp_path: Path, capsys: pytest.CaptureFixt
     offloaded = _report("pytorch-legacy-cnn", NEWEST, "fsim")
     assert report["correct_int8"] is True
     assert report["inputs"] == INPUTS and report["backend"] == "fsim"
-    assert report["cosine"] == offloaded["cosine"]
-    assert [op for op, _ in _placement(report)] == [op for op, _ in _placement(offloaded)]
+    assert report["cosine"] >= min(offloaded["cosine"], 0.9999)
+    assert [op for op, _ in _placement(report)] == ["Conv", "Relu", "MaxPool", "Flatten", "Gemm"]
+    assert {where for _, where in _placement(report)} == {"host", "view"}
+    assert [op for op, _ in _placement(offloaded)][:2] == ["Quantize", "QConv"]
