@@ -107,16 +107,17 @@ def test_resnet18_goal_over_100_inputs(best: bool) -> None:
 
 @pytest.mark.slow
 def test_mobilenetv2_over_100_inputs() -> None:
-    # GPTQ convolution weights, bias correction, per-channel depthwise output scales (alpha 0.5):
-    # cosine 0.9970, top-1 0.85 (round-to-nearest, alpha 0.3, no correction: 0.9902, 0.81)
+    # GPTQ convolution weights, bias correction, per-channel unsigned depthwise outputs, the stem
+    # float on the host: cosine 0.99765, top-1 0.87 (round-to-nearest, no correction: 0.9927, 0.79)
     result = _agreement("mobilenetv2", 100, 16)
-    assert result.cosine_mean >= 0.996 and result.top1 >= 0.83, result
+    assert result.cosine_mean >= 0.997 and result.top1 >= 0.85, result
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="cosine 0.9970 meets the goal, top-1 0.85 does not (0.90): 0.905-0.92 on 200 validation inputs",
+    reason="cosine 0.9977 meets the goal, top-1 0.87 does not (0.90); 0.92 on 100 validation inputs "
+    "(seed 5000), whose top-2 logit margins are twice these inputs'",
 )
 def test_mobilenetv2_goal_over_100_inputs() -> None:
     result = _agreement("mobilenetv2", 100, 16)
