@@ -129,24 +129,32 @@ def _epilogue(node: Node) -> dict[str, Any]:
             "clip_hi": node.int_attr("clip_hi")}  # fmt: skip
 
 
-def _precise(node: Node) -> bool:
-    """Whether the node requantizes precisely (attribute `split`): no host kernel does that yet."""
-    return node.int_attr("split") > 0
+def _vectors(node: Node) -> tuple[int, bool] | None:
+    """A QConv/QGemm's kernel arity and precise flag: 4 inputs (x, w, bias, mult) plain, 6 (then
+    clamp_lo, clamp_hi) with `split` > 0 (precise); None for another form (a fused residual)."""
+    precise = node.int_attr("split") > 0
+    arity = 6 if precise else 4
+    return (arity, precise) if len(node.inputs) == arity else None
 
 
 def _qconv(graph: Graph, node: Node) -> Spec:
-    if len(node.inputs) > 4:  # a fused residual or a precise requantization: the interpreter runs it
+    form = _vectors(node)
+    if form is None:  # a fused residual: the interpreter runs it
         return None
+    arity, precise = form
     return "qconv2d", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
                        "strides": node.ints_attr("strides"), "pads": node.ints_attr("pads"),
-                       "group": node.int_attr("group"), **_epilogue(node)}, 4  # fmt: skip
+                       "group": node.int_attr("group"), "precise": precise,
+                       **_epilogue(node)}, arity  # fmt: skip
 
 
 def _qgemm(graph: Graph, node: Node) -> Spec:
-    if _precise(node):  # the interpreter runs it
+    form = _vectors(node)
+    if form is None:
         return None
+    arity, precise = form
     return "qgemm", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
-                     **_epilogue(node)}, 4  # fmt: skip
+                     "precise": precise, **_epilogue(node)}, arity  # fmt: skip
 
 
 def _qadd(graph: Graph, node: Node) -> Spec:

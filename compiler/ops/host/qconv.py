@@ -1,13 +1,15 @@
 """The quantizer's QConv on the host: grouped int8 convolution with the accelerator's
 requantization, exactly.
 
-qconv2d(data int8[N, C, H, W], weight int8[K, C/group, R, S], bias int32[K], mult int32[K])
-    -> int8[N, K, OH, OW]
+qconv2d(data int8[N, C, H, W], weight int8[K, C/group, R, S], bias int32[K], mult int32[K]
+        [, clamp_lo int32[K], clamp_hi int32[K] if precise]) -> int8[N, K, OH, OW]
 
 acc[n, k, y, x] = sum_{c, ry, rx} data_pad[n, g(k)*C/group + c, y*sh + ry, x*sw + rx] *
 weight[k, c, ry, rx] with g(k) = k // (K/group) and zero padding (top, left, bottom, right); then
 t = wrap32(wrap32(acc + bias[k]) * mult[k]), rounded, shifted and clipped as compiler.ops.host.
-qops describes.  `group` is 1, C (depthwise) or any common divisor of C and K.
+qops describes; or, `precise`, the contract's precise requantization (clamped to [clamp_lo[k],
+clamp_hi[k]], an exact int64 product, rounded, shifted, clipped: qops again).  `group` is 1, C
+(depthwise) or any common divisor of C and K.
 
 Three schedules, named by `strategy` or chosen from the shape ("auto": "channels" for group 1
 with at least 8 output channels, "depthwise" for K = C = group with output rows of at most
@@ -33,10 +35,12 @@ import numpy as np
 
 from compiler.ops.host.base import HostOp, check_int, check_shape, pair
 from compiler.ops.host.qops import (
+    check_precise,
     check_requant,
+    epilogue_expr,
+    epilogue_reference,
     random_weighted_inputs,
-    requant_expr,
-    requant_reference,
+    vector_inputs,
     vectorize_loop,
     wrap32,
 )
@@ -81,6 +85,7 @@ class QConv2d(HostOp):
     clip_lo: int = -128
     clip_hi: int = 127
     strategy: str = "auto"
+    precise: bool = False
     op: ClassVar[str] = "qconv2d"
 
     def __post_init__(self) -> None:
@@ -91,6 +96,7 @@ class QConv2d(HostOp):
         object.__setattr__(self, "pads", pads4(name, self.pads))
         object.__setattr__(self, "group", check_int(name, "group", self.group, 1))
         check_requant(self)
+        check_precise(self)
         (_, c, _, _), (k, cg, _, _) = self.shape, self.weight_shape
         if c % self.group or k % self.group:
             raise ValueError(f"{name}: group {self.group} must divide the input channels {c} and "
@@ -154,8 +160,7 @@ class QConv2d(HostOp):
         ins = {
             "data": placeholder(self.shape, "int8", "data"),
             "weight": placeholder(self.weight_shape, "int8", "weight"),
-            "bias": placeholder((k,), "int32", "bias"),
-            "mult": placeholder((k,), "int32", "mult"),
+            **vector_inputs(k, self.precise),
         }
         strategy = self.chosen_strategy
         if strategy == "channels":
@@ -167,9 +172,7 @@ class QConv2d(HostOp):
         nchw = strategy == "rows"  # else acc is (N, OH, OW, K)
 
         def out(b: E.Expr, ch: E.Expr, y: E.Expr, x: E.Expr) -> E.Expr:
-            value = acc[b, ch, y, x] if nchw else acc[b, y, x, ch]
-            t = (value + ins["bias"][ch]) * ins["mult"][ch]
-            return requant_expr(t, self.shift, self.clip_lo, self.clip_hi)
+            return epilogue_expr(self, ins, acc[b, ch, y, x] if nchw else acc[b, y, x, ch], ch)
 
         return {**ins, "out": compute(self.out_shape, out, "out")}
 
@@ -275,13 +278,12 @@ class QConv2d(HostOp):
 
     # -- numpy --------------------------------------------------------------------------------
     def random_inputs(self, seed: int) -> list[np.ndarray]:
-        return random_weighted_inputs(seed, self.shape, self.weight_shape)
+        return random_weighted_inputs(seed, self.shape, self.weight_shape, self.precise)
 
-    def reference(self, data: np.ndarray, weight: np.ndarray, bias: np.ndarray,  # type: ignore[override]
-                  mult: np.ndarray) -> np.ndarray:  # fmt: skip
+    def reference(self, data: np.ndarray, weight: np.ndarray, *vectors: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        """`vectors`: bias and mult, and clamp_lo and clamp_hi if precise."""
         acc = wrap32(conv_reference(data, weight, self.stride_hw, self.pad_tlbr, self.group))
-        t = wrap32(wrap32(acc + bias.astype(np.int64)[:, None, None]) * mult.astype(np.int64)[:, None, None])
-        return requant_reference(t, self.shift, self.clip_lo, self.clip_hi)
+        return epilogue_reference(self, acc, vectors, axis=1)
 
 
 def conv_reference(data: np.ndarray, weight: np.ndarray, strides: tuple[int, int],

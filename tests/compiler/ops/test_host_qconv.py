@@ -1,6 +1,6 @@
 """The host's QConv (qconv2d) against its numpy reference, bit for bit: every group form and
 schedule, strides, asymmetric padding, 32-bit wrapping and rounding; and against the graph's
-QConv evaluator."""
+QConv evaluator, in the plain and the precise requantization."""
 
 from __future__ import annotations
 
@@ -12,8 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.graph.opdefs import OPS, make_attrs
+from compiler.graph.opdefs.qops import conv_acc, precise_requantize
 from compiler.ops.host import HostKernel, QConv2d, compile_host_op
 from compiler.ops.host.qconv import conv_reference
+from compiler.ops.host.qops import wrap32
+from tests.compiler.ops.test_host_qops import (
+    PRECISE_MODES,
+    assert_clamps_and_clips,
+    graph_output,
+    precise_attrs,
+    precise_inputs,
+)
 
 INT32 = np.iinfo(np.int32)
 
@@ -164,6 +173,57 @@ def test_equals_the_graph_evaluator(name):
         assert np.array_equal(kernel_of(op)(*inputs), expected)
 
 
+# -- precise requantization ----------------------------------------------------------------------
+
+
+def conv_attrs(op: QConv2d) -> dict[str, object]:
+    return {"strides": op.stride_hw, "pads": op.pad_tlbr, "group": op.group}
+
+
+def precise_case(op: QConv2d, mode: str, seed: int) -> tuple[QConv2d, list[np.ndarray], np.ndarray]:
+    """`op` made precise, its inputs (precise_inputs) and the graph interpreter's output."""
+    clip, taps = (op.clip_lo, op.clip_hi), int(np.prod(op.weight_shape[1:]))
+    inputs, p = precise_inputs(op.random_inputs(seed), taps, clip, mode, seed)
+    want = graph_output("QConv", inputs, conv_attrs(op) | precise_attrs(p, clip))
+    return dataclasses.replace(op, shift=p.shift, precise=True), inputs, want
+
+
+@settings(max_examples=12, deadline=None)
+@given(qconvs(), st.sampled_from(PRECISE_MODES), st.integers(0, 2**16))
+def test_precise_convolutions_equal_the_graph(op, mode, seed):
+    precise, inputs, want = precise_case(op, mode, seed)
+    assert np.array_equal(assert_exact(precise, inputs), want)
+
+
+@pytest.mark.parametrize("mode", PRECISE_MODES)
+@pytest.mark.parametrize("name", ["resnet18 conv1", "depthwise s1 wide", "depthwise s2 narrow", "grouped"])
+def test_precise_zoo_shape_classes_clamp_clip_and_compile_quietly(name, mode, capfd):
+    precise, inputs, want = precise_case(ZOO[name], mode, 3)
+    assert precise.chosen_strategy == ZOO[name].chosen_strategy
+    out = assert_exact(precise, inputs)
+    assert np.array_equal(out, want)
+    t = wrap32(conv_acc(*inputs[:2], precise.stride_hw, precise.pad_tlbr, precise.group) +
+               inputs[2].astype(np.int64)[:, None, None])  # fmt: skip
+    assert_clamps_and_clips(t, inputs, out, (precise.clip_lo, precise.clip_hi), axis=1)
+    assert "not vectorized" not in capfd.readouterr().err
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.sampled_from(list(ZOO)), st.integers(0, 2**16))
+def test_precise_kernel_is_exact_for_any_int32_vectors(name, seed):
+    """Full-range multipliers of both signs and clamp bounds, loose or tight, beyond what the
+    contract allows: the int64 product is exact for all, and the clip acts where the clamp does not."""
+    op = dataclasses.replace(ZOO[name], precise=True)
+    data, weight, bias, *_ = op.random_inputs(seed)
+    rng = np.random.default_rng(seed)
+    mult, *clamps = (rng.integers(INT32.min, INT32.max, op.weight_shape[0], endpoint=True, dtype=np.int32)
+                     for _ in range(3))  # fmt: skip
+    lo_t, hi_t = np.minimum(*clamps), np.maximum(*clamps)
+    acc = conv_acc(data, weight, op.stride_hw, op.pad_tlbr, op.group)
+    want = precise_requantize(acc, bias, mult, lo_t, hi_t, op.shift, op.clip_lo, op.clip_hi)
+    assert np.array_equal(assert_exact(op, [data, weight, bias, mult, lo_t, hi_t]), want)
+
+
 def test_parameters_normalise_so_equal_convolutions_share_a_kernel():
     a = QConv2d([1, 4, 6, 6], [4, 1, 3, 3], 1, 1, 4)
     b = QConv2d((1, 4, 6, 6), (4, 1, 3, 3), (1, 1), (1, 1, 1, 1), 4)
@@ -186,6 +246,9 @@ D = dict(shape=(1, 4, 4, 4), weight_shape=(4, 1, 3, 3), group=4)  # a valid dept
     (G | dict(strides=0), "strides must be an int >= 1"),
     (G | dict(shift=32), r"shift must be an int in \[0, 31\], not 32"),
     (G | dict(clip_lo=5, clip_hi=4), "clip_lo 5 is above clip_hi 4"),
+    (G | dict(precise="yes"), "precise must be a bool, not 'yes'"),
+    (G | dict(precise=True), r"precise requantization needs shift >= 1 \(it rounds by 2\*\*\(shift - 1\)\), "
+                             "not 0"),
     (G | dict(strategy="fast"), "strategy must be one of auto, "),
     (D | dict(strategy="channels"), "'channels' needs group 1, not 4"),
     (D | dict(weight_shape=(8, 1, 3, 3), strategy="depthwise"), "'depthwise' needs one input channel per"),

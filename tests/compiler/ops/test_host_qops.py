@@ -1,6 +1,7 @@
 """The host's QGemm, QAdd and QGlobalAvgPool against their numpy references, bit for bit
 (32-bit wrapping, rounding half up, clipping), the references against hand-computed values,
-and the kernels against the graph's evaluators."""
+and the kernels against the graph's evaluators; QGemm's precise requantization against the
+graph interpreter on parameters made as a QDQ import makes them."""
 
 from __future__ import annotations
 
@@ -11,9 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compiler.graph import Graph, const, verify
+from compiler.graph.builder import append
+from compiler.graph.interp import evaluate_node
 from compiler.graph.opdefs import OPS, make_attrs
+from compiler.graph.opdefs.qops import gemm_acc, precise_requantize
 from compiler.ops.host import HostKernel, HostOp, QAdd, QGemm, QGlobalAvgPool, compile_host_op
-from compiler.ops.host.qops import requant_reference
+from compiler.ops.host.qops import requant_reference, wrap32
+from compiler.quant.requant import PreciseRequant, precise_requant
 from tests.compiler.ops.host_util import SIZES
 
 INT32 = np.iinfo(np.int32)
@@ -96,6 +102,110 @@ def test_qgemm_bias_and_multiplier_wrap():
     assert got.tolist() == [[-128, -1, -128, -128]]
 
 
+# -- QGemm, precise requantization ----------------------------------------------------------------
+
+PRECISE_MODES = ("typical", "near 2**31")
+
+
+def precise_inputs(
+    inputs: list[np.ndarray], taps: int, clip: tuple[int, int], mode: str, seed: int
+) -> tuple[list[np.ndarray], PreciseRequant]:
+    """Plain seeded inputs (data, weight, bias, mult) made precise: multipliers, shift, split and
+    clamp bounds from precise_requant (as a QDQ import makes them) for seeded per-channel ratios
+    within a factor 4 of a centre.  "typical": ratios that map a sum of `taps` full-range
+    products mostly into int8, the tails clamped; "near 2**31": ratios up to 0.9999
+    (multipliers up to 2**31 - 1) on data, weights and biases shrunk so that t spreads around
+    the clamp bounds."""
+    data, weight, bias, _ = inputs
+    if mode == "near 2**31":
+        data, weight, bias, centre = data >> 4, weight >> 4, bias >> 10, 0.7
+    else:
+        centre = 48 / (5500 * np.sqrt(taps))  # 5500: the std of a product of two int8s
+    reals = np.minimum(centre * 2.0 ** np.random.default_rng(seed).uniform(-2, 2, bias.size), 0.9999)
+    p = precise_requant(reals, clip, "test")
+    return [data, weight, bias, p.mult, p.clamp_lo, p.clamp_hi], p
+
+
+def precise_attrs(p: PreciseRequant, clip: tuple[int, int]) -> dict[str, object]:
+    return {"shift": p.shift, "split": p.split, "clip_lo": clip[0], "clip_hi": clip[1]}
+
+
+def graph_output(op: str, inputs: list[np.ndarray], attrs: dict[str, object]) -> np.ndarray:
+    """compiler.graph.interp's result of one `op` node (QConv, QGemm) on data inputs[0] and
+    constants inputs[1:] (weight, bias, mult[, clamp_lo, clamp_hi]); building the node checks
+    its parameters as the contract does (precise_checks)."""
+    g = Graph()
+    g.add_input("x", inputs[0].shape, inputs[0].dtype.name)
+    names = ["w", "b", "m", "lo", "hi"][: len(inputs) - 1]
+    for name, array in zip(names, inputs[1:], strict=True):
+        g.add_value(const(name, array))
+    node = append(g, op, ["x", *names], ["y"], attrs)
+    g.outputs = ["y"]
+    verify(g)
+    (y,) = evaluate_node(g, node, inputs)
+    return y
+
+
+def assert_clamps_and_clips(t: np.ndarray, inputs: list[np.ndarray], out: np.ndarray, clip: tuple[int, int],
+                            axis: int) -> None:  # fmt: skip
+    """Some t = acc + bias below clamp_lo and some above clamp_hi, and outputs at both clip bounds."""
+    shape = [1] * t.ndim
+    shape[axis] = -1
+    lo_t, hi_t = (v.astype(np.int64).reshape(shape) for v in inputs[4:6])
+    assert (t < lo_t).any() and (t > hi_t).any() and ((t > lo_t) & (t < hi_t)).any()
+    assert {clip[0], clip[1]} <= set(np.unique(out).tolist())
+
+
+@settings(max_examples=10, deadline=None)
+@given(SIZES, st.sampled_from([1, 2, 3, 16, 17, 64, 100]), SIZES, CLIPS, st.sampled_from(PRECISE_MODES),
+       st.integers(0, 2**16))  # fmt: skip
+def test_precise_qgemm_generated_shapes_equal_the_graph(m, k, n, clip, mode, seed):
+    inputs, p = precise_inputs(QGemm((m, k), (n, k)).random_inputs(seed), k, clip, mode, seed)
+    op = QGemm((m, k), (n, k), p.shift, *clip, precise=True)
+    assert np.array_equal(assert_exact(op, inputs), graph_output("QGemm", inputs, precise_attrs(p, clip)))
+
+
+@pytest.mark.parametrize("mode", PRECISE_MODES)
+@pytest.mark.parametrize("clip", [(-128, 127), (0, 127)], ids=["int8", "relu"])
+def test_precise_qgemm_resnet18_fc_clamps_and_clips(mode, clip, capfd):
+    plain = QGemm((2, 512), (1000, 512))
+    inputs, p = precise_inputs(plain.random_inputs(7), 512, clip, mode, 7)
+    op = dataclasses.replace(plain, shift=p.shift, clip_lo=clip[0], clip_hi=clip[1], precise=True)
+    out = assert_exact(op, inputs)
+    assert np.array_equal(out, graph_output("QGemm", inputs, precise_attrs(p, clip)))
+    assert_clamps_and_clips(wrap32(gemm_acc(*inputs[:2]) + inputs[2]), inputs, out, clip, axis=1)
+    if mode == "near 2**31":
+        assert p.mult.max() > 2**31 - 2**20
+    assert "not vectorized" not in capfd.readouterr().err
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(1, 31), CLIPS, st.integers(0, 2**16))
+def test_precise_qgemm_is_exact_for_any_int32_vectors(shift, clip, seed):
+    """Full-range multipliers of both signs and clamp bounds, loose or tight, beyond what the
+    contract allows: the int64 product is exact for all, and the clip acts where the clamp does not."""
+    op = QGemm((3, 17), (64, 17), shift, *clip, precise=True)
+    data, weight, bias, _, _, _ = op.random_inputs(seed)
+    mult, *clamps = (full_range_int32(seed + i, 64) for i in range(3))
+    lo_t, hi_t = np.minimum(*clamps), np.maximum(*clamps)
+    inputs = [data, weight, bias, mult, lo_t, hi_t]
+    want = precise_requantize(gemm_acc(data, weight), bias, mult, lo_t, hi_t, shift, *clip)
+    assert np.array_equal(assert_exact(op, inputs), want)
+
+
+def test_precise_qgemm_by_hand():
+    """acc = 1, t = bias + 1; shift 31: the product needs 62 bits, and 0.5 rounds half up."""
+    op = QGemm((1, 1), (7, 1), 31, precise=True)
+    t = np.array([100, -100, 1, -1, 3, 500, -500])
+    mult = np.array([INT32.max, INT32.max, 2**30, 2**30, 2**30, INT32.max, INT32.max], np.int32)
+    lo_t = np.array([-200, -200, -5, -5, -5, -130, -129], np.int32)
+    hi_t = np.array([200, 200, 5, 5, 5, 130, 129], np.int32)
+    # (t * (2**31 - 1) + 2**30) >> 31 = t for |t| < 2**29: 100, -100; t / 2 rounds half up:
+    # 0.5 -> 1, -0.5 -> 0, 1.5 -> 2; 500 clamps to 130, clipped to 127; -500 to -129, -128
+    inputs = [np.ones((1, 1), np.int8), np.ones((7, 1), np.int8), (t - 1).astype(np.int32), mult, lo_t, hi_t]
+    assert assert_exact(op, inputs).tolist() == [[100, -100, 1, 0, 2, 127, -128]]
+
+
 # -- QAdd -----------------------------------------------------------------------------------------
 
 
@@ -176,6 +286,9 @@ def test_equals_the_graph_evaluator(op, graph_op, attrs):
     ("qgemm", dict(shape=(2, 3), weight_shape=(4, 5)), r"weight \(4, 5\) does not take inputs of 3 features"),
     ("qgemm", dict(shape=(2, 3, 1), weight_shape=(4, 3)), "shape must have 2 dimensions"),
     ("qgemm", dict(shape=(2, 3), weight_shape=(4, 3), shift=-1), r"shift must be an int in \[0, 31\], not"),
+    ("qgemm", dict(shape=(2, 3), weight_shape=(4, 3), precise=1), "precise must be a bool, not 1"),
+    ("qgemm", dict(shape=(2, 3), weight_shape=(4, 3), precise=True),
+     r"precise requantization needs shift >= 1 \(it rounds by 2\*\*\(shift - 1\)\), not 0"),
     ("qadd", dict(shape=(4,), mult_a=2**31, mult_b=1), r"mult_a must be an int in \[-2147483648, 2147483647"),
     ("qadd", dict(shape=(4,), mult_a=1, mult_b=1, clip_lo=3, clip_hi=2), "clip_lo 3 is above clip_hi 2"),
     ("qadd", dict(shape=(4,), mult_a=1), "missing 1 required positional argument: 'mult_b'"),

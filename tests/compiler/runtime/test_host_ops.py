@@ -1,7 +1,7 @@
 """Transpose, Gather, Cast, Sub, Div, MatMul and a float stem's Conv, Clip and Relu nodes of a
 model run as native host kernels (`where == "host"`) with the graph interpreter's results; Gemm
 and Tanh, held back from the runtime's mappings (compiler.runtime.host.HELD_BACK), run natively
-when mapped."""
+when mapped; so do QConv and QGemm with the precise requantization of a QDQ import."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontend import import_onnx
+from compiler.graph import const, verify
+from compiler.graph.builder import append
 from compiler.graph.interp import run_graph
 from compiler.graph.ir import Graph
+from compiler.quant.requant import precise_requant
 from compiler.runtime.model import CompiledModel
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
@@ -191,3 +194,55 @@ def test_dilated_convolution_and_integer_relu_stay_with_the_interpreter():
     assert [(s.node.op, s.where) for s in model.steps] == [("Conv", "host-numpy"), ("Relu", "host-numpy")]
     got, want = _run(graph, _feeds(graph), set())
     _assert_same(got, want)
+
+
+def _qnode(g: Graph, op: str, inputs: list[str], weight: np.ndarray, attrs: dict[str, object], out: str,
+           precise: bool, seed: int) -> None:  # fmt: skip
+    """Append a QConv/QGemm reading `inputs[0]` with `weight`, seeded biases, and multipliers (and
+    clamp bounds: precise) from seeded ratios as a QDQ import makes them; `inputs[1:]` follow mult."""
+    rng = np.random.default_rng(seed)
+    k, taps = weight.shape[0], weight[0].size
+    consts = {"w": weight, "b": rng.integers(-(2**12), 2**12, k).astype(np.int32)}
+    reals = rng.uniform(0.5, 2.0, k) * 48 / (5500 * np.sqrt(taps))  # outputs mostly within int8
+    if precise:
+        p = precise_requant(reals, (-128, 127), out)
+        consts |= {"m": p.mult, "lo": p.clamp_lo, "hi": p.clamp_hi}
+        attrs = attrs | {"shift": p.shift, "split": p.split}
+    else:
+        consts["m"] = np.rint(reals * 2**20).astype(np.int32)
+        attrs = attrs | {"shift": 20}
+    for name, array in consts.items():
+        g.add_value(const(f"{out}.{name}", array))
+    names = [f"{out}.{name}" for name in consts]
+    append(g, op, [inputs[0], *names[:4], *inputs[1:], *names[4:]], [out], attrs)
+
+
+def test_precise_quantized_convolutions_and_dense_layers_run_natively():
+    """A QDQ import's QConv (ResNet-18's stem, a depthwise one) and QGemm requantize precisely
+    (split > 0, clamp_lo and clamp_hi after mult): native kernels, bit for bit; a QConv with a
+    fused residual (five inputs) stays with the interpreter."""
+    rng = np.random.default_rng(6)
+    g = Graph()
+    g.add_input("x", (1, 3, 16, 16), "int8")
+    g.add_input("v", (2, 40), "int8")
+
+    def weight(*shape: int) -> np.ndarray:
+        return rng.integers(-128, 128, shape).astype(np.int8)
+
+    _qnode(g, "QConv", ["x"], weight(8, 3, 7, 7), {"strides": (2, 2), "pads": (3, 3, 3, 3)}, "stem", True, 1)
+    _qnode(g, "QConv", ["stem"], weight(8, 1, 3, 3), {"strides": (1, 1), "pads": (1, 1, 1, 1), "group": 8},
+           "dw", True, 2)  # fmt: skip
+    _qnode(g, "QConv", ["dw", "stem"], weight(8, 8, 1, 1), {"strides": (1, 1), "pads": (0, 0, 0, 0),
+                                                            "mult_r": 3000}, "res", False, 3)  # fmt: skip
+    _qnode(g, "QGemm", ["v"], weight(10, 40), {}, "fc", True, 4)
+    _qnode(g, "QGemm", ["v"], weight(10, 40), {}, "plain_fc", False, 5)
+    g.outputs = ["dw", "res", "fc", "plain_fc"]
+    verify(g)
+    model = CompiledModel.compile(g, AcceleratorTarget(CFG), offload=False)
+    wheres = {s.node.outputs[0]: s.where for s in model.steps}
+    assert wheres == {"stem": "host", "dw": "host", "res": "host-numpy", "fc": "host", "plain_fc": "host"}
+    feeds = {"x": weight(1, 3, 16, 16), "v": weight(2, 40)}
+    got = model.run(feeds, make_backend("fsim", CFG)).outputs
+    want = run_graph(g, feeds)
+    _assert_same(got, want)
+    assert all(len(np.unique(want[name])) > 16 for name in g.outputs)  # not all clipped
