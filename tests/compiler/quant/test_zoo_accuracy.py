@@ -15,6 +15,7 @@ import pytest
 
 from compiler.frontend import import_onnx
 from compiler.graph import Graph
+from compiler.graph.interp import run_graph
 from compiler.quant import quantize
 from compiler.quant.accuracy import (
     Agreement,
@@ -29,9 +30,10 @@ from compiler.quant.accuracy import (
 from compiler.quant.check import wrap_margins
 from compiler.quant.fuse_residual import fuse_residual_adds
 from compiler.quant.qdq import import_qdq
-from compiler.runtime.model import is_shallow
+from compiler.runtime.model import CompiledModel, is_shallow
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
+from sim.backends import make_backend
 from tests.compiler.quant.ort_models import quantize_qdq
 
 zoo = pytest.importorskip("codesign.zoo")
@@ -141,6 +143,19 @@ def _qdq_agreement(count: int) -> tuple[float, float]:
 def test_resnet18_qdq_agrees_with_onnxruntime_int8() -> None:
     cosine_min, within = _qdq_agreement(3)
     assert cosine_min >= 0.999 and within >= 0.9, (cosine_min, within)
+
+
+def test_resnet18_qdq_runs_natively_on_the_host() -> None:
+    """Every QConv of the QDQ ResNet-18 (precise requantization) and the rest of the graph has a
+    native host kernel: placed on the host, nothing runs in the interpreter, and the outputs
+    equal the integer reference's."""
+    q = import_qdq(import_onnx(_resnet18_qdq()), precise=True)
+    model = CompiledModel.compile(q, AcceleratorTarget(PRESETS["vta"]), offload=False)
+    assert {s.where for s in model.steps} == {"host", "view"}
+    assert sum(s.node.op == "QConv" and s.node.int_attr("split") > 0 for s in model.steps) == 20
+    x = zoo.sample_inputs("resnet18", 1, 0)[0]
+    result = model.run(x, make_backend("timing", PRESETS["vta"]))
+    np.testing.assert_array_equal(result.outputs[q.outputs[0]], run_graph(q, x)[q.outputs[0]])
 
 
 @pytest.mark.slow
