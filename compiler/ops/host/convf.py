@@ -13,16 +13,9 @@ the bias added; so an output is within (C/group * R * S + 1) float32 rounding st
 sum |data * weight| + |bias| of the exact value (the tests' bound), as the graph interpreter's
 BLAS sum is, in another order.
 
-The three schedules of compiler.ops.host.qconv, named by `strategy` or chosen from the shape
-("auto": "channels" for group 1 with at least 8 output channels, "depthwise" for K = C = group
-with output rows of at most DEPTHWISE_MAX_WIDTH pixels, else "rows"):
-- "channels" (group 1): the weights reordered to (C, R, S, K) and each output row accumulated
-  channels last in a stack temporary, a few pixels at a time, vectorised across output channels
-  (one weight vector serves several pixels, one input value is broadcast across the lanes), then
-  transposed into NCHW adding the bias;
-- "depthwise" (K = C = group): the padded input transposed to channels last once, each output
-  row accumulated channels last, vectorised across channels;
-- "rows" (any group): each output row accumulated in NCHW, vectorised along the row.
+The accumulation and its three schedules ("channels", "depthwise", "rows", or "auto") are
+compiler.ops.host.convbase's, shared with the int8 qconv2d; here the accumulator is float32 and
+the epilogue adds the bias.
 """
 
 from __future__ import annotations
@@ -32,12 +25,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import HostOp, check_int, check_shape, pair
-from compiler.ops.host.qconv import STRATEGIES, pads4
-from compiler.ops.host.qops import vectorize_loop
-from compiler.schedule.schedule import Schedule
+from compiler.ops.host.convbase import ConvOp, conv_reference64
 from compiler.te import expr as E
-from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum
+from compiler.te.tensor import Tensor, placeholder
 
 # "auto" picks the depthwise schedule up to this output width, narrower than the int8 kernel's
 # (measured on MobileNetV2's depthwise layers in float32: at width 7 "depthwise" is 1.6-2.5x
@@ -46,222 +36,29 @@ DEPTHWISE_MAX_WIDTH = 15
 
 
 @dataclass(frozen=True)
-class Conv2d(HostOp):
-    """`shape` is the data's (N, C, H, W), `weight_shape` (K, C/group, R, S); `pads` one int, a
-    pair (height, width) or ONNX's four (top, left, bottom, right)."""
+class Conv2d(ConvOp):
+    """compiler.ops.host.convbase.ConvOp's parameters, then `bias` (a float32[K] input or none)."""
 
-    shape: tuple[int, int, int, int]
-    weight_shape: tuple[int, int, int, int]
-    strides: int | tuple[int, int] = 1
-    pads: int | tuple[int, ...] = 0
-    group: int = 1
     bias: bool = False
     strategy: str = "auto"
     op: ClassVar[str] = "conv2d"
+    inp_dtype: ClassVar[str] = "float32"
+    acc_dtype: ClassVar[str] = "float32"
+    depthwise_max_width: ClassVar[int] = DEPTHWISE_MAX_WIDTH
 
-    def __post_init__(self) -> None:
-        name = self.op
-        object.__setattr__(self, "shape", check_shape(name, self.shape, rank=4))
-        object.__setattr__(self, "weight_shape", check_shape(name, self.weight_shape, rank=4))
-        object.__setattr__(self, "strides", pair(name, "strides", self.strides, 1))
-        object.__setattr__(self, "pads", pads4(name, self.pads))
-        object.__setattr__(self, "group", check_int(name, "group", self.group, 1))
+    def _check_params(self) -> None:
         if not isinstance(self.bias, bool | np.bool_):
-            raise ValueError(f"{name}: bias must be a bool, not {self.bias!r}")
+            raise ValueError(f"{self.op}: bias must be a bool, not {self.bias!r}")
         object.__setattr__(self, "bias", bool(self.bias))
-        (_, c, _, _), (k, cg, _, _) = self.shape, self.weight_shape
-        if c % self.group or k % self.group:
-            raise ValueError(f"{name}: group {self.group} must divide the input channels {c} and "
-                             f"the output channels {k}")  # fmt: skip
-        if cg * self.group != c:
-            raise ValueError(f"{name}: weight {self.weight_shape} takes {cg} input channels per "
-                             f"group, but data {self.shape} has {c} in {self.group} groups")  # fmt: skip
-        oh, ow = self.out_hw
-        if oh < 1 or ow < 1:
-            raise ValueError(f"{name}: kernel {self.weight_shape[2:]} is larger than the padded input")
-        self._check_strategy()
 
-    def _check_strategy(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"{self.op}: strategy must be one of {', '.join(STRATEGIES)}, not "
-                             f"{self.strategy!r}")  # fmt: skip
-        if self.strategy == "channels" and self.group != 1:
-            raise ValueError(f"{self.op}: strategy 'channels' needs group 1, not {self.group}")
-        if self.strategy == "depthwise" and not self.depthwise:
-            raise ValueError(f"{self.op}: strategy 'depthwise' needs one input channel per output "
-                             f"channel (K = C = group), not weight {self.weight_shape} with group "
-                             f"{self.group}")  # fmt: skip
+    def _channel_inputs(self) -> dict[str, Tensor]:
+        return {"bias": placeholder((self.weight_shape[0],), "float32", "bias")} if self.bias else {}
 
-    # -- derived sizes --------------------------------------------------------------------------
-    @property
-    def stride_hw(self) -> tuple[int, int]:
-        return self.strides  # type: ignore[return-value]  # a pair after __post_init__
+    def _epilogue(self, ins: dict[str, Tensor], acc: E.Expr, ch: E.Expr) -> E.Expr:
+        return acc + ins["bias"][ch] if self.bias else acc
 
-    @property
-    def pad_tlbr(self) -> tuple[int, int, int, int]:
-        return self.pads  # type: ignore[return-value]  # four after __post_init__
-
-    @property
-    def out_hw(self) -> tuple[int, int]:
-        (_, _, h, w), (_, _, r, s) = self.shape, self.weight_shape
-        (sh, sw), (top, left, bottom, right) = self.stride_hw, self.pad_tlbr
-        return (h + top + bottom - r) // sh + 1, (w + left + right - s) // sw + 1
-
-    @property
-    def out_shape(self) -> tuple[int, int, int, int]:
-        return (self.shape[0], self.weight_shape[0], *self.out_hw)
-
-    @property
-    def depthwise(self) -> bool:
-        """One input channel per output channel: K = C = group."""
-        return self.weight_shape[1] == 1 and self.weight_shape[0] == self.group
-
-    @property
-    def chosen_strategy(self) -> str:
-        if self.strategy != "auto":
-            return self.strategy
-        if self.group == 1 and self.weight_shape[0] >= 8:
-            return "channels"
-        if self.depthwise and self.out_hw[1] <= DEPTHWISE_MAX_WIDTH:
-            return "depthwise"
-        return "rows"
-
-    # -- TE -------------------------------------------------------------------------------------
-    def tensors(self) -> dict[str, Tensor]:
-        ins = {
-            "data": placeholder(self.shape, "float32", "data"),
-            "weight": placeholder(self.weight_shape, "float32", "weight"),
-        }
-        if self.bias:
-            ins["bias"] = placeholder((self.weight_shape[0],), "float32", "bias")
-        strategy = self.chosen_strategy
-        if strategy == "channels":
-            acc = self._acc_channels(ins["data"], ins["weight"])
-        elif strategy == "depthwise":
-            acc = self._acc_depthwise(ins["data"], ins["weight"])
-        else:
-            acc = self._acc_rows(ins["data"], ins["weight"])
-        nchw = strategy == "rows"  # else acc is (N, OH, OW, K)
-
-        def out(b: E.Expr, ch: E.Expr, y: E.Expr, x: E.Expr) -> E.Expr:
-            value = acc[b, ch, y, x] if nchw else acc[b, y, x, ch]
-            return value + ins["bias"][ch] if self.bias else value
-
-        return {**ins, "out": compute(self.out_shape, out, "out")}
-
-    def _padded(self, data: Tensor, channels_last: bool) -> Tensor:
-        """The zero-padded input, NCHW or transposed to NHWC."""
-        n, c, h, w = self.shape
-        top, left, bottom, right = self.pad_tlbr
-        hp, wp = h + top + bottom, w + left + right
-
-        def value(b: E.Expr, ch: E.Expr, y: E.Expr, x: E.Expr) -> E.Expr:
-            inside = E.all_of(E.ge(y, top), E.lt(y, h + top), E.ge(x, left), E.lt(x, w + left))
-            return E.if_then_else(inside, data[b, ch, y - top, x - left], E.const(0.0, "float32"))
-
-        if channels_last:
-            return compute((n, hp, wp, c), lambda b, y, x, ch: value(b, ch, y, x), "data_pad")
-        return compute((n, c, hp, wp), value, "data_pad")
-
-    def _acc_rows(self, data: Tensor, weight: Tensor) -> Tensor:
-        k_out, cg, r, s = self.weight_shape
-        kg = k_out // self.group
-        sh, sw = self.stride_hw
-        src = self._padded(data, False) if any(self.pad_tlbr) else data
-        ic, ry, rx = reduce_axis(cg, "ic"), reduce_axis(r, "ry"), reduce_axis(s, "rx")
-
-        def channel(k: E.Expr) -> E.Expr:  # the first input channel of k's group; affine if kg 1
-            return k * cg if kg == 1 else (k // kg) * cg
-
-        return compute(self.out_shape, lambda b, k, y, x: sum(
-            src[b, channel(k) + ic.var, y * sh + ry, x * sw + rx] * weight[k, ic, ry, rx],
-            [ic, ry, rx]), "acc")  # fmt: skip
-
-    def _acc_channels(self, data: Tensor, weight: Tensor) -> Tensor:
-        k_out, c, r, s = self.weight_shape
-        sh, sw = self.stride_hw
-        src = self._padded(data, False) if any(self.pad_tlbr) else data
-        wt = compute((c, r, s, k_out), lambda ch, ry, rx, k: weight[k, ch, ry, rx], "wt")
-        ic, ry, rx = reduce_axis(c, "ic"), reduce_axis(r, "ry"), reduce_axis(s, "rx")
-        n, _, oh, ow = self.out_shape
-        return compute((n, oh, ow, k_out), lambda b, y, x, k: sum(
-            src[b, ic, y * sh + ry, x * sw + rx] * wt[ic, ry, rx, k], [ic, ry, rx]), "acc")  # fmt: skip
-
-    def _acc_depthwise(self, data: Tensor, weight: Tensor) -> Tensor:
-        k_out, _, r, s = self.weight_shape
-        sh, sw = self.stride_hw
-        src = self._padded(data, True)
-        wt = compute((r, s, k_out), lambda ry, rx, k: weight[k, 0, ry, rx], "wt")
-        ry, rx = reduce_axis(r, "ry"), reduce_axis(s, "rx")
-        n, _, oh, ow = self.out_shape
-        return compute((n, oh, ow, k_out), lambda b, y, x, k: sum(
-            src[b, y * sh + ry, x * sw + rx, k] * wt[ry, rx, k], [ry, rx]), "acc")  # fmt: skip
-
-    # -- schedules ------------------------------------------------------------------------------
-    def schedule(self, ts: dict[str, Tensor]) -> Schedule:
-        s = Schedule(ts["out"])
-        strategy = self.chosen_strategy
-        if strategy == "rows":
-            return self._schedule_rows(s)
-        if strategy == "depthwise":
-            return self._schedule_depthwise(s)
-        s.reorder("out", "y", "ch", "x")
-        s.compute_at("acc", "out", "y")  # one output row, channels last, in the stack
-        block = next(f for f in (4, 2, 1) if self.out_hw[1] % f == 0)
-        s.split("acc", "x", block)
-        s.reorder("acc", "x.o", "ic", "ry", "rx", "x.i", "k")
-        vectorize_loop(s, "acc", "k", self.weight_shape[0])
-        return s
-
-    def _schedule_depthwise(self, s: Schedule) -> Schedule:
-        """Channels last, `lanes` channels a vector (compiler.ops.host.qconv's depthwise)."""
-        lanes = next((f for f in (16, 8, 4) if self.weight_shape[0] % f == 0), 1)
-        s.split("data_pad", "ch", lanes)
-        s.reorder("data_pad", "y", "ch.o", "x", "ch.i")
-        s.split("out", "ch", lanes)
-        s.reorder("out", "y", "ch.o", "x", "ch.i")
-        s.compute_at("acc", "out", "y")  # one output row, channels last, in the stack
-        s.split("acc", "x", next(f for f in (4, 2, 1) if self.out_hw[1] % f == 0))
-        s.split("acc", "k", lanes)
-        s.reorder("acc", "x.o", "k.o", "ry", "rx", "x.i", "k.i")
-        for stage, axis in (("data_pad", "ch.i"), ("out", "ch.i"), ("acc", "k.i")):
-            vectorize_loop(s, stage, axis, lanes)
-        return s
-
-    def _schedule_rows(self, s: Schedule) -> Schedule:
-        """NCHW, vectorised along each output row (compiler.ops.host.qconv's rows)."""
-        s.compute_at("acc", "out", "y")  # one output row in the stack
-        ow, sw = self.out_hw[1], self.stride_hw[1]
-        if sw == 1 and ow % 8 == 0:
-            s.split("acc", "x", 16 if ow % 16 == 0 else 8)
-            s.reorder("acc", "x.o", "ic", "ry", "rx", "x.i")
-            s.vectorize("acc", "x.i")
-        else:
-            s.reorder("acc", "ic", "ry", "rx", "x")
-            vectorize_loop(s, "acc", "x", ow)
-        vectorize_loop(s, "out", "x", ow)
-        kg = self.weight_shape[0] // self.group
-        if any(self.pad_tlbr) and kg == 1:  # each padded plane serves one output channel
-            s.compute_at("data_pad", "out", "ch")
-        return s
-
-    # -- numpy ----------------------------------------------------------------------------------
     def reference(self, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:  # type: ignore[override]
         out = conv_reference64(data, weight, self.stride_hw, self.pad_tlbr, self.group)
         if bias is not None:
             out = out + bias.astype(np.float64)[:, None, None]
-        return out.astype(np.float32)  # type: ignore[no-any-return]
-
-
-def conv_reference64(data: np.ndarray, weight: np.ndarray, strides: tuple[int, int],
-                     pads: tuple[int, int, int, int], group: int) -> np.ndarray:  # fmt: skip
-    """numpy: the grouped convolution NCHW x (K, C/group, R, S) -> NKHW, in float64."""
-    (n, _, _, _), (k, cg, r, s) = data.shape, weight.shape
-    top, left, bottom, right = pads
-    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
-    win = np.lib.stride_tricks.sliding_window_view(x, (r, s), axis=(2, 3))[:, :, :: strides[0], :: strides[1]]
-    oh, ow = win.shape[2:4]
-    win = win.reshape(n, group, cg, oh, ow, r, s)
-    w = weight.astype(np.float64).reshape(group, k // group, cg, r, s)
-    out = np.einsum("ngchwij,gkcij->ngkhw", win, w, optimize=True)
-    return out.reshape(n, k, oh, ow)  # type: ignore[no-any-return]
+        return out.astype(np.float32)

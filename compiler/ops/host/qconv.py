@@ -11,29 +11,19 @@ qops describes; or, `precise`, the contract's precise requantization (clamped to
 clamp_hi[k]], an exact int64 product, rounded, shifted, clipped: qops again).  `group` is 1, C
 (depthwise) or any common divisor of C and K.
 
-Three schedules, named by `strategy` or chosen from the shape ("auto": "channels" for group 1
-with at least 8 output channels, "depthwise" for K = C = group with output rows of at most
-DEPTHWISE_MAX_WIDTH pixels, else "rows"):
-- "channels" (group 1): the weights reordered to (C, R, S, K) int32 and each output row
-  accumulated channels last, a few pixels at a time, vectorised across output channels, then
-  requantized into NCHW (compiler.ops.host.conv's schedule);
-- "depthwise" (one input channel per output channel, K = C = group): the padded input is
-  transposed to channels last (int8) once, and each output row accumulated channels last,
-  vectorised across channels; for narrow images, whose rows are too short to vectorise;
-- "rows" (any group): each output row accumulated in NCHW, vectorised along the row, from a
-  zero-padded copy of the input (one plane at a time when each group has one output channel,
-  else the whole input once).
+The accumulation and its three schedules ("channels", "depthwise", "rows", or "auto") are
+compiler.ops.host.convbase's, shared with the float conv2d; here each int8 operand is cast to
+the int32 accumulator (whose adds wrap) and the epilogue requantizes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import HostOp, check_int, check_shape, pair
+from compiler.ops.host.convbase import ConvOp, conv_reference64
 from compiler.ops.host.qops import (
     check_precise,
     check_requant,
@@ -41,242 +31,42 @@ from compiler.ops.host.qops import (
     epilogue_reference,
     random_weighted_inputs,
     vector_inputs,
-    vectorize_loop,
     wrap32,
 )
-from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
-from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum
+from compiler.te.tensor import Tensor
 
-STRATEGIES = ("auto", "channels", "depthwise", "rows")
 # "auto" picks the depthwise schedule up to this output width; wider rows vectorise along the row
 # (measured on MobileNetV2's layers: at output width 56 "rows" is 1.3-1.7x faster, at 28 and
 # below "depthwise" 1.8-10x: a short row leaves most of each vector loop to its scalar remainder).
 DEPTHWISE_MAX_WIDTH = 31
 
 
-def pads4(op: str, value: int | Sequence[int]) -> tuple[int, int, int, int]:
-    """Padding as (top, left, bottom, right): from one int, a pair (height, width) or four."""
-    single = isinstance(value, int | np.integer) and not isinstance(value, bool)
-    items: tuple[int, ...] = (value,) * 4 if single else tuple(value)  # type: ignore[arg-type, assignment]
-    if len(items) == 2:
-        items = items * 2
-    if len(items) != 4 or any(isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0
-                              for v in items):  # fmt: skip
-        raise ValueError(f"{op}: pads must be an int >= 0, a pair (height, width) or four "
-                         f"(top, left, bottom, right), not {value!r}")  # fmt: skip
-    return int(items[0]), int(items[1]), int(items[2]), int(items[3])
-
-
-def _i32(x: E.Expr) -> E.Expr:
-    return E.cast("int32", x)
-
-
 @dataclass(frozen=True)
-class QConv2d(HostOp):
-    """`shape` is the data's (N, C, H, W), `weight_shape` (K, C/group, R, S)."""
+class QConv2d(ConvOp):
+    """compiler.ops.host.convbase.ConvOp's parameters, then the requantization's (shift, clip
+    bounds, precise: compiler.ops.host.qops)."""
 
-    shape: tuple[int, int, int, int]
-    weight_shape: tuple[int, int, int, int]
-    strides: int | tuple[int, int] = 1
-    pads: int | tuple[int, ...] = 0
-    group: int = 1
     shift: int = 0
     clip_lo: int = -128
     clip_hi: int = 127
     strategy: str = "auto"
     precise: bool = False
     op: ClassVar[str] = "qconv2d"
+    inp_dtype: ClassVar[str] = "int8"
+    acc_dtype: ClassVar[str] = "int32"
+    depthwise_max_width: ClassVar[int] = DEPTHWISE_MAX_WIDTH
 
-    def __post_init__(self) -> None:
-        name = self.op
-        object.__setattr__(self, "shape", check_shape(name, self.shape, rank=4))
-        object.__setattr__(self, "weight_shape", check_shape(name, self.weight_shape, rank=4))
-        object.__setattr__(self, "strides", pair(name, "strides", self.strides, 1))
-        object.__setattr__(self, "pads", pads4(name, self.pads))
-        object.__setattr__(self, "group", check_int(name, "group", self.group, 1))
+    def _check_params(self) -> None:
         check_requant(self)
         check_precise(self)
-        (_, c, _, _), (k, cg, _, _) = self.shape, self.weight_shape
-        if c % self.group or k % self.group:
-            raise ValueError(f"{name}: group {self.group} must divide the input channels {c} and "
-                             f"the output channels {k}")  # fmt: skip
-        if cg * self.group != c:
-            raise ValueError(f"{name}: weight {self.weight_shape} takes {cg} input channels per "
-                             f"group, but data {self.shape} has {c} in {self.group} groups")  # fmt: skip
-        oh, ow = self.out_hw
-        if oh < 1 or ow < 1:
-            raise ValueError(f"{name}: kernel {self.weight_shape[2:]} is larger than the padded input")
-        self._check_strategy()
 
-    def _check_strategy(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"{self.op}: strategy must be one of {', '.join(STRATEGIES)}, not "
-                             f"{self.strategy!r}")  # fmt: skip
-        if self.strategy == "channels" and self.group != 1:
-            raise ValueError(f"{self.op}: strategy 'channels' needs group 1, not {self.group}")
-        if self.strategy == "depthwise" and not self.depthwise:
-            raise ValueError(f"{self.op}: strategy 'depthwise' needs one input channel per output "
-                             f"channel (K = C = group), not weight {self.weight_shape} with group "
-                             f"{self.group}")  # fmt: skip
+    def _channel_inputs(self) -> dict[str, Tensor]:
+        return vector_inputs(self.weight_shape[0], self.precise)
 
-    # -- derived sizes --------------------------------------------------------------------------
-    @property
-    def stride_hw(self) -> tuple[int, int]:
-        return self.strides  # type: ignore[return-value]  # a pair after __post_init__
+    def _epilogue(self, ins: dict[str, Tensor], acc: E.Expr, ch: E.Expr) -> E.Expr:
+        return epilogue_expr(self, ins, acc, ch)
 
-    @property
-    def pad_tlbr(self) -> tuple[int, int, int, int]:
-        return self.pads  # type: ignore[return-value]  # four after __post_init__
-
-    @property
-    def out_hw(self) -> tuple[int, int]:
-        (_, _, h, w), (_, _, r, s) = self.shape, self.weight_shape
-        (sh, sw), (top, left, bottom, right) = self.stride_hw, self.pad_tlbr
-        return (h + top + bottom - r) // sh + 1, (w + left + right - s) // sw + 1
-
-    @property
-    def out_shape(self) -> tuple[int, int, int, int]:
-        return (self.shape[0], self.weight_shape[0], *self.out_hw)
-
-    @property
-    def depthwise(self) -> bool:
-        """One input channel per output channel: K = C = group."""
-        return self.weight_shape[1] == 1 and self.weight_shape[0] == self.group
-
-    @property
-    def chosen_strategy(self) -> str:
-        if self.strategy != "auto":
-            return self.strategy
-        if self.group == 1 and self.weight_shape[0] >= 8:
-            return "channels"
-        if self.depthwise and self.out_hw[1] <= DEPTHWISE_MAX_WIDTH:
-            return "depthwise"
-        return "rows"
-
-    # -- TE -------------------------------------------------------------------------------------
-    def tensors(self) -> dict[str, Tensor]:
-        k = self.weight_shape[0]
-        ins = {
-            "data": placeholder(self.shape, "int8", "data"),
-            "weight": placeholder(self.weight_shape, "int8", "weight"),
-            **vector_inputs(k, self.precise),
-        }
-        strategy = self.chosen_strategy
-        if strategy == "channels":
-            acc = self._acc_channels(ins["data"], ins["weight"])
-        elif strategy == "depthwise":
-            acc = self._acc_depthwise(ins["data"], ins["weight"])
-        else:
-            acc = self._acc_rows(ins["data"], ins["weight"])
-        nchw = strategy == "rows"  # else acc is (N, OH, OW, K)
-
-        def out(b: E.Expr, ch: E.Expr, y: E.Expr, x: E.Expr) -> E.Expr:
-            return epilogue_expr(self, ins, acc[b, ch, y, x] if nchw else acc[b, y, x, ch], ch)
-
-        return {**ins, "out": compute(self.out_shape, out, "out")}
-
-    def _padded(self, data: Tensor, channels_last: bool) -> Tensor:
-        """The zero-padded input, NCHW or transposed to NHWC."""
-        n, c, h, w = self.shape
-        top, left, bottom, right = self.pad_tlbr
-        hp, wp = h + top + bottom, w + left + right
-
-        def value(b: E.Expr, ch: E.Expr, y: E.Expr, x: E.Expr) -> E.Expr:
-            inside = E.all_of(E.ge(y, top), E.lt(y, h + top), E.ge(x, left), E.lt(x, w + left))
-            return E.if_then_else(inside, data[b, ch, y - top, x - left], E.const(0, "int8"))
-
-        if channels_last:
-            return compute((n, hp, wp, c), lambda b, y, x, ch: value(b, ch, y, x), "data_pad")
-        return compute((n, c, hp, wp), value, "data_pad")
-
-    def _acc_rows(self, data: Tensor, weight: Tensor) -> Tensor:
-        k_out, cg, r, s = self.weight_shape
-        kg = k_out // self.group
-        sh, sw = self.stride_hw
-        src = self._padded(data, False) if any(self.pad_tlbr) else data
-        ic, ry, rx = reduce_axis(cg, "ic"), reduce_axis(r, "ry"), reduce_axis(s, "rx")
-
-        def channel(k: E.Expr) -> E.Expr:  # the first input channel of k's group; affine if kg 1
-            return k * cg if kg == 1 else (k // kg) * cg
-
-        return compute(self.out_shape, lambda b, k, y, x: sum(
-            _i32(src[b, channel(k) + ic.var, y * sh + ry, x * sw + rx]) * _i32(weight[k, ic, ry, rx]),
-            [ic, ry, rx]), "acc")  # fmt: skip
-
-    def _acc_channels(self, data: Tensor, weight: Tensor) -> Tensor:
-        k_out, c, r, s = self.weight_shape
-        sh, sw = self.stride_hw
-        src = self._padded(data, False) if any(self.pad_tlbr) else data
-        wt = compute((c, r, s, k_out), lambda ch, ry, rx, k: _i32(weight[k, ch, ry, rx]), "wt")
-        ic, ry, rx = reduce_axis(c, "ic"), reduce_axis(r, "ry"), reduce_axis(s, "rx")
-        n, _, oh, ow = self.out_shape
-        return compute((n, oh, ow, k_out), lambda b, y, x, k: sum(
-            _i32(src[b, ic, y * sh + ry, x * sw + rx]) * wt[ic, ry, rx, k], [ic, ry, rx]), "acc")  # fmt: skip
-
-    def _acc_depthwise(self, data: Tensor, weight: Tensor) -> Tensor:
-        k_out, _, r, s = self.weight_shape
-        sh, sw = self.stride_hw
-        src = self._padded(data, True)
-        wt = compute((r, s, k_out), lambda ry, rx, k: _i32(weight[k, 0, ry, rx]), "wt")
-        ry, rx = reduce_axis(r, "ry"), reduce_axis(s, "rx")
-        n, _, oh, ow = self.out_shape
-        return compute((n, oh, ow, k_out), lambda b, y, x, k: sum(
-            _i32(src[b, y * sh + ry, x * sw + rx, k]) * wt[ry, rx, k], [ry, rx]), "acc")  # fmt: skip
-
-    # -- schedules ------------------------------------------------------------------------------
-    def schedule(self, ts: dict[str, Tensor]) -> Schedule:
-        s = Schedule(ts["out"])
-        strategy = self.chosen_strategy
-        if strategy == "rows":
-            return self._schedule_rows(s)
-        if strategy == "depthwise":
-            return self._schedule_depthwise(s)
-        s.reorder("out", "y", "ch", "x")
-        s.compute_at("acc", "out", "y")  # one output row, channels last, in the stack
-        block = next(f for f in (4, 2, 1) if self.out_hw[1] % f == 0)
-        s.split("acc", "x", block)
-        s.reorder("acc", "x.o", "ic", "ry", "rx", "x.i", "k")
-        vectorize_loop(s, "acc", "k", self.weight_shape[0])
-        return s
-
-    def _schedule_depthwise(self, s: Schedule) -> Schedule:
-        """Channels last, `lanes` channels a vector: the transposed copy and the requantized
-        transpose back in tiles of `lanes` channels (contiguous vector stores and loads); each
-        output row accumulated a few pixels at a time, the window loops inside a channel tile."""
-        lanes = next((f for f in (16, 8, 4) if self.weight_shape[0] % f == 0), 1)
-        s.split("data_pad", "ch", lanes)
-        s.reorder("data_pad", "y", "ch.o", "x", "ch.i")
-        s.split("out", "ch", lanes)
-        s.reorder("out", "y", "ch.o", "x", "ch.i")
-        s.compute_at("acc", "out", "y")  # one output row, channels last, in the stack
-        s.split("acc", "x", next(f for f in (4, 2, 1) if self.out_hw[1] % f == 0))
-        s.split("acc", "k", lanes)
-        s.reorder("acc", "x.o", "k.o", "ry", "rx", "x.i", "k.i")
-        for stage, axis in (("data_pad", "ch.i"), ("out", "ch.i"), ("acc", "k.i")):
-            vectorize_loop(s, stage, axis, lanes)
-        return s
-
-    def _schedule_rows(self, s: Schedule) -> Schedule:
-        """NCHW, vectorised along each output row.  With unit width stride and a width that 8
-        divides, the row goes in chunks of 16 or 8 pixels, the reduction loops inside a chunk
-        (measured: 10-20% faster; with stride 2 the chunked loops came out 7-10x slower)."""
-        s.compute_at("acc", "out", "y")  # one output row in the stack
-        ow, sw = self.out_hw[1], self.stride_hw[1]
-        if sw == 1 and ow % 8 == 0:
-            s.split("acc", "x", 16 if ow % 16 == 0 else 8)
-            s.reorder("acc", "x.o", "ic", "ry", "rx", "x.i")
-            s.vectorize("acc", "x.i")
-        else:
-            s.reorder("acc", "ic", "ry", "rx", "x")
-            vectorize_loop(s, "acc", "x", ow)
-        vectorize_loop(s, "out", "x", ow)
-        kg = self.weight_shape[0] // self.group
-        if any(self.pad_tlbr) and kg == 1:  # each padded plane serves one output channel
-            s.compute_at("data_pad", "out", "ch")
-        return s
-
-    # -- numpy --------------------------------------------------------------------------------
     def random_inputs(self, seed: int) -> list[np.ndarray]:
         return random_weighted_inputs(seed, self.shape, self.weight_shape, self.precise)
 
@@ -292,12 +82,4 @@ def conv_reference(data: np.ndarray, weight: np.ndarray, strides: tuple[int, int
 
     Computed in float64 (BLAS), exact: each product is below 2**14 and a sum has far fewer than
     2**39 of them."""
-    (n, _, _, _), (k, cg, r, s) = data.shape, weight.shape
-    top, left, bottom, right = pads
-    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
-    win = np.lib.stride_tricks.sliding_window_view(x, (r, s), axis=(2, 3))[:, :, :: strides[0], :: strides[1]]
-    oh, ow = win.shape[2:4]
-    win = win.reshape(n, group, cg, oh, ow, r, s)
-    w = weight.astype(np.float64).reshape(group, k // group, cg, r, s)
-    out = np.einsum("ngchwij,gkcij->ngkhw", win, w, optimize=True)
-    return out.reshape(n, k, oh, ow).astype(np.int64)
+    return conv_reference64(data, weight, strides, pads, group).astype(np.int64)

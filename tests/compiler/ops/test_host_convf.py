@@ -11,20 +11,20 @@ about 1e-5 while a wrong tap, channel or bias errs by O(1)."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
 import pytest
 
 from compiler.graph.opdefs import OPS, make_attrs
-from compiler.ops.host import Conv2d, HostKernel, compile_host_op
-from compiler.ops.host.convf import conv_reference64
-
-
-def kernel_of(op: Conv2d) -> HostKernel:
-    """The registry's kernel of `op`: compiled once per distinct parameters in the session."""
-    return compile_host_op(op.op, **{f.name: getattr(op, f.name) for f in dataclasses.fields(op)})
+from compiler.ops.host import Conv2d
+from compiler.ops.host.convbase import conv_reference64
+from tests.compiler.ops.host_util import (
+    BAD_CONV_PARAMETERS,
+    CONV,
+    assert_conv_parameters_normalise,
+    kernel_of,
+)
 
 
 def error_bound(op: Conv2d, inputs: list[np.ndarray]) -> np.ndarray:
@@ -135,33 +135,15 @@ def test_padding_only_windows_give_the_bias():
 
 
 def test_parameters_normalise_so_equal_convolutions_share_a_kernel():
-    a = Conv2d([1, 4, 6, 6], [4, 1, 3, 3], 1, 1, 4)
-    b = Conv2d((1, 4, 6, 6), (4, 1, 3, 3), (1, 1), (1, 1, 1, 1), 4, np.bool_(False))
-    assert a == b and a.pads == (1, 1, 1, 1) and a.strides == (1, 1) and b.bias is False
-    assert Conv2d((1, 1, 5, 5), (1, 1, 3, 3), pads=(1, 2)).pads == (1, 2, 1, 2)
-    assert kernel_of(a) is kernel_of(b)
+    assert_conv_parameters_normalise(Conv2d)
+    a = Conv2d((1, 4, 6, 6), (4, 1, 3, 3), 1, 1, 4, np.bool_(False))
+    assert a.bias is False and a == Conv2d((1, 4, 6, 6), (4, 1, 3, 3), 1, 1, 4)
 
 
-G = dict(shape=(1, 3, 4, 4), weight_shape=(4, 3, 3, 3))  # a valid convolution to spoil
-D = dict(shape=(1, 4, 4, 4), weight_shape=(4, 1, 3, 3), group=4)  # a valid depthwise one
-
-
-@pytest.mark.parametrize("params,message", [
-    (dict(shape=(1, 6, 4, 4), weight_shape=(4, 2, 3, 3), group=4), "conv2d: group 4 must divide the input"),
-    (dict(shape=(1, 6, 4, 4), weight_shape=(4, 2, 3, 3), group=2),
-     r"weight \(4, 2, 3, 3\) takes 2 input channels per group, but data \(1, 6, 4, 4\) has 6 in 2 groups"),
-    (dict(shape=(1, 3, 2, 2), weight_shape=(4, 3, 5, 5)), "kernel .* is larger than the padded input"),
-    (dict(shape=(3, 4, 4), weight_shape=(4, 3, 3, 3)), "shape must have 4 dimensions, not 3"),
-    (G | dict(weight_shape=(4, 3, 0, 3)), "shape must be positive ints"),
-    (G | dict(pads=(1, 1, 1)), "pads must be an int >= 0, a pair"),
-    (G | dict(pads=-1), "pads must be an int >= 0"),
-    (G | dict(strides=0), "strides must be an int >= 1"),
-    (G | dict(group=0), "group must be an int >= 1, not 0"),
-    (G | dict(bias=1), "conv2d: bias must be a bool, not 1"),
-    (G | dict(strategy="fast"), "strategy must be one of auto, "),
-    (D | dict(strategy="channels"), "'channels' needs group 1, not 4"),
-    (D | dict(weight_shape=(8, 1, 3, 3), strategy="depthwise"), "'depthwise' needs one input channel per"),
+@pytest.mark.parametrize("params,message", BAD_CONV_PARAMETERS + [
+    (CONV | dict(bias=1), "bias must be a bool, not 1"),
 ])  # fmt: skip
 def test_bad_parameters(params, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as err:
         Conv2d(**params)
+    assert str(err.value).startswith("conv2d: ")

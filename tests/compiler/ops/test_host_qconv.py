@@ -13,9 +13,15 @@ from hypothesis import strategies as st
 
 from compiler.graph.opdefs import OPS, make_attrs
 from compiler.graph.opdefs.qops import conv_acc, precise_requantize
-from compiler.ops.host import HostKernel, QConv2d, compile_host_op
+from compiler.ops.host import QConv2d
 from compiler.ops.host.qconv import conv_reference
 from compiler.ops.host.qops import wrap32
+from tests.compiler.ops.host_util import (
+    BAD_CONV_PARAMETERS,
+    CONV,
+    assert_conv_parameters_normalise,
+    kernel_of,
+)
 from tests.compiler.ops.test_host_qops import (
     PRECISE_MODES,
     assert_clamps_and_clips,
@@ -25,11 +31,6 @@ from tests.compiler.ops.test_host_qops import (
 )
 
 INT32 = np.iinfo(np.int32)
-
-
-def kernel_of(op: QConv2d) -> HostKernel:
-    """The registry's kernel of `op`: compiled once per distinct parameters in the session."""
-    return compile_host_op(op.op, **{f.name: getattr(op, f.name) for f in dataclasses.fields(op)})
 
 
 def assert_exact(op: QConv2d, inputs: list[np.ndarray]) -> np.ndarray:
@@ -225,34 +226,17 @@ def test_precise_kernel_is_exact_for_any_int32_vectors(name, seed):
 
 
 def test_parameters_normalise_so_equal_convolutions_share_a_kernel():
-    a = QConv2d([1, 4, 6, 6], [4, 1, 3, 3], 1, 1, 4)
-    b = QConv2d((1, 4, 6, 6), (4, 1, 3, 3), (1, 1), (1, 1, 1, 1), 4)
-    assert a == b and a.pads == (1, 1, 1, 1) and a.strides == (1, 1)
-    assert QConv2d((1, 1, 5, 5), (1, 1, 3, 3), pads=(1, 2)).pads == (1, 2, 1, 2)
-    assert kernel_of(a) is kernel_of(b)
+    assert_conv_parameters_normalise(QConv2d)
 
 
-G = dict(shape=(1, 3, 4, 4), weight_shape=(4, 3, 3, 3))  # a valid convolution to spoil
-D = dict(shape=(1, 4, 4, 4), weight_shape=(4, 1, 3, 3), group=4)  # a valid depthwise one
-
-
-@pytest.mark.parametrize("params,message", [
-    (dict(shape=(1, 6, 4, 4), weight_shape=(4, 2, 3, 3), group=4), "group 4 must divide the input channels"),
-    (dict(shape=(1, 6, 4, 4), weight_shape=(4, 2, 3, 3), group=2),
-     r"weight \(4, 2, 3, 3\) takes 2 input channels per group, but data \(1, 6, 4, 4\) has 6 in 2 groups"),
-    (dict(shape=(1, 3, 2, 2), weight_shape=(4, 3, 5, 5)), "kernel .* is larger than the padded input"),
-    (G | dict(pads=(1, 1, 1)), "pads must be an int >= 0, a pair"),
-    (G | dict(pads=-1), "pads must be an int >= 0"),
-    (G | dict(strides=0), "strides must be an int >= 1"),
-    (G | dict(shift=32), r"shift must be an int in \[0, 31\], not 32"),
-    (G | dict(clip_lo=5, clip_hi=4), "clip_lo 5 is above clip_hi 4"),
-    (G | dict(precise="yes"), "precise must be a bool, not 'yes'"),
-    (G | dict(precise=True), r"precise requantization needs shift >= 1 \(it rounds by 2\*\*\(shift - 1\)\), "
-                             "not 0"),
-    (G | dict(strategy="fast"), "strategy must be one of auto, "),
-    (D | dict(strategy="channels"), "'channels' needs group 1, not 4"),
-    (D | dict(weight_shape=(8, 1, 3, 3), strategy="depthwise"), "'depthwise' needs one input channel per"),
+@pytest.mark.parametrize("params,message", BAD_CONV_PARAMETERS + [
+    (CONV | dict(shift=32), r"shift must be an int in \[0, 31\], not 32"),
+    (CONV | dict(clip_lo=5, clip_hi=4), "clip_lo 5 is above clip_hi 4"),
+    (CONV | dict(precise="yes"), "precise must be a bool, not 'yes'"),
+    (CONV | dict(precise=True),
+     r"precise requantization needs shift >= 1 \(it rounds by 2\*\*\(shift - 1\)\), not 0"),
 ])  # fmt: skip
 def test_bad_parameters(params, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as err:
         QConv2d(**params)
+    assert str(err.value).startswith("qconv2d: ")
