@@ -3,7 +3,10 @@
 The contract the accelerator implements bit for bit:
 
 - activations are int8, symmetric (zero point 0), one scale per tensor; weights int8 symmetric,
-  one scale per output channel; biases int32 at scale in_scale * w_scale[k];
+  one scale per output channel; biases int32 at scale in_scale * w_scale[k]. The ops know no
+  zero points or per-channel activation scales: where the quantizer uses them (compiler.quant.
+  lowering: unsigned and per-channel activations), they are folded into biases, multipliers,
+  clip bounds and weights, and the integer ops below are unchanged;
 - requantization ("the epilogue") of an int32 value t, every step wrapping at 32 bits as the
   ALU does: t = wrap32(t + bias[k]); t = wrap32(t * mult[k]); if shift > 0:
   t = wrap32(t + 2**(shift - 1)); t = t >> shift (arithmetic); y = clip(t, clip_lo, clip_hi)
