@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.graph import print_graph, verify
-from compiler.quant import CALIBRATORS, QuantizationError, quantize
+from compiler.graph import Graph, const, print_graph, verify
+from compiler.graph.builder import append
+from compiler.quant import CALIBRATORS, QuantizationError, collect, quantize
 from compiler.quant.accuracy import agreement, graph_outputs
 from compiler.quant.check import wrap_margins
 from compiler.quant.requant import HEADROOM
+from compiler.quant.static import linear_stream_values
 from tests.compiler.quant.graphs import inputs, small_cnn
 
 
@@ -82,3 +84,45 @@ def test_overrides_pick_a_calibrator_per_value(calibration: list) -> None:
 def test_bad_methods(calibration: list, method: str, overrides: dict | None, match: str) -> None:
     with pytest.raises(QuantizationError, match=match):
         quantize(small_cnn(), calibration[:2], method=method, overrides=overrides)
+
+
+def _linear_residual(seed: int = 0) -> Graph:
+    """x[1,4,6,6] -> conv c1 -> add a1 = x + c1 -> conv c2 -> add a2 = a1 + c2 -> conv c3 ->
+    add a3 = a2 + c3 -> relu y: a linear stream (c1, a1, c2, a2; no activation after the adds),
+    then an add that a Relu rectifies (a3, as in ResNet)."""
+    rng = np.random.default_rng(seed)
+    g = Graph("linear_residual")
+    g.add_input("x", (1, 4, 6, 6), "float32")
+    attrs = {"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "group": 1}
+    for i in (1, 2, 3):
+        g.add_value(const(f"w{i}", (rng.standard_normal((4, 4, 1, 1)) * 0.5).astype(np.float32)))
+    append(g, "Conv", ["x", "w1"], ["c1"], attrs)
+    append(g, "Add", ["x", "c1"], ["a1"])
+    append(g, "Conv", ["a1", "w2"], ["c2"], attrs)
+    append(g, "Add", ["a1", "c2"], ["a2"])
+    append(g, "Conv", ["a2", "w3"], ["c3"], attrs)
+    append(g, "Add", ["a2", "c3"], ["a3"])
+    append(g, "Relu", ["a3"], ["y"])
+    g.outputs = ["y"]
+    return g
+
+
+def test_a_linear_residual_stream_is_calibrated_by_its_own_method() -> None:
+    g = _linear_residual()
+    assert linear_stream_values(g) == ["c1", "a1", "c2", "a2"]  # a3 is rectified
+    assert linear_stream_values(small_cnn()) == []  # its add is followed by a Relu
+    feeds = inputs(g, 8, seed=2)
+    stats = collect(g, feeds)
+
+    def scales(**options: object) -> dict[str, float]:  # mse: thresholds below the max here
+        q = quantize(g, feeds, method="mse", rounding="nearest", bias_correction=False, **options)  # type: ignore[arg-type]
+        return {n.outputs[0]: n.float_attr("out_scale") for n in q.nodes if n.op in ("QConv", "QAdd")}
+
+    default, plain = scales(), scales(stream_method=None)
+    overridden = scales(overrides={"a1": "mse"})
+    assert all(stats.amax(name, "mse") < stats.amax(name, "minmax") for name in ("c1", "a1", "a2", "c3"))
+    for name in ("c1", "a1", "c2", "a2"):
+        assert default[name] == pytest.approx(stats.amax(name, "minmax") / 127, rel=1e-6)
+        assert plain[name] == pytest.approx(stats.amax(name, "mse") / 127, rel=1e-6)
+    assert overridden["a1"] == plain["a1"] and overridden["a2"] == default["a2"]  # overrides come first
+    assert default["c3"] == plain["c3"]  # outside the linear stream: the method's calibrator

@@ -108,22 +108,20 @@ def test_resnet18_goal_over_100_inputs(best: bool) -> None:
 
 
 @pytest.mark.slow
-def test_mobilenetv2_over_100_inputs() -> None:
-    # GPTQ convolution weights, bias correction, per-channel unsigned depthwise outputs, the stem
-    # float on the host: cosine 0.99765, top-1 0.87 (round-to-nearest, no correction: 0.9927, 0.79)
+def test_mobilenetv2_goal_over_100_inputs() -> None:
+    """GPTQ convolution weights and bias correction (`--rounding gptq --bias-correction`),
+    per-channel unsigned depthwise outputs, the linear residual stream calibrated by minmax, the
+    stem float on the host: cosine 0.99772, top-1 0.91."""
     result = _agreement("mobilenetv2", 100, 16)
-    assert result.cosine_mean >= 0.997 and result.top1 >= 0.85, result
+    assert result.cosine_mean >= 0.99 and result.top1 >= 0.90, result
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="cosine 0.9977 meets the goal, top-1 0.87 does not (0.90); 0.92 on 100 validation inputs "
-    "(seed 5000), whose top-2 logit margins are twice these inputs'",
-)
-def test_mobilenetv2_goal_over_100_inputs() -> None:
-    result = _agreement("mobilenetv2", 100, 16)
-    assert result.cosine_mean >= 0.99 and result.top1 >= 0.90, result
+def test_mobilenetv2_fast_quantizer_over_100_inputs() -> None:
+    """The default quantizer (round to nearest, no bias correction): cosine 0.99261, top-1 0.80,
+    the cosine goal but not top-1's."""
+    result = _agreement("mobilenetv2", 100, 16, best=False)
+    assert result.cosine_mean >= 0.99 and result.top1 >= 0.77, result
 
 
 @functools.cache
