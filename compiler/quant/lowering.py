@@ -23,7 +23,7 @@ one scale to dequantize it with).
 **Unsigned activations.** A value in `QuantParams.unsigned` (see `unsigned_values`: a Relu or
 Clip(min >= 0) output of a convolution that only unpadded convolutions read: MobileNetV2's
 depthwise outputs) is never negative, and symmetric int8 would spend its sign bit on nothing.
-It takes 256 steps instead: its scale is amax / 255 and its int8 code is round(x / s) - 128
+It takes 255 steps instead of 127: its scale is amax / 255 and its int8 code is round(x / s) - 128
 (zero point -128). The ops stay those of the contract: the producer's clip bounds start at -128,
 and its bias is lowered by 128 * 2**shift / mult[k] (rounded to an accumulator step, at most
 half of mult / 2**shift output steps off; bias correction sees the offset as intended); each
