@@ -36,7 +36,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
                    help="bind a model input's symbolic dimensions (repeatable)")  # fmt: skip
     p.add_argument("--calibration", default="percentile",
-                   help="activation calibration: minmax, percentile, entropy or mse")  # fmt: skip
+                   help="activation calibration: minmax, percentile, entropy or mse (a linear residual "
+                        "stream, as MobileNetV2's, is calibrated by minmax whichever is chosen)")  # fmt: skip
     p.add_argument("--tuning-log", metavar="FILE",
                    help="schedules from a tuning log (codesign tune) where it has the operator")  # fmt: skip
     p.add_argument("--rounding", choices=("nearest", "gptq", "gptq-all"), default="nearest",
