@@ -26,7 +26,7 @@ import numpy as np
 
 from compiler.graph.interp import evaluate_node, last_uses
 from compiler.graph.ir import Graph, Node, const
-from compiler.graph.opdefs.qops import INT32_MAX, conv_acc, gemm_acc
+from compiler.graph.opdefs.qops import INT32_MAX, conv_acc, gemm_acc, qconv_epilogue
 
 
 @dataclass(frozen=True)
@@ -51,24 +51,31 @@ def correct_biases(
     last = last_uses(g)
     for i, node in enumerate(g.nodes):
         target = targets.get(node.outputs[0])
+        accs: list[np.ndarray] = []
         if target is not None:
-            bias = _corrected(node, target, [[env[x] for x in node.inputs] for env in envs])
+            accs = [_accumulator(node, [env[x] for x in node.inputs[:2]]) for env in envs]
+            bias = _corrected(target, accs, envs[0][node.inputs[2]])
             g.values[node.inputs[2]] = const(node.inputs[2], bias)
             for env in envs:
                 env[node.inputs[2]] = bias
-        for env in envs:
-            env.update(zip(node.outputs, evaluate_node(g, node, [env[x] for x in node.inputs]), strict=True))
+        for j, env in enumerate(envs):
+            arrays = [env[x] for x in node.inputs]
+            if accs and node.op == "QConv":  # the accumulator is known: only the epilogue is left
+                outs = [qconv_epilogue(accs[j], arrays, node.attrs)]
+            else:
+                outs = evaluate_node(g, node, arrays)
+            env.update(zip(node.outputs, outs, strict=True))
             for name in last.get(i, ()):
                 env.pop(name, None)
     return g
 
 
-def _corrected(node: Node, target: BiasTarget, arrays: list[list[np.ndarray]]) -> np.ndarray:
-    """The node's bias minus its mean error per channel (accumulator steps, rounded)."""
-    sums = [_accumulator(node, xs).astype(np.float64) for xs in arrays]
-    axes = tuple(a for a in range(sums[0].ndim) if a != 1)
-    acc_mean = np.mean([s.mean(axis=axes) for s in sums], axis=0)
-    bias = arrays[0][2].astype(np.int64)
+def _corrected(target: BiasTarget, accs: list[np.ndarray], bias_now: np.ndarray) -> np.ndarray:
+    """The bias minus its mean error per channel (accumulator steps, rounded), from the
+    accumulators `accs` (channels on axis 1) of each input."""
+    axes = tuple(a for a in range(accs[0].ndim) if a != 1)
+    acc_mean = np.mean([a.astype(np.float64).mean(axis=axes) for a in accs], axis=0)
+    bias = bias_now.astype(np.int64)
     error = acc_mean + bias - np.asarray(target.mean, np.float64) / target.acc_scale - target.offset
     return np.clip(bias - np.rint(error), -INT32_MAX, INT32_MAX).astype(np.int32)
 

@@ -201,9 +201,7 @@ def _check_int8(v: Value, what: str) -> None:
     check(v.dtype == "int8", f"{what} {v.name} has dtype {v.dtype}, expected int8")
 
 
-def _check_vectors(
-    values: Sequence[Value], channels: int, names: Sequence[str] = ("bias", "mult")
-) -> None:
+def _check_vectors(values: Sequence[Value], channels: int, names: Sequence[str] = ("bias", "mult")) -> None:
     for v, what in zip(values, names, strict=True):
         check(v.is_const, f"{what} {v.name} must be a constant")
         check(v.dtype == "int32", f"{what} {v.name} has dtype {v.dtype}, expected int32")
@@ -295,13 +293,19 @@ def _qconv_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
 
 
 def _qconv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
-    x, w, bias, mult = xs[:4]
+    x, w = xs[:2]
     acc = conv_acc(x, w, attr_ints(attrs, "strides"), attr_ints(attrs, "pads"), attr_int(attrs, "group"))
+    return [qconv_epilogue(acc, xs, attrs)]
+
+
+def qconv_epilogue(acc: np.ndarray, xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """A QConv's output from its int32 accumulator `acc` and its inputs `xs` (bias, multiplier,
+    and the residual or the clamp bounds where it has them)."""
     if attr_int(attrs, "split") > 0:
-        return [_dense_requant(acc, xs, attrs, 4, 1)]
+        return _dense_requant(acc, xs, attrs, 4, 1)
     residual = xs[4] if len(xs) == 5 else None
     mult_r = attr_int(attrs, "mult_r")
-    return [requantize(acc, bias, mult, *_epilogue_args(attrs), residual=residual, mult_r=mult_r)]
+    return requantize(acc, xs[2], xs[3], *_epilogue_args(attrs), residual=residual, mult_r=mult_r)
 
 
 register(
@@ -312,8 +316,14 @@ register(
         _qconv,
         "int8 convolution (any group count) + per-channel int32 bias, multiplier, [+ residual * mult_r], "
         "rounding shift, clip; or precise: bias, clamp, exact multiply, rounding shift, clip",
-        {"strides": AttrSpec("ints"), "pads": AttrSpec("ints"), "group": AttrSpec("int", 1),
-         "mult_r": AttrSpec("int", 0), "split": AttrSpec("int", 0), **_EPILOGUE},
+        {
+            "strides": AttrSpec("ints"),
+            "pads": AttrSpec("ints"),
+            "group": AttrSpec("int", 1),
+            "mult_r": AttrSpec("int", 0),
+            "split": AttrSpec("int", 0),
+            **_EPILOGUE,
+        },
         foldable=False,
     )
 )
