@@ -43,10 +43,10 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounding", choices=("nearest", "gptq", "gptq-all"), default="nearest",
                    help="weight rounding: nearest (default), or GPTQ from the calibration inputs' second "
                         "moments for convolutions (gptq) or every dense layer (gptq-all): better int8 "
-                        "accuracy, slower compiles (ResNet-18: +16 s)")  # fmt: skip
+                        "accuracy, slower compiles (ResNet-18: +18 s)")  # fmt: skip
     p.add_argument("--bias-correction", action="store_true",
                    help="correct each convolution's bias for its mean int8 error on the calibration "
-                        "inputs (ResNet-18: +7 s)")  # fmt: skip
+                        "inputs (ResNet-18: +3 s)")  # fmt: skip
     p.add_argument("--offload-shallow", action="store_true",
                    help="run shallow convolutions (input channels at most half a block, e.g. an "
                         "image network's first layer) on the accelerator too, not on the host")  # fmt: skip
