@@ -193,10 +193,13 @@ def _matmul(graph: Graph, node: Node) -> Spec:
                        "dtype": _dtype(graph, node)}, 2)  # fmt: skip
 
 
+def _floats(graph: Graph, node: Node) -> bool:
+    return all(_dtype(graph, node, i) == "float32" for i in range(len(node.inputs)))
+
+
 def _gemm(graph: Graph, node: Node) -> Spec:
     """The canonical float Gemm (normalize_gemm): A[M, K], W[N, K], b[N] or no bias."""
-    floats = all(_dtype(graph, node, i) == "float32" for i in range(len(node.inputs)))
-    if dict(node.attrs) != CANONICAL or not floats:
+    if dict(node.attrs) != CANONICAL or not _floats(graph, node):
         return None
     weight = _shape(graph, node, 1)
     if len(node.inputs) == 3 and (len(weight) != 2 or _shape(graph, node, 2) != weight[:1]):
@@ -205,27 +208,15 @@ def _gemm(graph: Graph, node: Node) -> Spec:
                      "bias": len(node.inputs) == 3}, len(node.inputs))  # fmt: skip
 
 
-def _tanh(graph: Graph, node: Node) -> Spec:
-    if _dtype(graph, node) != "float32":
-        return None
-    return "tanh", {"shape": _shape(graph, node) or (1,)}, 1
+def _float_unary(name: str, *attrs: str) -> Callable[[Graph, Node], Spec]:
+    """The float32 element-wise host op `name`, with the node's float attributes `attrs`."""
 
+    def make(graph: Graph, node: Node) -> Spec:
+        if _dtype(graph, node) != "float32":  # integer Relu: the interpreter
+            return None
+        return name, {"shape": _shape(graph, node) or (1,), **{a: node.float_attr(a) for a in attrs}}, 1
 
-def _hard_sigmoid(graph: Graph, node: Node) -> Spec:
-    if _dtype(graph, node) != "float32":
-        return None
-    attrs = {"alpha": node.float_attr("alpha"), "beta": node.float_attr("beta")}
-    return "hard_sigmoid", {"shape": _shape(graph, node) or (1,), **attrs}, 1
-
-
-def _hard_swish(graph: Graph, node: Node) -> Spec:
-    if _dtype(graph, node) != "float32":
-        return None
-    return "hard_swish", {"shape": _shape(graph, node) or (1,)}, 1
-
-
-def _floats(graph: Graph, node: Node) -> bool:
-    return all(_dtype(graph, node, i) == "float32" for i in range(len(node.inputs)))
+    return make
 
 
 def _conv(graph: Graph, node: Node) -> Spec:
@@ -241,19 +232,6 @@ def _conv(graph: Graph, node: Node) -> Spec:
     return ("conv2d", {"shape": data, "weight_shape": weight, "strides": node.ints_attr("strides"),
                        "pads": node.ints_attr("pads"), "group": node.int_attr("group"), "bias": bias},
             len(node.inputs))  # fmt: skip
-
-
-def _clip(graph: Graph, node: Node) -> Spec:
-    if _dtype(graph, node) != "float32":
-        return None
-    bounds = {"min": node.float_attr("min"), "max": node.float_attr("max")}
-    return "clip", {"shape": _shape(graph, node) or (1,), **bounds}, 1
-
-
-def _relu(graph: Graph, node: Node) -> Spec:
-    if _dtype(graph, node) != "float32":  # integer Relu: the interpreter
-        return None
-    return "relu", {"shape": _shape(graph, node) or (1,)}, 1
 
 
 _MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
@@ -281,8 +259,10 @@ _MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
 # The float classifier after the last Dequantize and bert's pooler: float32 kernels that agree
 # with numpy to ~1e-7 relative, not bit for bit (another summation order; tanh within 1 ulp).
 # `codesign run` checks the integer part exactly and float outputs within a tolerance.
-_MAPPINGS.update({"Gemm": _gemm, "Tanh": _tanh, "HardSigmoid": _hard_sigmoid, "HardSwish": _hard_swish})
+_MAPPINGS.update({"Gemm": _gemm, "Tanh": _float_unary("tanh"),
+                  "HardSigmoid": _float_unary("hard_sigmoid", "alpha", "beta"),
+                  "HardSwish": _float_unary("hard_swish")})  # fmt: skip
 
 # A first convolution the quantizer keeps in float, and its activation: Conv within float32
 # rounding of numpy's (another summation order, compiler.ops.host.convf), Clip and Relu bit for bit.
-_MAPPINGS.update({"Conv": _conv, "Clip": _clip, "Relu": _relu})
+_MAPPINGS.update({"Conv": _conv, "Clip": _float_unary("clip", "min", "max"), "Relu": _float_unary("relu")})

@@ -56,16 +56,24 @@ def tanh_expr(x: E.Expr) -> E.Expr:
 
 
 @dataclass(frozen=True)
-class Tanh(HostOp):
+class FloatUnary(HostOp):
+    """An element-wise float32 function of one tensor: `expr` builds its loop body, `numpy` its
+    reference; the loop over the last axis is vectorised."""
+
     shape: tuple[int, ...]
-    op: ClassVar[str] = "tanh"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", check_shape(self.op, self.shape))
 
+    def expr(self, x: E.Expr) -> E.Expr:
+        raise NotImplementedError
+
+    def numpy(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
     def tensors(self) -> dict[str, Tensor]:
         x = placeholder(self.shape, "float32", "data")
-        return {"data": x, "out": compute(self.shape, lambda *i: tanh_expr(x[i]), "out")}
+        return {"data": x, "out": compute(self.shape, lambda *i: self.expr(x[i]), "out")}
 
     def schedule(self, ts: dict[str, Tensor]) -> Schedule:
         s = Schedule(ts["out"])
@@ -73,54 +81,50 @@ class Tanh(HostOp):
         return s
 
     def reference(self, data: np.ndarray) -> np.ndarray:  # type: ignore[override]
-        return np.tanh(data.astype(np.float64)).astype(np.float32)  # type: ignore[no-any-return]
+        return self.numpy(data)
 
 
 @dataclass(frozen=True)
-class HardSigmoid(HostOp):
-    shape: tuple[int, ...]
+class Tanh(FloatUnary):
+    op: ClassVar[str] = "tanh"
+
+    def expr(self, x: E.Expr) -> E.Expr:
+        return tanh_expr(x)
+
+    def numpy(self, x: np.ndarray) -> np.ndarray:
+        return np.tanh(x.astype(np.float64)).astype(np.float32)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class HardSigmoid(FloatUnary):
     alpha: float = 0.2
     beta: float = 0.5
     op: ClassVar[str] = "hard_sigmoid"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", check_shape(self.op, self.shape))
+        super().__post_init__()
         for name in ("alpha", "beta"):
             value = float(getattr(self, name))
             if not np.isfinite(value):
                 raise ValueError(f"{self.op}: {name} {value} is not finite")
             object.__setattr__(self, name, float(np.float32(value)))
 
-    def tensors(self) -> dict[str, Tensor]:
-        x = placeholder(self.shape, "float32", "data")
-        out = compute(self.shape, lambda *i: hard_sigmoid_expr(x[i], self.alpha, self.beta), "out")
-        return {"data": x, "out": out}
+    def expr(self, x: E.Expr) -> E.Expr:
+        return hard_sigmoid_expr(x, self.alpha, self.beta)
 
-    def schedule(self, ts: dict[str, Tensor]) -> Schedule:
-        return _vectorized(ts, self.shape)
-
-    def reference(self, data: np.ndarray) -> np.ndarray:  # type: ignore[override]
-        return _hard_sigmoid(data.astype(np.float32), self.alpha, self.beta)
+    def numpy(self, x: np.ndarray) -> np.ndarray:
+        return _hard_sigmoid(x.astype(np.float32), self.alpha, self.beta)
 
 
 @dataclass(frozen=True)
-class HardSwish(HostOp):
-    shape: tuple[int, ...]
+class HardSwish(FloatUnary):
     op: ClassVar[str] = "hard_swish"
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", check_shape(self.op, self.shape))
+    def expr(self, x: E.Expr) -> E.Expr:
+        return x * hard_sigmoid_expr(x, *SWISH)
 
-    def tensors(self) -> dict[str, Tensor]:
-        x = placeholder(self.shape, "float32", "data")
-        out = compute(self.shape, lambda *i: x[i] * hard_sigmoid_expr(x[i], *SWISH), "out")
-        return {"data": x, "out": out}
-
-    def schedule(self, ts: dict[str, Tensor]) -> Schedule:
-        return _vectorized(ts, self.shape)
-
-    def reference(self, data: np.ndarray) -> np.ndarray:  # type: ignore[override]
-        x = data.astype(np.float32)
+    def numpy(self, x: np.ndarray) -> np.ndarray:
+        x = x.astype(np.float32)
         return x * _hard_sigmoid(x, *SWISH)  # type: ignore[no-any-return]
 
 
@@ -135,23 +139,16 @@ def _hard_sigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
     return np.clip(x * np.float32(alpha) + np.float32(beta), 0, 1).astype(np.float32)  # type: ignore[no-any-return]
 
 
-def _vectorized(ts: dict[str, Tensor], shape: tuple[int, ...]) -> Schedule:
-    s = Schedule(ts["out"])
-    vectorize_loop(s, "out", s.stage("out").leaves[-1], shape[-1])
-    return s
-
-
 @dataclass(frozen=True)
-class Clip(HostOp):
+class Clip(FloatUnary):
     """`min` and `max` are float bounds, either infinite (ONNX Clip's attributes after import)."""
 
-    shape: tuple[int, ...]
     min: float = -math.inf
     max: float = math.inf
     op: ClassVar[str] = "clip"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", check_shape(self.op, self.shape))
+        super().__post_init__()
         for name in ("min", "max"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
@@ -161,34 +158,22 @@ class Clip(HostOp):
             with np.errstate(over="ignore"):  # beyond float32's range: infinite
                 object.__setattr__(self, name, float(np.float32(value)))
 
-    def tensors(self) -> dict[str, Tensor]:
-        x = placeholder(self.shape, "float32", "data")
-        return {"data": x, "out": compute(self.shape, lambda *i: clip_expr(x[i], self.min, self.max), "out")}
+    def expr(self, x: E.Expr) -> E.Expr:
+        return clip_expr(x, self.min, self.max)
 
-    def schedule(self, ts: dict[str, Tensor]) -> Schedule:
-        return _vectorized(ts, self.shape)
-
-    def reference(self, data: np.ndarray) -> np.ndarray:  # type: ignore[override]
-        return _clip(data.astype(np.float32), self.min, self.max)
+    def numpy(self, x: np.ndarray) -> np.ndarray:
+        return _clip(x.astype(np.float32), self.min, self.max)
 
 
 @dataclass(frozen=True)
-class Relu(HostOp):
-    shape: tuple[int, ...]
+class Relu(FloatUnary):
     op: ClassVar[str] = "relu"
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", check_shape(self.op, self.shape))
+    def expr(self, x: E.Expr) -> E.Expr:
+        return clip_expr(x, 0.0, math.inf)
 
-    def tensors(self) -> dict[str, Tensor]:
-        x = placeholder(self.shape, "float32", "data")
-        return {"data": x, "out": compute(self.shape, lambda *i: clip_expr(x[i], 0.0, math.inf), "out")}
-
-    def schedule(self, ts: dict[str, Tensor]) -> Schedule:
-        return _vectorized(ts, self.shape)
-
-    def reference(self, data: np.ndarray) -> np.ndarray:  # type: ignore[override]
-        return _clip(data.astype(np.float32), 0.0, math.inf)
+    def numpy(self, x: np.ndarray) -> np.ndarray:
+        return _clip(x.astype(np.float32), 0.0, math.inf)
 
 
 def clip_expr(x: E.Expr, low: float, high: float) -> E.Expr:
