@@ -46,7 +46,7 @@ import numpy as np
 
 from compiler.graph.builder import append
 from compiler.graph.ir import Graph, Node, const
-from compiler.graph.opdefs.qops import INT8_MAX, INT8_MIN, INT32_MAX
+from compiler.graph.opdefs.qops import INT8_MAX, INT8_MIN
 from compiler.graph.verify import verify
 from compiler.quant.bias import BiasTarget, correct_biases
 from compiler.quant.calibrate import Calibration
@@ -57,6 +57,7 @@ from compiler.quant.requant import (
     accumulator_bounds,
     channel_requant,
     immediate_requant,
+    int32_bias,
     quantize_bias,
     quantize_weight,
 )
@@ -388,7 +389,7 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
     offset_acc = np.zeros(channels)
     if offset:  # the codes are round(y / s) - offset: offset output steps less before the shift
         offset_acc = np.rint(offset * float(1 << shift) / mult.astype(np.float64))
-        bias = _checked_bias(bias.astype(np.float64) - offset_acc, f"node {d.out} ({d.op})")
+        bias = int32_bias(bias.astype(np.float64) - offset_acc, f"node {d.out} ({d.op})")
     lo, hi = (
         _channel_clip_bounds(lw, act, out, out_scales, offset)
         if out_scales is not None
@@ -425,13 +426,7 @@ def _unsigned_input_bias(d: _Dense, bias: np.ndarray, w_int: np.ndarray) -> np.n
             f"node {d.out} ({d.op}) reads {d.x}, which has a zero point, but pads its input"
         )
     total = w_int.astype(np.int64).reshape(w_int.shape[0], -1).sum(axis=1)
-    return _checked_bias(bias.astype(np.float64) + UNSIGNED_OFFSET * total, f"node {d.out} ({d.op})")
-
-
-def _checked_bias(bias: np.ndarray, where: str) -> np.ndarray:
-    if np.abs(bias).max(initial=0) > INT32_MAX:
-        raise QuantizationError(f"{where}: bias does not fit int32 at the accumulator's scale")
-    return bias.astype(np.int32)
+    return int32_bias(bias.astype(np.float64) + UNSIGNED_OFFSET * total, f"node {d.out} ({d.op})")
 
 
 def _channel_clip_bounds(

@@ -93,10 +93,14 @@ def _gptq_rows(rows: np.ndarray, scales: np.ndarray, moment: np.ndarray) -> np.n
 
 def quantize_bias(bias: np.ndarray, acc_scales: np.ndarray, where: str) -> np.ndarray:
     """int32 bias at the accumulator's per-channel scale (in_scale * w_scale[k])."""
-    q = np.rint(np.asarray(bias, np.float64) / acc_scales)
-    if np.abs(q).max(initial=0) > INT32_MAX:
+    return int32_bias(np.rint(np.asarray(bias, np.float64) / acc_scales), where)
+
+
+def int32_bias(bias: np.ndarray, where: str) -> np.ndarray:
+    """Integer-valued `bias` (accumulator steps) as int32, or an error naming `where`."""
+    if np.abs(bias).max(initial=0) > INT32_MAX:
         raise QuantizationError(f"{where}: bias does not fit int32 at the accumulator's scale")
-    return q.astype(np.int32)
+    return bias.astype(np.int32)
 
 
 def choose_shift(

@@ -175,7 +175,7 @@ def channel_scales(
         if whole <= 0 or stats.absmax <= 0:
             continue  # never nonzero on the calibration data: the per-tensor fallback
         ratio = np.maximum(per / stats.absmax, CHANNEL_FLOOR)
-        result[name] = (whole * ratio**alpha / INT8_MAX).astype(np.float32).astype(np.float64)
+        result[name] = _float32(whole * ratio**alpha / INT8_MAX)
     return result
 
 
