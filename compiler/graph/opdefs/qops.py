@@ -242,14 +242,13 @@ def _check_precise(values: Sequence[Value], attrs: Attrs, channels: int, plain: 
     check(why is None, f"precise requantization: {why}")
 
 
-def _dense_requant(
-    acc: np.ndarray, xs: Sequence[np.ndarray], attrs: Attrs, plain: int, axis: int
-) -> np.ndarray:
+def _dense_requant(acc: np.ndarray, xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """A QConv's or QGemm's epilogue of `acc` (channels on axis 1) with its inputs `xs`: bias,
+    multiplier, and the clamp bounds when precise (`split` > 0)."""
     bias, mult = xs[2], xs[3]
     if attr_int(attrs, "split") > 0:
-        lo_t, hi_t = xs[plain], xs[plain + 1]
-        return precise_requantize(acc, bias, mult, lo_t, hi_t, *_epilogue_args(attrs), axis=axis)
-    return requantize(acc, bias, mult, *_epilogue_args(attrs), axis=axis)
+        return precise_requantize(acc, bias, mult, xs[4], xs[5], *_epilogue_args(attrs))
+    return requantize(acc, bias, mult, *_epilogue_args(attrs))
 
 
 # -- QConv ---------------------------------------------------------------------------------------
@@ -301,11 +300,10 @@ def _qconv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
 def qconv_epilogue(acc: np.ndarray, xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     """A QConv's output from its int32 accumulator `acc` and its inputs `xs` (bias, multiplier,
     and the residual or the clamp bounds where it has them)."""
-    if attr_int(attrs, "split") > 0:
-        return _dense_requant(acc, xs, attrs, 4, 1)
-    residual = xs[4] if len(xs) == 5 else None
-    mult_r = attr_int(attrs, "mult_r")
-    return requantize(acc, xs[2], xs[3], *_epilogue_args(attrs), residual=residual, mult_r=mult_r)
+    if len(xs) == 5:  # a fused residual (never with `split`)
+        mult_r = attr_int(attrs, "mult_r")
+        return requantize(acc, xs[2], xs[3], *_epilogue_args(attrs), residual=xs[4], mult_r=mult_r)
+    return _dense_requant(acc, xs, attrs)
 
 
 register(
@@ -347,7 +345,7 @@ def _qgemm_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
 
 
 def _qgemm(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
-    return [_dense_requant(gemm_acc(xs[0], xs[1]), xs, attrs, 4, 1)]
+    return [_dense_requant(gemm_acc(xs[0], xs[1]), xs, attrs)]
 
 
 register(
