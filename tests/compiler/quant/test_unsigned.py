@@ -134,6 +134,17 @@ def test_a_padded_reader_or_a_float_reader_is_refused() -> None:
             lower(g, QuantParams(scales, calibration=cal, unsigned=frozenset({"r"})))
 
 
+def test_a_reader_that_cannot_be_lowered_is_refused() -> None:
+    g = _graph()
+    g.nodes.pop()  # the pool: the reader's output p is now the graph's output, which stays float
+    g.outputs = ["p"]
+    cal = collect(g, _inputs(2, 1))
+    scales = activation_scales(g, cal, "minmax")
+    match = r"^node p \(QConv\) reads r, which has per-channel scales or a zero point, but cannot be lowered$"
+    with pytest.raises(QuantizationError, match=match):
+        lower(g, QuantParams(scales, calibration=cal, unsigned=frozenset({"r"})))
+
+
 def test_an_unsigned_value_whose_producer_stays_float_is_refused() -> None:
     g = _graph()
     cal = collect(g, _inputs(2, 1))
