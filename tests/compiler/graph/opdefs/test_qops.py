@@ -1,0 +1,67 @@
+"""The integer accumulators of QConv/QGemm are exact: compared with int64 sums computed tap by
+tap, on large inputs whose sums pass float32's exact range (2**24) and on seeded random ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.graph.opdefs.qops import EXACT_F32_TERMS, conv_acc, gemm_acc, wrap32
+
+
+def _int64_conv(x: np.ndarray, w: np.ndarray, stride: int, pads: tuple[int, ...], group: int) -> np.ndarray:
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    m, cg, kh, kw = w.shape
+    oh, ow = (xp.shape[2] - kh) // stride + 1, (xp.shape[3] - kw) // stride + 1
+    out = np.zeros((x.shape[0], m, oh, ow), np.int64)
+    mg = m // group
+    for g in range(group):
+        for dy in range(kh):
+            for dx in range(kw):
+                rows, cols = slice(dy, dy + oh * stride, stride), slice(dx, dx + ow * stride, stride)
+                patch = xp[:, g * cg : (g + 1) * cg, rows, cols]
+                taps = w[g * mg : (g + 1) * mg, :, dy, dx].astype(np.int64)
+                out[:, g * mg : (g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, taps)
+    return out
+
+
+def _int8(rng: np.random.Generator, shape: tuple[int, ...], extreme: bool) -> np.ndarray:
+    if extreme:  # large products with any low bits: sums past 2**24 that float32 would round
+        return rng.integers(100, 128, shape, dtype=np.int8)
+    return rng.integers(-128, 128, shape, dtype=np.int8)
+
+
+@pytest.mark.parametrize("extreme", [True, False], ids=["extreme", "random"])
+@pytest.mark.parametrize(
+    "channels,out,kernel,group,stride,pads",
+    [
+        (256, 8, 3, 1, 1, (1, 1, 1, 1)),  # 2304 products per output: three float32 chunks
+        (2048, 4, 1, 1, 2, (0, 0, 0, 0)),  # 1x1, two chunks
+        (16, 16, 3, 16, 2, (1, 0, 1, 2)),  # depthwise
+        (256, 4, 3, 2, 1, (0, 1, 1, 0)),  # 1152 products per group: float64
+    ],
+    ids=["dense3x3", "dense1x1", "depthwise", "grouped"],
+)
+def test_conv_acc_is_the_exact_integer_convolution(
+    channels: int, out: int, kernel: int, group: int, stride: int, pads: tuple[int, ...], extreme: bool
+) -> None:
+    rng = np.random.default_rng(channels + group)
+    x = _int8(rng, (2, channels, 6, 5), extreme)
+    w = _int8(rng, (out, channels // group, kernel, kernel), extreme)
+    want = _int64_conv(x, w, stride, pads, group)
+    if extreme and group == 1:
+        assert np.abs(want).max() > 2**24  # beyond float32's exact integers in one sum
+    got = conv_acc(x, w, (stride, stride), pads, group, wrap=False)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(conv_acc(x, w, (stride, stride), pads, group), wrap32(want))
+
+
+@pytest.mark.parametrize("k", [EXACT_F32_TERMS, 3 * EXACT_F32_TERMS + 5])
+@pytest.mark.parametrize("extreme", [True, False], ids=["extreme", "random"])
+def test_gemm_acc_is_the_exact_integer_product(k: int, extreme: bool) -> None:
+    rng = np.random.default_rng(k)
+    x, w = _int8(rng, (3, k), extreme), _int8(rng, (5, k), extreme)
+    want = x.astype(np.int64) @ w.astype(np.int64).T
+    np.testing.assert_array_equal(gemm_acc(x, w, wrap=False), want)
+    np.testing.assert_array_equal(gemm_acc(x, w), wrap32(want))
