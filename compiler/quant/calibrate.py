@@ -13,15 +13,16 @@ threshold `amax` that int8 represents (scale = amax / 127, symmetric):
 - `mse`: the threshold with the least expected squared error (rounding plus saturation) on the
   histogram.
 
-With `moments_for` (op names), `collect` also records the second moment E[x x^T] of the rows
-that the constant weight of each such layer multiplies (compiler.quant.rounding.layer_rows), by
-weight name, for rounding the weights to the smallest output error (GPTQ).
+With `moments_for` ({weight name: rows per input}, compiler.quant.rounding.moment_plan),
+`collect` also records the second moment E[x x^T] of the rows that each such weight multiplies
+(compiler.quant.rounding.layer_rows, that many drawn from each input), for rounding the weights
+to the smallest output error (GPTQ).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +30,7 @@ import numpy as np
 from compiler.graph.interp import evaluate_node, last_uses
 from compiler.graph.ir import Graph, Node
 from compiler.quant.errors import QuantizationError
-from compiler.quant.rounding import layer_rows
+from compiler.quant.rounding import ROW_SEED, layer_rows
 
 BINS = 2048
 LEVELS = 128  # int8 magnitudes 0..127
@@ -177,12 +178,13 @@ class Calibration:
 
 
 def collect(
-    graph: Graph, inputs: Iterable[Mapping[str, np.ndarray]], moments_for: Collection[str] = ()
+    graph: Graph, inputs: Iterable[Mapping[str, np.ndarray]], moments_for: Mapping[str, int] | None = None
 ) -> Calibration:
     """Run `graph` (float) on each input dict and gather every float32 activation's statistics,
-    and the second moments of the inputs of the layers whose op is in `moments_for`."""
+    and the second moments of the input rows of the weights named in `moments_for`, from at
+    most the given number of rows of each input."""
     stats: dict[str, TensorStats] = {}
-    sums = _MomentSums()
+    sums = _MomentSums(dict(moments_for or {}))
     last = last_uses(graph)
     samples = 0
     for feeds in inputs:
@@ -190,7 +192,7 @@ def collect(
         for name in graph.inputs:
             _observe(stats, name, env[name])
         for i, node in enumerate(graph.nodes):
-            if node.op in moments_for:
+            if len(node.inputs) > 1 and node.inputs[1] in sums.plan:
                 sums.add(graph, node, env[node.inputs[0]])
             outs = evaluate_node(graph, node, [env[x] for x in node.inputs])
             for name, array in zip(node.outputs, outs, strict=True):
@@ -206,14 +208,17 @@ def collect(
 
 @dataclass
 class _MomentSums:
-    """Running sums of X^T X and row counts of each dense layer's input rows X, by weight name
-    (float32 like the activations: a sum over a few calibration inputs loses nothing GPTQ sees)."""
+    """Running sums of X^T X and row counts of the input rows X of the weights in `plan`, by
+    weight name, X at most plan[name] rows of each input (float32 like the activations: a sum
+    over a few calibration inputs loses nothing GPTQ sees)."""
 
+    plan: dict[str, int]
     sums: dict[str, np.ndarray] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(ROW_SEED))
 
     def add(self, graph: Graph, node: Node, x: np.ndarray) -> None:
-        rows = layer_rows(graph, node, x)
+        rows = layer_rows(graph, node, x, self.plan[node.inputs[1]], self.rng)
         if rows is None:
             return
         name = node.inputs[1]

@@ -15,11 +15,14 @@ In MobileNetV2 (the zoo's, percentile activations), round-to-nearest weights alo
 activations) cost a logit mean squared error of 0.19 on 12 validation inputs, GPTQ's 0.03,
 although each layer's own output SQNR is already about 40 dB: the error of 52 layers adds up.
 
-    layer_rows(graph, node, x)  -> the input rows [groups, rows, n] of a dense layer, or None
+    moment_plan(graph, ops, samples) -> {weight: rows per input} of the layers GPTQ rounds
+    layer_rows(graph, node, x, keep, rng) -> the input rows [groups, rows, n] of a dense layer
     gptq_levels(w, moment, scales) -> int8 levels of w [groups, k, n]
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -32,38 +35,103 @@ from compiler.graph.opdefs.qops import INT8_MAX
 DAMPING = 0.01
 # Columns are rounded in blocks of BLOCK; the errors move onto later blocks in one product.
 BLOCK = 128
+# A layer's weights are rounded by GPTQ only when the calibration inputs give at least
+# MIN_ROWS_PER_COLUMN rows per weight column; the others round to nearest. With fewer rows the
+# second moment is a poor estimate (singular below one row per column) and GPTQ fits the
+# calibration inputs rather than the data: on ResNet-18 the rule leaves layer3's and layer4's
+# 3x3 convolutions (16 inputs: 3136 rows for 2304 columns, 784 for 4608) to nearest.
+# Measured on validation inputs (seed 5000, 16 calibration inputs): MobileNetV2's logit mean
+# squared error unchanged, ResNet-18's 0.0097 -> 0.0106, and ResNet-18's GPTQ 4x cheaper.
+MIN_ROWS_PER_COLUMN = 2
+# A layer's second moment is estimated from at most SAMPLED_ROWS_PER_COLUMN rows per weight
+# column (and at least SAMPLED_ROWS_MIN), spread evenly over the calibration inputs and drawn at
+# random within each (ROW_SEED): its cost is rows x columns^2, and ResNet-18's first stage has
+# 50176 rows for 576 columns.
+SAMPLED_ROWS_PER_COLUMN = 8
+SAMPLED_ROWS_MIN = 4096
+ROW_SEED = 0
 
 
-def layer_rows(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray | None:
-    """The rows that `node`'s constant weight multiplies when it reads `x`, float32
-    [groups, rows, n]: a 2-D convolution's patches per group (n = channels per group * kernel
-    taps, the weight's flattening order), a dense layer's input rows (groups 1); None for a node
-    that the lowering does not quantize this way."""
-    if node.op not in ("Conv", "Gemm", "MatMul") or x.dtype != np.float32:
-        return None
+def moment_plan(graph: Graph, ops: Collection[str], samples: int) -> dict[str, int]:
+    """The layers whose weights GPTQ rounds when `samples` calibration inputs are collected:
+    by weight name, how many input rows (`layer_rows`) to sample from each input. Layers whose
+    op is not in `ops`, which `layer_rows` does not cover, or that have fewer than
+    MIN_ROWS_PER_COLUMN rows per column on the calibration inputs are left out."""
+    plan: dict[str, int] = {}
+    for node in graph.nodes:
+        shape = _rows_shape(graph, node) if node.op in ops else None
+        if shape is None:
+            continue
+        per_input, columns = shape
+        if per_input * samples >= MIN_ROWS_PER_COLUMN * columns:
+            wanted = max(SAMPLED_ROWS_PER_COLUMN * columns, SAMPLED_ROWS_MIN)
+            plan[node.inputs[1]] = min(per_input, -(-wanted // samples))
+    return plan
+
+
+def _rows_shape(graph: Graph, node: Node) -> tuple[int, int] | None:
+    """(rows per input, columns) of `layer_rows`'s result for `node`, from the graph's shapes."""
+    x = graph.values[node.inputs[0]]
     w = graph.const_data(node.inputs[1])
-    if w is None:
+    if _layout(node, x.shape, w, x.dtype) is None or w is None:
+        return None
+    if node.op == "Conv":
+        out = graph.values[node.outputs[0]].shape
+        return out[0] * out[2] * out[3], int(np.prod(w.shape[1:]))
+    return int(np.prod(x.shape[:-1])), x.shape[-1]
+
+
+def _layout(node: Node, shape: tuple[int, ...], w: np.ndarray | None, dtype: str) -> str | None:
+    """How `node`'s weight meets its input: "conv", "dense", or None if not as a row product."""
+    if node.op not in ("Conv", "Gemm", "MatMul") or dtype != "float32" or w is None:
         return None
     if node.op == "Conv" and w.ndim == 4 and set(node.ints_attr("dilations")) == {1}:
-        strides, pads = node.ints_attr("strides"), node.ints_attr("pads")
-        return _patches(x, w.shape[2:], strides, pads, node.int_attr("group"))
-    if node.op == "Gemm" and node.int_attr("transA") == 0 and node.int_attr("transB") == 1 and x.ndim == 2:
-        return x[None]
+        return "conv"
+    if node.op == "Gemm":
+        transposed = node.int_attr("transA") == 0 and node.int_attr("transB") == 1
+        return "dense" if transposed and len(shape) == 2 else None
     if node.op == "MatMul" and w.ndim == 2 and node.inputs[0] != node.inputs[1]:
-        return x.reshape(1, -1, x.shape[-1])
+        return "dense"
     return None
 
 
+def layer_rows(
+    graph: Graph, node: Node, x: np.ndarray, keep: int | None = None, rng: np.random.Generator | None = None
+) -> np.ndarray | None:
+    """The rows that `node`'s constant weight multiplies when it reads `x`, float32
+    [groups, rows, n]: a 2-D convolution's patches per group (n = channels per group * kernel
+    taps, the weight's flattening order), a dense layer's input rows (groups 1); None for a node
+    that the lowering does not quantize this way. With `keep`, at most that many rows, drawn
+    without replacement by `rng` (in their order)."""
+    w = graph.const_data(node.inputs[1]) if len(node.inputs) > 1 else None
+    layout = _layout(node, x.shape, w, x.dtype.name)
+    if layout is None or w is None:
+        return None
+    if layout == "conv":
+        strides, pads = node.ints_attr("strides"), node.ints_attr("pads")
+        return _patches(x, w.shape[2:], strides, pads, node.int_attr("group"), keep, rng)
+    rows = x.reshape(1, -1, x.shape[-1])
+    return rows[:, _picks(rows.shape[1], keep, rng)]
+
+
+def _picks(total: int, keep: int | None, rng: np.random.Generator | None) -> np.ndarray:
+    if keep is None or keep >= total:
+        return np.arange(total)
+    return np.sort((rng or np.random.default_rng(ROW_SEED)).choice(total, keep, replace=False))
+
+
 def _patches(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...], pads: tuple[int, ...],
-             group: int) -> np.ndarray:  # fmt: skip
-    """im2col of an NCHW input: [group, N * out_h * out_w, C / group * kh * kw]."""
+             group: int, keep: int | None, rng: np.random.Generator | None) -> np.ndarray:  # fmt: skip
+    """im2col of an NCHW input: [group, rows, C / group * kh * kw], the rows (N * out_h * out_w,
+    or `keep` of them) in (image, y, x) order."""
     n, c = x.shape[:2]
     padded = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
     win = sliding_window_view(padded, kernel, axis=(2, 3))[:, :, :: strides[0], :: strides[1]]
     oh, ow = win.shape[2:4]
-    cols = win.reshape(n, group, c // group, oh, ow, kernel[0] * kernel[1])
-    cols = cols.transpose(1, 0, 3, 4, 2, 5)  # group, n, oh, ow, channel, tap
-    return np.ascontiguousarray(cols).reshape(group, n * oh * ow, -1)
+    picks = _picks(n * oh * ow, keep, rng)
+    image, y, xs = np.unravel_index(picks, (n, oh, ow))
+    cols = win[image, :, y, xs].reshape(picks.size, group, c // group, kernel[0] * kernel[1])
+    return np.ascontiguousarray(cols.transpose(1, 0, 2, 3)).reshape(group, picks.size, -1)
 
 
 def gptq_levels(w: np.ndarray, moment: np.ndarray, scales: np.ndarray) -> np.ndarray:

@@ -32,6 +32,7 @@ from compiler.graph.passes import simplify
 from compiler.quant.calibrate import CALIBRATORS, Calibration, collect
 from compiler.quant.errors import QuantizationError
 from compiler.quant.lowering import QuantParams, channel_scaled_values, lower, unsigned_values
+from compiler.quant.rounding import moment_plan
 
 DEFAULT_METHOD = "percentile"
 UINT8_MAX = 255
@@ -95,7 +96,7 @@ def quantize(
         raise QuantizationError(f"unknown weight rounding {rounding!r}; known: {', '.join(ROUNDINGS)}")
     g = simplify(graph)
     feeds = list(calibration_inputs)
-    calibration = collect(g, feeds, moments_for=ROUNDINGS[rounding])
+    calibration = collect(g, feeds, moments_for=moment_plan(g, ROUNDINGS[rounding], len(feeds)))
     if stream_method is not None:
         overrides = {**{name: stream_method for name in linear_stream_values(g)}, **(overrides or {})}
     scales = activation_scales(g, calibration, method, overrides)

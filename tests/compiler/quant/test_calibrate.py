@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -116,10 +118,14 @@ def test_collect_averages_the_second_moment_of_the_chosen_layers_inputs() -> Non
     rng = np.random.default_rng(5)
     xs = [{"x": rng.standard_normal((1, 2, 3)).astype(np.float32)} for _ in range(3)]
     assert collect(_tiny(), xs).moments == {}
-    cal = collect(_tiny(), xs, moments_for={"MatMul"})
+    cal = collect(_tiny(), xs, moments_for={"w": 2})
     rows = np.concatenate([x["x"].reshape(2, 3) for x in xs]).astype(np.float64)
     assert sorted(cal.moments) == ["w"] and cal.moments["w"].shape == (1, 3, 3)
     np.testing.assert_allclose(cal.moments["w"][0], rows.T @ rows / 6, rtol=1e-6)
+    # one of each input's two rows: the moment is that of one of the 8 choices
+    sampled = collect(_tiny(), xs, moments_for={"w": 1}).moments["w"][0]
+    choices = [rows[[0 + a, 2 + b, 4 + c]] for a, b, c in itertools.product((0, 1), repeat=3)]
+    assert any(np.allclose(sampled, r.T @ r / 3, rtol=1e-5, atol=1e-6) for r in choices)
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ import pytest
 
 from compiler.graph import Graph, Node, const, run_graph
 from compiler.graph.builder import append
-from compiler.quant import QuantizationError, quantize
+from compiler.quant import QuantizationError, quantize, rounding
 from compiler.quant.requant import quantize_weight
-from compiler.quant.rounding import gptq_levels, layer_rows
+from compiler.quant.rounding import gptq_levels, layer_rows, moment_plan
 from tests.compiler.quant.graphs import inputs, small_cnn
 
 
@@ -117,6 +117,31 @@ def test_conv_rows_times_the_weights_are_the_convolution(
     np.testing.assert_allclose(products, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("keep", [1, 17, 97])
+def test_sampled_rows_are_distinct_rows_in_order(keep: int) -> None:
+    g = _conv_graph(3, 4, 1, 1, (1, 1, 1, 1))  # 2 images x 7 x 7 = 98 rows of 18
+    x = inputs(g, 1, seed=3)[0]["x"]
+    full = layer_rows(g, g.nodes[0], x)
+    sampled = layer_rows(g, g.nodes[0], x, keep, np.random.default_rng(1))
+    assert full is not None and sampled is not None and sampled.shape == (1, keep, 18)
+    index = [int(np.flatnonzero((full[0] == row).all(axis=1))[0]) for row in sampled[0]]
+    assert index == sorted(set(index))  # distinct rows of the full set, in its order
+    assert layer_rows(g, g.nodes[0], x, 98, np.random.default_rng(1)).shape == (1, 98, 18)
+
+
+def test_moment_plan_samples_rows_and_leaves_out_layers_with_too_few(monkeypatch: pytest.MonkeyPatch) -> None:
+    g = _conv_graph(3, 4, 1, 1, (1, 1, 1, 1))  # 98 rows per input, 18 columns
+    assert moment_plan(g, {"Conv"}, 1) == {"w": 98}  # all rows: fewer than SAMPLED_ROWS_MIN
+    assert moment_plan(g, {"MatMul"}, 1) == {}
+    monkeypatch.setattr(rounding, "SAMPLED_ROWS_MIN", 0)
+    monkeypatch.setattr(rounding, "SAMPLED_ROWS_PER_COLUMN", 2)  # 36 rows over all inputs
+    assert moment_plan(g, {"Conv"}, 1) == {"w": 36}
+    assert moment_plan(g, {"Conv"}, 5) == {"w": 8}  # 36 / 5 rounded up
+    monkeypatch.setattr(rounding, "MIN_ROWS_PER_COLUMN", 6)  # 108 rows needed
+    assert moment_plan(g, {"Conv"}, 1) == {}
+    assert moment_plan(g, {"Conv"}, 2) == {"w": 18}
+
+
 def test_rows_of_dense_layers_and_of_other_nodes() -> None:
     g = Graph()
     g.add_input("x", (2, 3, 4), "float32")
@@ -151,13 +176,13 @@ def _two_dense_layers() -> Graph:
 
 def test_gptq_rounds_the_convolutions_and_with_gptq_all_the_dense_layers_too() -> None:
     cnn, dense = small_cnn(), _two_dense_layers()
-    for graph, rounding, changed in [(cnn, "gptq", True), (dense, "gptq", False), (dense, "gptq-all", True)]:
+    for graph, method, changed in [(cnn, "gptq", True), (dense, "gptq", False), (dense, "gptq-all", True)]:
         calibration = inputs(graph, 16, seed=1)
-        nearest, rounded = (_int_weights(graph, calibration, r) for r in ("nearest", rounding))
+        nearest, rounded = (_int_weights(graph, calibration, r) for r in ("nearest", method))
         assert nearest.keys() == rounded.keys() and nearest
         for name, w in nearest.items():
             assert np.abs(w.astype(np.int64) - rounded[name]).max() <= 3  # neighbouring levels
-        assert any(not np.array_equal(w, rounded[k]) for k, w in nearest.items()) == changed, rounding
+        assert any(not np.array_equal(w, rounded[k]) for k, w in nearest.items()) == changed, method
 
 
 def test_unknown_rounding() -> None:
