@@ -40,13 +40,13 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                         "stream, as MobileNetV2's, is calibrated by minmax whichever is chosen)")  # fmt: skip
     p.add_argument("--tuning-log", metavar="FILE",
                    help="schedules from a tuning log (codesign tune) where it has the operator")  # fmt: skip
-    p.add_argument("--rounding", choices=("nearest", "gptq", "gptq-all"), default="nearest",
-                   help="weight rounding: nearest (default), or GPTQ from the calibration inputs' second "
-                        "moments for convolutions (gptq) or every dense layer (gptq-all): better int8 "
-                        "accuracy, slower compiles (ResNet-18: +18 s)")  # fmt: skip
-    p.add_argument("--bias-correction", action="store_true",
+    p.add_argument("--rounding", choices=("gptq", "gptq-all", "nearest"), default="gptq",
+                   help="weight rounding: GPTQ from the calibration inputs' second moments for "
+                        "convolutions (gptq, the default) or every dense layer (gptq-all), or nearest "
+                        "(faster compiles, less accurate: see the README)")  # fmt: skip
+    p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=True,
                    help="correct each convolution's bias for its mean int8 error on the calibration "
-                        "inputs (ResNet-18: +3 s)")  # fmt: skip
+                        "inputs (default: on)")  # fmt: skip
     p.add_argument("--offload-shallow", action="store_true",
                    help="run shallow convolutions (input channels at most half a block, e.g. an "
                         "image network's first layer) on the accelerator too, not on the host")  # fmt: skip

@@ -19,6 +19,7 @@ from compiler.graph.ir import Graph
 from compiler.quant import quantize
 from compiler.quant.fuse_residual import fuse_residual_adds
 from compiler.quant.qdq import import_qdq
+from compiler.quant.static import DEFAULT_ROUNDING
 from compiler.runtime import serialize
 from compiler.runtime.model import CompiledModel, ModelResult, is_shallow, reference_boundary
 from compiler.target import AcceleratorTarget
@@ -39,14 +40,15 @@ class Loaded:
 
 def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                calibration: str = "percentile", tuning_log: str | None = None,
-               offload_shallow: bool = False, rounding: str = "nearest",
-               bias_correction: bool = False) -> Loaded:  # fmt: skip
+               offload_shallow: bool = False, rounding: str = DEFAULT_ROUNDING,
+               bias_correction: bool = True) -> Loaded:  # fmt: skip
     """A CompiledModel from an ONNX file (imported, quantized on calibration inputs, compiled)
     or from a .cmodel file; with `tuning_log`, each accelerator operator uses the fastest
     schedule the log holds for it on this config, else its default; `offload_shallow` puts
     shallow convolutions on the accelerator too (compiler.runtime.model). `rounding` and
-    `bias_correction` go to `quantize`: by default the fast quantizer (ResNet-18 in ~5 s), where
-    "gptq" and bias correction buy accuracy with compile time (see the README)."""
+    `bias_correction` go to `quantize` (its defaults: GPTQ convolution weights, corrected
+    biases; "nearest" without correction quantizes ResNet-18 in half the time, less accurately:
+    see the README)."""
     start = time.perf_counter()
     knobs_for = _from_log(tuning_log)
     if path.endswith(".cmodel"):

@@ -168,16 +168,18 @@ def test_offload_shallow_puts_a_first_layer_on_the_accelerator(
     assert "was compiled with shallow convolutions on the host; compile the ONNX model again" in err
 
 
-def test_gptq_rounding_and_bias_correction_run_exact(
+def test_nearest_rounding_without_bias_correction_runs_exact(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "digits.onnx"
     onnx.save(zoo.build("digits"), path)
-    plain = _json(capsys, ["run", str(path), "--inputs", "2", "--json"])
-    argv = ["run", str(path), "--inputs", "2", "--rounding", "gptq", "--bias-correction", "--json"]
-    best = _json(capsys, argv)
+    best = _json(capsys, ["run", str(path), "--inputs", "2", "--json"])  # gptq, bias correction
+    argv = ["run", str(path), "--inputs", "2", "--rounding", "nearest", "--no-bias-correction", "--json"]
+    plain = _json(capsys, argv)
     assert plain["correct_int8"] is True and best["correct_int8"] is True
     assert plain["max_abs_err"] != best["max_abs_err"]  # other int8 weights and biases
+    explicit = ["run", str(path), "--inputs", "2", "--rounding", "gptq", "--bias-correction", "--json"]
+    assert _json(capsys, explicit)["max_abs_err"] == best["max_abs_err"]
     with pytest.raises(SystemExit) as exit_:
         main(["run", str(path), "--rounding", "stochastic"])
     assert exit_.value.code == 2 and "invalid choice: 'stochastic'" in capsys.readouterr().err
