@@ -46,7 +46,9 @@ MIN_ROWS_PER_COLUMN = 2
 # A layer's second moment is estimated from at most SAMPLED_ROWS_PER_COLUMN rows per weight
 # column (and at least SAMPLED_ROWS_MIN), spread evenly over the calibration inputs and drawn at
 # random within each (ROW_SEED): its cost is rows x columns^2, and ResNet-18's first stage has
-# 50176 rows for 576 columns.
+# 50176 rows for 576 columns. With both rules ResNet-18's quantize (GPTQ, bias correction) takes
+# 4.0 s instead of 23 s; validation logit MSE: ResNet-18 0.0102 -> 0.0110, MobileNetV2 0.0418 ->
+# 0.0411, within the spread between row samples (MobileNetV2: 0.039-0.047).
 SAMPLED_ROWS_PER_COLUMN = 8
 SAMPLED_ROWS_MIN = 4096
 ROW_SEED = 0

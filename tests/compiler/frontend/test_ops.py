@@ -53,6 +53,26 @@ def conv_stride_dilation_asymmetric_pads(b: Builder) -> onnx.ModelProto:
     return b.model({"x": [1, 3, 9, 8]}, [y])
 
 
+@case()
+def conv_wide_stride_dilation(b: Builder) -> onnx.ModelProto:
+    """16 or more input channels: the interpreter's tap-by-tap GEMM (nn._dense_conv)."""
+    y = b.op("Conv", ["x", b.weight("w", [5, 16, 3, 2]), b.weight("b", [5])], strides=[2, 1],
+             dilations=[1, 2], pads=[0, 1, 2, 1])  # fmt: skip
+    return b.model({"x": [2, 16, 9, 8]}, [y])
+
+
+@case()
+def conv_wide_1d(b: Builder) -> onnx.ModelProto:
+    y = b.op("Conv", ["x", b.weight("w", [3, 17, 3])], strides=[2], pads=[1, 0])
+    return b.model({"x": [2, 17, 9]}, [y])
+
+
+@case()
+def conv_depthwise_dilated_1d(b: Builder) -> onnx.ModelProto:
+    y = b.op("Conv", ["x", b.weight("w", [3, 1, 3])], group=3, dilations=[2], pads=[2, 1])
+    return b.model({"x": [2, 3, 9]}, [y])
+
+
 @case(13)
 def conv_groups(b: Builder) -> onnx.ModelProto:
     return b.model({"x": [1, 4, 7, 7]}, [b.op("Conv", ["x", b.weight("w", [6, 2, 3, 3])], group=2)])
