@@ -10,9 +10,13 @@ regression on best/cycles (AutoTVM's 'reg') and LightGBM's lambdarank, on our ex
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
+
+if TYPE_CHECKING:  # scikit-learn takes 2 s to import: every `codesign` command would pay it
+    from sklearn.ensemble import HistGradientBoostingRegressor
 
 OBJECTIVES = ("log", "ratio")
 
@@ -38,6 +42,8 @@ class CostModel:
         self.model: HistGradientBoostingRegressor | None = None
 
     def fit(self, x: np.ndarray, cycles: np.ndarray, groups: np.ndarray) -> CostModel:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
         y = targets(cycles, groups, self.objective)
         model = HistGradientBoostingRegressor(
             max_iter=self.trees, learning_rate=0.1, max_leaf_nodes=15, min_samples_leaf=2,
