@@ -39,12 +39,15 @@ def alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> int:
 
 def _alu_independent(d: np.ndarray, s: np.ndarray | None) -> bool:
     """True when no iteration rewrites, or reads, an acc element an earlier one wrote."""
-    if np.unique(d).size != d.size:
-        return False
-    if s is None or not d.size:
+    if not d.size:
         return True
-    writer = np.full(int(max(d.max(), s.max())) + 1, -1, dtype=np.int64)
+    top = int(d.max()) if s is None else int(max(d.max(), s.max()))
+    writer = np.full(top + 1, -1, dtype=np.int64)  # the last iteration writing each element
     writer[d] = np.arange(d.size)
+    if np.count_nonzero(writer >= 0) != d.size:  # an element written twice (a scatter, not a sort)
+        return False
+    if s is None:
+        return True
     w = writer[s]
     return not np.any((w >= 0) & (w < np.arange(d.size)))
 
