@@ -40,15 +40,15 @@ class Loaded:
 
 def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                calibration: str = "percentile", tuning_log: str | None = None,
-               offload_shallow: bool = False, rounding: str = DEFAULT_ROUNDING,
-               bias_correction: bool = True) -> Loaded:  # fmt: skip
+               offload_shallow: bool = False, rounding: str = DEFAULT_ROUNDING, bias_correction: bool = True,
+               calibration_count: int = CALIBRATION_COUNT) -> Loaded:  # fmt: skip
     """A CompiledModel from an ONNX file (imported, quantized on calibration inputs, compiled)
     or from a .cmodel file; with `tuning_log`, each accelerator operator uses the fastest
     schedule the log holds for it on this config, else its default; `offload_shallow` puts
     shallow convolutions on the accelerator too (compiler.runtime.model). `rounding` and
     `bias_correction` go to `quantize` (its defaults: GPTQ convolution weights, corrected
     biases; "nearest" without correction quantizes ResNet-18 in half the time, less accurately:
-    see the README)."""
+    see the README); it calibrates on `calibration_count` inputs."""
     start = time.perf_counter()
     knobs_for = _from_log(tuning_log)
     if path.endswith(".cmodel"):
@@ -59,7 +59,7 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     graph = import_onnx(path, input_shapes)  # its errors name the file
     data = Path(path).read_bytes()
     name = zoo_name(data)
-    calib = calibration_inputs(graph, name, CALIBRATION_COUNT)
+    calib = calibration_inputs(graph, name, calibration_count)
     target = AcceleratorTarget(cfg)
     # a model quantized already keeps the file's scales (and onnxruntime's rounding between a
     # convolution and its residual add); calibration then only bounds accumulators

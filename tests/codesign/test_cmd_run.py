@@ -168,7 +168,7 @@ def test_offload_shallow_puts_a_first_layer_on_the_accelerator(
     assert "was compiled with shallow convolutions on the host; compile the ONNX model again" in err
 
 
-def test_nearest_rounding_without_bias_correction_runs_exact(
+def test_quantizer_options_run_exact(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "digits.onnx"
@@ -180,6 +180,10 @@ def test_nearest_rounding_without_bias_correction_runs_exact(
     assert plain["max_abs_err"] != best["max_abs_err"]  # other int8 weights and biases
     explicit = ["run", str(path), "--inputs", "2", "--rounding", "gptq", "--bias-correction", "--json"]
     assert _json(capsys, explicit)["max_abs_err"] == best["max_abs_err"]
+    fewer = _json(capsys, ["run", str(path), "--inputs", "2", "--calibration-inputs", "4", "--json"])
+    assert fewer["correct_int8"] is True and fewer["max_abs_err"] != best["max_abs_err"]
+    err = _error(capsys, ["run", str(path), "--calibration-inputs", "0"])
+    assert "--calibration-inputs must be at least 1, not 0" in err
     with pytest.raises(SystemExit) as exit_:
         main(["run", str(path), "--rounding", "stochastic"])
     assert exit_.value.code == 2 and "invalid choice: 'stochastic'" in capsys.readouterr().err
