@@ -1,4 +1,5 @@
-"""The interface every backend implements: `run(program, inputs) -> RunResult(outputs, stats)`."""
+"""The interface every backend implements: `run(program, inputs) -> RunResult(outputs, stats)`,
+and `run_in(program, dram) -> Stats` against a DRAM image the caller owns."""
 
 from __future__ import annotations
 
@@ -76,3 +77,19 @@ class Backend(Protocol):
     config: AcceleratorConfig
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult: ...
+
+    def run_in(self, program: Program, dram: np.ndarray) -> Stats:
+        """Run `program` against `dram`, a caller-owned DRAM image (1-D uint8, at least
+        `program.dram_bytes`) that already holds its instructions, micro-ops and inputs and is
+        updated in place: several programs share one image (compiler.runtime.arena)."""
+        ...
+
+
+def check_dram(program: Program, dram: np.ndarray) -> None:
+    """`dram` can serve as `program`'s DRAM image in place (TypeError or SimulationError)."""
+    if not isinstance(dram, np.ndarray) or dram.dtype != np.uint8 or dram.ndim != 1:
+        raise TypeError("dram must be a 1-D uint8 numpy array")
+    if not dram.flags.c_contiguous or not dram.flags.writeable:
+        raise TypeError("dram must be contiguous and writeable: the run updates it in place")
+    if dram.size < program.dram_bytes:
+        raise SimulationError(f"the DRAM image has {dram.size} bytes, the program needs {program.dram_bytes}")

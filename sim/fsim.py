@@ -23,7 +23,7 @@ from hw import isa
 from hw.config import AcceleratorConfig
 from hw.program import Program
 from sim import alu
-from sim.backend import RunResult, SimulationError, Stats
+from sim.backend import RunResult, SimulationError, Stats, check_dram
 from sim.gemm import GemmUnit
 from sim.scratchpads import Scratchpads, sram_of
 
@@ -44,11 +44,21 @@ class FunctionalSimulator:
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult:
         program.check_config(self.config)
         dram = program.initial_dram(inputs)
+        stats = self._execute(program, dram)
+        return RunResult(program.read_outputs(dram), stats, dram)
+
+    def run_in(self, program: Program, dram: np.ndarray) -> Stats:
+        """Run `program` against the caller's DRAM image, updated in place (sim.backend)."""
+        program.check_config(self.config)
+        check_dram(program, dram)
+        return self._execute(program, dram)
+
+    def _execute(self, program: Program, dram: np.ndarray) -> Stats:
         insns = _decode_all(program, self.config)
         machine = _Machine(self.config, dram)
         with _BLAS.limit(limits=1, user_api="blas"):
             _Scheduler(insns, machine, self.seed).run()
-        return RunResult(program.read_outputs(dram), machine.stats, dram)
+        return machine.stats
 
 
 def _decode_all(program: Program, cfg: AcceleratorConfig) -> list[isa.Insn]:

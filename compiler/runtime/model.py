@@ -30,7 +30,8 @@ from compiler.errors import ScheduleError
 from compiler.graph.interp import evaluate_node, run_graph
 from compiler.graph.ir import Graph, Node
 from compiler.graph.memory import plan_memory
-from compiler.runtime.accel import AccelStep, KnobsFor, Layout, Precise, add_step, conv_step, dense_step
+from compiler.runtime.accel import AccelStep, KnobsFor, Precise, add_step, conv_step, dense_step
+from compiler.runtime.arena import AccelUse, DeviceArena, StepInArena
 from compiler.target.accel import AcceleratorTarget
 
 _VIEWS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze")
@@ -40,6 +41,8 @@ class Backend(Protocol):
     name: str
 
     def run(self, program: Any, inputs: Mapping[str, np.ndarray] | None) -> Any: ...
+
+    def run_in(self, program: Any, dram: np.ndarray) -> Any: ...
 
 
 @dataclass
@@ -98,6 +101,9 @@ class CompiledModel:
         # accelerator steps never materialise in NCHW), buffers shared where lifetimes allow
         kept_packed = {s.node.outputs[0] for s in steps if s.accel is not None} - self.unpacked
         self.memory = plan_memory(graph, skip=kept_packed)
+        # one device arena for every accelerator step's program, constants and packed activations
+        constants = {i: s.accel.constants for i, s in enumerate(steps) if s.accel is not None}
+        self.device = DeviceArena(_accel_uses(steps), target.cfg, constants)
 
     @classmethod
     def compile(cls, graph: Graph, target: AcceleratorTarget, *, offload: bool = True,
@@ -119,27 +125,30 @@ class CompiledModel:
         return accel / total if total else 0.0
 
     def run(self, inputs: Mapping[str, np.ndarray], backend: Backend) -> ModelResult:
-        """Execute the steps in order.  An accelerator step's output stays packed for the
-        accelerator steps that read it in the same layout, and is unpacked only for the others
-        (`self.unpacked`): consecutive convolutions pass their activations without a round trip
-        through NCHW."""
+        """Execute the steps in order.  Accelerator steps run against one device DRAM image
+        (`self.device`, compiler/runtime/arena.py) that holds every program and constant from the
+        start.  An accelerator step's output stays packed in it for the accelerator steps that
+        read it in the same layout (in place), and is unpacked only for the others
+        (`self.unpacked`): consecutive convolutions pass their activations without a copy and
+        without a round trip through NCHW."""
         arena = np.zeros(self.memory.arena_bytes, np.uint8)
+        dram = self.device.new_dram()
         env = {k: v.data for k, v in self.graph.values.items() if v.data is not None}
         for name, array in inputs.items():
             env[name] = self._place(arena, name, array)
-        packed: dict[str, tuple[Layout, np.ndarray]] = {}
         records = []
         boundary: dict[str, np.ndarray] = {}
         handed_in: dict[str, np.ndarray] = {}
-        for step in self.steps:
+        for index, step in enumerate(self.steps):
             if step.node.op == "Dequantize":
                 boundary[step.node.inputs[0]] = env[step.node.inputs[0]].copy()
             if step.node.op == "Quantize" and step.node.inputs[0] not in self.graph.inputs:
                 handed_in[step.node.inputs[0]] = env[step.node.inputs[0]].copy()
             outputs: Sequence[np.ndarray | None]
             if step.accel is not None:
-                outputs, record = _execute_accel(self.graph, step, step.accel, env, packed, backend,
-                                                 step.node.outputs[0] in self.unpacked)  # fmt: skip
+                unpack = step.node.outputs[0] in self.unpacked
+                outputs, record = _execute_accel(self.graph, step, step.accel, self.device.at(index), env,
+                                                 dram, backend, unpack)  # fmt: skip
             else:
                 arrays = [env[x] for x in step.node.inputs]
                 outputs, record = _execute(self.graph, step, arrays, backend)
@@ -256,29 +265,38 @@ def _needs_unpacked(graph: Graph, steps: list[Step]) -> set[str]:
     return need
 
 
-def _execute_accel(graph: Graph, step: Step, accel: AccelStep, env: dict[str, np.ndarray],
-                   packed: dict[str, tuple[Layout, np.ndarray]], backend: Backend,
+def _accel_uses(steps: Sequence[Step]) -> list[AccelUse]:
+    """What the device arena plan needs of each accelerator step (compiler/runtime/arena.py)."""
+    uses = []
+    for index, s in enumerate(steps):
+        if s.accel is None:
+            continue
+        a = s.accel
+        values = a.activation_inputs(s.node.inputs)
+        pairs = enumerate(zip(a.activations, values, strict=True))
+        acts = tuple((region, value, a.in_layout(i)) for i, (region, value) in pairs)
+        uses.append(AccelUse(index, a.compiled.built.program, frozenset(a.constants), acts,
+                             ("out", s.node.outputs[0], a.out_layout)))  # fmt: skip
+    return uses
+
+
+def _execute_accel(graph: Graph, step: Step, accel: AccelStep, device: StepInArena,
+                   env: dict[str, np.ndarray], dram: np.ndarray, backend: Backend,
                    unpack: bool) -> tuple[list[np.ndarray | None], StepRecord]:  # fmt: skip
+    """Run one accelerator step in the device arena: activations the host holds are packed into
+    their regions (those a predecessor stored in the same layout are read in place), and the
+    output is unpacked from the arena only when a reader needs it in NCHW."""
     node = step.node
     record = StepRecord(node.name, node.op, step.where, macs=_macs(graph, node))
     start = time.perf_counter()
-    feeds = dict(accel.constants)
     for i, name in enumerate(accel.activation_inputs(node.inputs)):
-        have = packed.get(name)
-        same = have is not None and have[0] == accel.in_layout(i)
-        feeds[accel.activations[i]] = have[1] if have is not None and same else accel.pack_one(i, env[name])
+        region = accel.activations[i]
+        if not device.in_place(region):
+            device.write(dram, region, accel.pack_one(i, env[name]))
     host = time.perf_counter() - start
-    result = backend.run(accel.compiled.built.program, feeds)
+    stats = backend.run_in(device.program, dram)
     start = time.perf_counter()
-    out: np.ndarray | None = None
-    if result.outputs:
-        packed[node.outputs[0]] = (accel.out_layout, result.outputs["out"])
-        out = accel.unpack(result.outputs["out"]) if unpack else None
-    else:  # a timing-only backend computes no values
-        region = accel.compiled.built.program.region("out")
-        packed[node.outputs[0]] = (accel.out_layout, np.zeros(region.shape, np.int8))
-        out = _zeros(graph, node) if unpack else None
-    stats = result.stats
+    out = accel.unpack(device.read(dram, "out")) if unpack else None
     record.cycles, record.gemm_uops = stats.cycles, stats.gemm_uops
     record.utilization = stats.gemm_uops / stats.cycles if stats.cycles else None
     record.stats = stats.to_dict()
@@ -299,12 +317,6 @@ def _execute(graph: Graph, step: Step, arrays: Sequence[np.ndarray],
         outputs = evaluate_node(graph, node, arrays)
     record.host_s = time.perf_counter() - start
     return outputs, record
-
-
-def _zeros(graph: Graph, node: Node) -> np.ndarray:
-    """A timing-only backend computes no values: later steps still need arrays of the shape."""
-    value = graph.values[node.outputs[0]]
-    return np.zeros(value.shape, value.dtype)
 
 
 def _macs(graph: Graph, node: Node) -> int:

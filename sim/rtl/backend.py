@@ -17,7 +17,7 @@ import numpy as np
 from hw.config import AcceleratorConfig
 from hw.program import Program
 from hw.verilog import DesignFactory
-from sim.backend import RunResult, SimulationError, Stats
+from sim.backend import RunResult, SimulationError, Stats, check_dram
 from sim.rtl import trace
 from sim.rtl.build import library_for
 from sim.rtl.ports import COUNTER_FIELDS
@@ -104,6 +104,13 @@ class RtlSimulator:
         insns = program.insn_region
         result = self.run_image(dram, insns.offset, insns.shape[0])
         return RunResult(program.read_outputs(dram), result, dram)
+
+    def run_in(self, program: Program, dram: np.ndarray) -> Stats:
+        """Run `program` against the caller's DRAM image, updated in place (sim.backend)."""
+        program.check_config(self.config)
+        check_dram(program, dram)
+        insns = program.insn_region
+        return self.run_image(dram, insns.offset, insns.shape[0])
 
     def run_traced(self, program: Program,
                    inputs: Mapping[str, np.ndarray]) -> tuple[RunResult, Activity]:  # fmt: skip
