@@ -241,6 +241,7 @@ def _report(loaded: Loaded, results: list[ModelResult], backend: Any, run_s: flo
         "compile_s": loaded.compile_s, "run_s": run_s,
         "offloaded_macs_fraction": model.offloaded_macs_fraction(),
         "arena_bytes": model.memory.arena_bytes, "arena_bytes_unshared": model.memory.unshared_bytes,
+        "device_dram_bytes": model.device.arena_bytes,
         "operators": _operators(results, timed),
     }  # fmt: skip
 
@@ -272,6 +273,6 @@ def print_table(report: dict[str, Any], out: Any = sys.stdout) -> None:
         print(f"{r['name'][:28]:28} {r['op']:15} {r['where']:10} {cycles:>10} {util:>6} {r['host_ms']:8.3f}",
               file=out)  # fmt: skip
     keys = ("correct_int8", "top1_agreement", "cosine", "max_abs_err", "cycles", "latency_ms",
-            "offloaded_macs_fraction", "compile_s", "run_s")  # fmt: skip
+            "offloaded_macs_fraction", "device_dram_bytes", "compile_s", "run_s")  # fmt: skip
     for k in keys:
         print(f"{k}: {report[k]}", file=out)
