@@ -3,6 +3,7 @@ graph interpreter's."""
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ from onnx import TensorProto, helper
 
 from compiler.frontend import import_onnx
 from compiler.graph.builder import append
-from compiler.graph.interp import run_graph
+from compiler.graph.interp import evaluate_node, run_graph
 from compiler.graph.ir import Graph
 from compiler.graph.verify import verify
 from compiler.quant.fuse_residual import fuse_residual_adds
@@ -151,3 +152,99 @@ def test_a_scalar_operand_runs_on_the_native_kernel():
     data = np.arange(6, dtype=np.float32).reshape(2, 3)
     out = model.run({"x": data}, make_backend("fsim", PRESETS["tiny"])).outputs["y"]
     np.testing.assert_array_equal(out, data * np.float32(0.5))
+
+
+# -- the device arena against the per-step path -----------------------------------------------
+
+
+def _per_step(model: CompiledModel, inputs: dict[str, np.ndarray],
+              backend: Any) -> tuple[dict[str, Any], list[Any]]:  # fmt: skip
+    """The model run as before the device arena: each accelerator step's Program on its own
+    DRAM image (`backend.run`), packed outputs handed over as arrays.  Returns the graph's
+    outputs and each accelerator step's Stats."""
+    g = model.graph
+    env = {k: v.data for k, v in g.values.items() if v.data is not None} | dict(inputs)
+    packed: dict[str, tuple[Any, np.ndarray]] = {}
+    stats = []
+    for step in model.steps:
+        node, a = step.node, step.accel
+        if a is not None:
+            feeds = dict(a.constants)
+            for i, name in enumerate(a.activation_inputs(node.inputs)):
+                have = packed.get(name)
+                same = have is not None and have[0] == a.in_layout(i)
+                feeds[a.activations[i]] = have[1] if have is not None and same else a.pack_one(i, env[name])
+            program = a.compiled.built.program
+            result = backend.run(program, feeds)
+            out = result.outputs.get("out", np.zeros(program.region("out").shape, np.int8))
+            packed[node.outputs[0]] = (a.out_layout, out)
+            env[node.outputs[0]] = a.unpack(out)
+            stats.append(result.stats)
+            continue
+        arrays = [env[x] for x in node.inputs]
+        if step.where == "view":
+            outputs = [np.asarray(arrays[0]).reshape(g.values[node.outputs[0]].shape)]
+        else:
+            outputs = step.host(arrays) if step.host is not None else evaluate_node(g, node, arrays)
+        env.update(zip(node.outputs, outputs, strict=True))
+    return {name: env[name] for name in g.outputs}, stats
+
+
+def _zoo_model(name: str, cfg_name: str, tmp_path: Any) -> tuple[CompiledModel, list[dict[str, np.ndarray]]]:
+    from codesign import zoo
+    from codesign.model_run import load_model, sample_inputs
+
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(zoo.build(name), path)
+    loaded = load_model(str(path), PRESETS[cfg_name])
+    return loaded.model, sample_inputs(loaded.model.graph, loaded.zoo_name, 2, 0)
+
+
+def _assert_same_as_per_step(model: CompiledModel, feeds: dict[str, np.ndarray], backend: Any) -> Any:
+    result = model.run(feeds, backend)
+    outputs, stats = _per_step(model, feeds, backend)
+    assert result.outputs.keys() == outputs.keys()
+    for name, want in outputs.items():
+        assert result.outputs[name].dtype == want.dtype
+        np.testing.assert_array_equal(result.outputs[name], want)
+    accel = [r for r in result.steps if r.where == "accel"]
+    assert [r.stats for r in accel] == [s.to_dict() for s in stats] and accel
+    return result
+
+
+@pytest.mark.parametrize("backend", ["fsim", "timing"])
+@pytest.mark.parametrize("name", ["tiny", "vta"])
+def test_the_arena_run_equals_the_per_step_run(name, backend):
+    """Outputs bit for bit and every counter, on the graph whose convolutions hand over packed
+    (read in place), with and without the fused residual; two inputs through one model."""
+    graph = _quantized_graph(np.random.default_rng(7))
+    for g in (graph, fuse_residual_adds(graph)):
+        model = CompiledModel.compile(g, AcceleratorTarget(PRESETS[name]), offload_shallow=True)
+        assert any(model.device.plan.aliased.values())
+        sim = make_backend(backend, PRESETS[name])
+        for seed in range(2):
+            x = np.random.default_rng(seed).standard_normal((1, 5, 8, 8)).astype(np.float32)
+            _assert_same_as_per_step(model, {"x": x}, sim)
+
+
+@pytest.mark.parametrize("zoo_name", ["mlp", "digits"])
+def test_a_zoo_model_in_the_arena_equals_the_per_step_run(zoo_name, tmp_path):
+    model, samples = _zoo_model(zoo_name, "tiny", tmp_path)
+    for backend in ("fsim", "timing"):
+        sim = make_backend(backend, PRESETS["tiny"])
+        for feeds in samples:
+            _assert_same_as_per_step(model, feeds, sim)
+
+
+@pytest.mark.rtl
+@pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator is not installed")
+def test_the_arena_run_on_rtl_equals_fsim_and_timing(tmp_path):
+    """The RTL runs the relocated programs in one image: the per-step values, and the cycles of
+    the timing model step by step."""
+    model, samples = _zoo_model("mlp", "tiny", tmp_path)
+    assert any(model.device.plan.aliased.values())  # the second QGemm reads the first's output in place
+    rtl, fsim, timing = (make_backend(b, PRESETS["tiny"]) for b in ("rtl", "fsim", "timing"))
+    result = _assert_same_as_per_step(model, samples[0], rtl)
+    np.testing.assert_array_equal(result.outputs["logits"], model.run(samples[0], fsim).outputs["logits"])
+    timed = model.run(samples[0], timing)
+    assert [r.cycles for r in result.steps] == [r.cycles for r in timed.steps] and result.cycles > 0
