@@ -37,6 +37,7 @@ def test_run_mlp_exact_and_close_to_fp32(mlp: Path, capsys: pytest.CaptureFixtur
     for key in ("max_abs_err", "latency_ms", "compile_s", "run_s"):
         assert report[key] is not None
     assert 0 < report["arena_bytes"] <= report["arena_bytes_unshared"]
+    assert report["device_dram_bytes"] > 0  # the device arena of the QGemms' programs
 
 
 def test_run_on_the_timing_model_reports_cycles(mlp: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,6 +55,7 @@ def test_compiled_model_file_runs_the_same(mlp: Path, tmp_path: Path,
     a = _json(capsys, ["run", str(mlp), "--config", "tiny", "--backend", "timing", "--json"])
     b = _json(capsys, ["run", str(out), "--backend", "timing", "--json"])
     assert a["cycles"] == b["cycles"] and a["config"] == b["config"] == "tiny"
+    assert a["device_dram_bytes"] == b["device_dram_bytes"] > 0  # the arena is planned again on load
     assert main(["run", str(out), "--config", "vta"]) == 2
     assert "was compiled for config tiny, not vta" in capsys.readouterr().err
 
