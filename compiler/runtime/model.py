@@ -12,7 +12,9 @@ LLVM); layout-only ops (Flatten, Reshape, Squeeze, Unsqueeze) are views; an op w
 evaluated by the graph interpreter and reported as `host-numpy`, so the report never hides
 where an operator ran.
 
-`run` executes the steps in order against one environment of named arrays and returns the
+`run` executes the steps in order against one environment of named arrays (host values in the
+host arena, `compiler.graph.memory`) and one device DRAM image (every accelerator step's relocated
+Program, its constants and the packed activations, `compiler.runtime.arena`), and returns the
 outputs with a per-step record (where it ran, cycles, GEMM micro-ops, utilization, host time).
 This module never imports `sim`: the caller passes a backend (`sim.backends.make_backend`).
 """
@@ -38,9 +40,10 @@ _VIEWS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze")
 
 
 class Backend(Protocol):
-    name: str
+    """What `run` needs of a simulator (sim.backend.Backend): a program run in place against
+    the device arena's DRAM image, returning its Stats."""
 
-    def run(self, program: Any, inputs: Mapping[str, np.ndarray] | None) -> Any: ...
+    name: str
 
     def run_in(self, program: Any, dram: np.ndarray) -> Any: ...
 
