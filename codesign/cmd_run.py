@@ -37,7 +37,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="bind a model input's symbolic dimensions (repeatable)")  # fmt: skip
     p.add_argument("--calibration", default="percentile",
                    help="activation calibration: minmax, percentile, entropy or mse (a linear residual "
-                        "stream, as MobileNetV2's, is calibrated by minmax whichever is chosen)")  # fmt: skip
+                        "stream, as MobileNetV2's, is calibrated by minmax whichever is chosen; a value "
+                        "with per-channel scales by percentile instead of entropy)")  # fmt: skip
     p.add_argument("--calibration-inputs", type=int, default=None, metavar="N",
                    help="calibrate on N inputs (default 16; MobileNetV2's logit error is 15%% lower with "
                         "32, and its quantization takes twice as long)")  # fmt: skip

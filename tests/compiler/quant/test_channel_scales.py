@@ -72,6 +72,17 @@ def test_scales_between_the_tensor_and_each_channel() -> None:
     np.testing.assert_allclose(half, np.sqrt(6 * per) / 127, rtol=1e-6)
 
 
+def test_entropy_is_replaced_by_percentile_for_channel_scales_unless_overridden() -> None:
+    g = _dw_pw()
+    cal = collect(g, _inputs(4, 1))
+    assert cal.amax("r", "entropy") != cal.amax("r", "percentile")  # the replacement matters here
+    by_entropy = channel_scales(g, cal, ["r"], "entropy")["r"]
+    np.testing.assert_array_equal(by_entropy, channel_scales(g, cal, ["r"], "percentile")["r"])
+    forced = channel_scales(g, cal, ["r"], "percentile", overrides={"r": "entropy"})["r"]
+    ratio = forced / channel_scales(g, cal, ["r"], "minmax")["r"]
+    np.testing.assert_allclose(ratio, cal.amax("r", "entropy") / cal.amax("r", "minmax"), rtol=1e-6)
+
+
 def test_folded_weights_are_w_times_the_channel_scales_before_quantization() -> None:
     g = _dw_pw()
     s_x, s_c, s_p = 2 / 127, np.array([6 / 127, 0.1 / 127]), 0.5
