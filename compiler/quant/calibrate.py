@@ -45,8 +45,8 @@ class TensorStats:
     (merging bin pairs, exactly) when a larger value arrives; the count of exact zeros, which
     every scale represents exactly (left out of the histogram so that a ReLU's spike at 0 does
     not steer the entropy search); the largest |x|; the largest |x| and the sum of x along
-    axis 1 and along the last axis (channels of NCHW and of dense outputs), for accumulator
-    bounds and bias correction."""
+    axis 1 and along the last axis (channels of NCHW and of dense outputs; not W of a 4-d
+    tensor), for accumulator bounds and bias correction."""
 
     counts: np.ndarray = field(default_factory=lambda: np.zeros(BINS, np.int64))
     zeros: int = 0
@@ -60,15 +60,15 @@ class TensorStats:
         a = np.abs(x.astype(np.float32, copy=False))
         m, size = float(a.max(initial=0.0)), a.size
         self.absmax = max(self.absmax, m)
-        for axis in {1, a.ndim - 1} if a.ndim >= 2 else ():
+        for axis in _channel_axes(a.ndim):
             others = tuple(i for i in range(a.ndim) if i != axis)
             per = a.max(axis=others, initial=0.0).astype(np.float64)
             seen = self.axis_absmax.get(axis)
             self.axis_absmax[axis] = per if seen is None else np.maximum(seen, per)
             self.axis_sum[axis] = self.axis_sum.get(axis, 0.0) + x.sum(axis=others, dtype=np.float64)
             self.axis_count[axis] = self.axis_count.get(axis, 0) + size // a.shape[axis]
-        a = a[a != 0]  # exact zeros (half of a ReLU's output) quantize exactly at any scale
-        self.zeros += size - a.size
+        zeros = size - int(np.count_nonzero(a))  # exact zeros quantize exactly at any scale
+        self.zeros += zeros
         if m > 0 and self.top == 0.0:
             self.top = 2.0 ** math.ceil(math.log2(m))
         while m > self.top:
@@ -76,10 +76,12 @@ class TensorStats:
                 [self.counts.reshape(-1, 2).sum(axis=1), np.zeros(BINS // 2, np.int64)]
             )
             self.top *= 2.0
-        if a.size == 0:
+        if zeros == size:
             return
         index = np.minimum((a.ravel() * np.float32(BINS / self.top)).astype(np.int64), BINS - 1)
-        self.counts += np.bincount(index, minlength=BINS)
+        counts = np.bincount(index, minlength=BINS)
+        counts[0] -= zeros  # the zeros fell in the first bin: only nonzero |x| are counted
+        self.counts += counts
 
     @property
     def width(self) -> float:
@@ -88,6 +90,13 @@ class TensorStats:
     def axis_mean(self, axis: int) -> np.ndarray:
         """The mean of x per index of `axis` (1 or the last) over everything seen."""
         return self.axis_sum[axis] / self.axis_count[axis]
+
+
+def _channel_axes(ndim: int) -> tuple[int, ...]:
+    """Axis 1 and the last axis, but not a 4-d tensor's last (W of NCHW, which no reader uses)."""
+    if ndim < 2:
+        return ()
+    return (1,) if ndim == 4 or ndim == 2 else (1, ndim - 1)
 
 
 Calibrator = Callable[[TensorStats], float]

@@ -42,6 +42,10 @@ def test_channel_maxima_along_axis_1_and_the_last_axis() -> None:
     stats.add(x)
     np.testing.assert_array_equal(stats.axis_absmax[1], [2.0, 0.0, 5.0])
     np.testing.assert_array_equal(stats.axis_absmax[2], [5.0, 0.0, 0.0, 2.0])
+    nchw = TensorStats()
+    nchw.add(x[:, :, None, :])  # 4-d: channels on axis 1 only (the last axis is W)
+    assert sorted(nchw.axis_absmax) == [1] and sorted(nchw.axis_sum) == [1]
+    np.testing.assert_array_equal(nchw.axis_absmax[1], [2.0, 0.0, 5.0])
 
 
 def _stats(values: np.ndarray) -> TensorStats:
