@@ -44,6 +44,18 @@ class Region:
         return {"name": self.name, "offset": self.offset, "shape": list(self.shape),
                 "dtype": self.dtype, "role": self.role}  # fmt: skip
 
+    def view(self, dram: np.ndarray) -> np.ndarray:
+        """The region's array inside `dram` (a uint8 DRAM image), not a copy."""
+        return dram[self.offset : self.offset + self.nbytes].view(np.dtype(self.dtype)).reshape(self.shape)
+
+    def write(self, dram: np.ndarray, data: np.ndarray) -> None:
+        """`data` stored in the region of `dram`; its size and dtype must be the region's."""
+        array = np.asarray(data)
+        if array.size * array.itemsize != self.nbytes or array.dtype != np.dtype(self.dtype):
+            raise ProgramError(f"region {self.name!r} holds {self.shape} {self.dtype}, not "
+                               f"{array.shape} {array.dtype}")  # fmt: skip
+        dram[self.offset : self.offset + self.nbytes] = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+
 
 @dataclass(frozen=True, eq=False)
 class Program:
@@ -90,16 +102,20 @@ class Program:
         """The DRAM image before a run: instructions, micro-ops, constants and `inputs`."""
         self._check_inputs(inputs)
         dram = np.zeros(self.dram_bytes, dtype=np.uint8)
+        self.write_dram(dram, inputs)
+        return dram
+
+    def write_dram(self, dram: np.ndarray, inputs: Mapping[str, np.ndarray]) -> None:
+        """The instructions, micro-ops and constants, and those input regions that `inputs`
+        names, written into `dram` at the regions' offsets; the other bytes stay as they are."""
         for r in self.regions:
             data = self.constants.get(r.name)
             if r.role == "insns":
                 data = self.insns
             elif r.role == "input":
-                data = np.asarray(inputs[r.name])
+                data = inputs.get(r.name, data)
             if data is not None:
-                raw = np.ascontiguousarray(data, dtype=r.dtype).view(np.uint8).reshape(-1)
-                dram[r.offset : r.offset + raw.size] = raw
-        return dram
+                r.write(dram, data)
 
     def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
         expected = {r.name: r for r in self.regions_with_role("input")}
@@ -121,9 +137,7 @@ class Program:
         return {r.name: self.read_region(dram, r.name) for r in self.regions_with_role("output")}
 
     def read_region(self, dram: np.ndarray, name: str) -> np.ndarray:
-        r = self.region(name)
-        raw = dram[r.offset : r.offset + r.nbytes]
-        return raw.view(np.dtype(r.dtype)).reshape(r.shape).copy()
+        return self.region(name).view(dram).copy()
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:

@@ -250,21 +250,14 @@ class DeviceArena:
         self.per_step_peak_bytes = max((u.program.dram_bytes for u in uses), default=0)
         self.per_step_total_bytes = sum(u.program.dram_bytes for u in uses)
         self.static_image = np.zeros(self.plan.static_bytes, np.uint8)
-        for u in uses:
-            self._write_static(self.programs[u.index], constants.get(u.index, {}))
+        for u in uses:  # instructions, micro-ops and constants: the activations are written per run
+            self.programs[u.index].write_dram(self.static_image, constants.get(u.index, {}))
         self.static_image.setflags(write=False)
 
     @property
     def arena_bytes(self) -> int:
         return self.plan.arena_bytes
 
-    def _write_static(self, program: Program, constants: Mapping[str, np.ndarray]) -> None:
-        for r in program.regions:
-            data = program.constants.get(r.name, constants.get(r.name))
-            if r.role == "insns":
-                data = program.insns
-            if data is not None:
-                write_region(self.static_image, r, data)
 
     def new_dram(self) -> np.ndarray:
         """A DRAM image for one run: the static part written, the activation part zero."""
@@ -289,19 +282,8 @@ class StepInArena:
         return region in self.aliased
 
     def write(self, dram: np.ndarray, region: str, data: np.ndarray) -> None:
-        write_region(dram, self.program.region(region), data)
+        self.program.region(region).write(dram, data)
 
     def read(self, dram: np.ndarray, region: str) -> np.ndarray:
         """Region `region` as an array viewing `dram` (no copy)."""
-        r = self.program.region(region)
-        return dram[r.offset : r.offset + r.nbytes].view(np.dtype(r.dtype)).reshape(r.shape)
-
-
-def write_region(dram: np.ndarray, region: Region, data: np.ndarray) -> None:
-    """`data` stored in `region` of `dram`; its shape and dtype must be the region's."""
-    array = np.asarray(data)
-    if array.size * array.itemsize != region.nbytes or array.dtype != np.dtype(region.dtype):
-        raise ProgramError(f"region {region.name!r} holds {region.shape} {region.dtype}, not "
-                           f"{array.shape} {array.dtype}")  # fmt: skip
-    raw = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
-    dram[region.offset : region.offset + region.nbytes] = raw
+        return self.program.region(region).view(dram)

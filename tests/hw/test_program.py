@@ -177,3 +177,18 @@ def test_work_not_ordered_before_finish_is_rejected():
     b.load(isa.MemType.WGT, w, 0, y_size=1, x_size=4, push_next=True)
     b.finish(pop_prev=True)
     assert len(b.build().insns) == 2
+
+
+def test_region_write_and_view_and_their_errors():
+    program = _simple()
+    src = program.region("src")
+    dram = np.full(program.dram_bytes, 7, np.uint8)
+    data = np.arange(src.nbytes // 4, dtype=np.int32).reshape(src.shape)
+    src.write(dram, data)
+    assert np.array_equal(src.view(dram), data) and np.shares_memory(src.view(dram), dram)
+    assert (np.delete(dram, np.arange(src.offset, src.offset + src.nbytes)) == 7).all()
+    dims = ", ".join(map(str, src.shape))
+    with pytest.raises(ProgramError, match=rf"^region 'src' holds \({dims}\) int32, not \(3,\) int32$"):
+        src.write(dram, np.zeros(3, np.int32))
+    with pytest.raises(ProgramError, match=r"^region 'src' holds .* int32, not .* int64$"):
+        src.write(dram, data.astype(np.int64))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from compiler.runtime.accel import AccelStep, conv_step
-from compiler.runtime.arena import align_bytes, relocate, write_region
+from compiler.runtime.arena import align_bytes, relocate
 from compiler.runtime.model import CompiledModel
 from compiler.target import AcceleratorTarget
 from hw import isa
@@ -65,10 +65,7 @@ def test_a_relocated_program_runs_in_a_caller_owned_dram():
     offsets, dram_bytes = _scattered(program, cfg)
     moved = relocate(program, offsets, cfg, dram_bytes)
     dram = np.full(dram_bytes, 0x5A, np.uint8)  # bytes outside the regions must stay as they are
-    for r in moved.regions:
-        data = moved.insns if r.role == "insns" else moved.constants.get(r.name, feeds.get(r.name))
-        if data is not None:
-            write_region(dram, r, data)
+    moved.write_dram(dram, feeds)
     before = dram.copy()
     stats = make_backend("fsim", cfg).run_in(moved, dram)
     out = moved.region("out")
