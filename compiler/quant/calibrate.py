@@ -92,11 +92,15 @@ class TensorStats:
         return self.axis_sum[axis] / self.axis_count[axis]
 
 
+def channel_axis(ndim: int) -> int:
+    """The channel axis of an activation as the quantizer reads it: 1 of NCHW, else the last
+    (dense outputs, token rows)."""
+    return 1 if ndim == 4 else ndim - 1
+
+
 def _channel_axes(ndim: int) -> tuple[int, ...]:
-    """Axis 1 and the last axis, but not a 4-d tensor's last (W of NCHW, which no reader uses)."""
-    if ndim < 2:
-        return ()
-    return (1,) if ndim == 4 or ndim == 2 else (1, ndim - 1)
+    """The axes TensorStats summarises: 1 and the channel axis (a 4-d tensor's W is neither)."""
+    return tuple(sorted({1, channel_axis(ndim)})) if ndim >= 2 else ()
 
 
 Calibrator = Callable[[TensorStats], float]

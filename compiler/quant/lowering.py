@@ -49,7 +49,7 @@ from compiler.graph.ir import Graph, Node, const
 from compiler.graph.opdefs.qops import INT8_MAX, INT8_MIN
 from compiler.graph.verify import verify
 from compiler.quant.bias import BiasTarget, correct_biases
-from compiler.quant.calibrate import Calibration
+from compiler.quant.calibrate import Calibration, channel_axis
 from compiler.quant.errors import QuantizationError
 from compiler.quant.requant import (
     ACT_MAX,
@@ -483,8 +483,7 @@ def _channel_mean(lw: _Lowering, name: str) -> np.ndarray | None:
     """The float pre-activation's mean per channel on the calibration data, if calibrated."""
     cal = lw.p.calibration
     stats = cal.stats.get(name) if cal is not None else None
-    rank = lw.src.values[name].rank
-    axis = 1 if rank == 4 else rank - 1
+    axis = channel_axis(lw.src.values[name].rank)
     return stats.axis_mean(axis) if stats is not None and axis in stats.axis_sum else None
 
 
@@ -494,8 +493,7 @@ def _observed(lw: _Lowering, name: str, acc_scale: np.ndarray) -> np.ndarray | N
     stats = cal.stats.get(name) if cal is not None else None
     if stats is None:
         return None
-    rank = lw.src.values[name].rank
-    per = stats.axis_absmax.get(1 if rank == 4 else rank - 1)
+    per = stats.axis_absmax.get(channel_axis(lw.src.values[name].rank))
     return None if per is None else per / acc_scale
 
 
