@@ -20,6 +20,12 @@ reader folds the scales into its float weights before quantizing them, w'[k, c] 
 scale w'_scale[k]. The integer ops are unchanged; such a value never becomes float (there is no
 one scale to dequantize it with).
 
+The values of a linear residual stream's stage (`channel_scaled_streams`: MobileNetV2's bottleneck
+outputs and the adds that join them) take per-channel scales t_v * p_c, with one profile p for the
+whole stage and a factor t_v per value (`QuantParams.stream_scales`). The factor is the value's
+scale: an add of two such values takes the scalar multipliers t_a / t_out and t_b / t_out (exact,
+the profile cancelling), a fused residual likewise, and readers fold p_c alone into their weights.
+
 **Unsigned activations.** A value in `QuantParams.unsigned` (see `unsigned_values`: a Relu or
 Clip(min >= 0) output of a convolution that only unpadded convolutions read: MobileNetV2's
 depthwise outputs) is never negative, and symmetric int8 would spend its sign bit on nothing.
@@ -84,6 +90,9 @@ class QuantParams:
     `unsigned`: values that `unsigned_values` allows, coded with zero point -128 (see the
     module doc); their scales (in `scales` or `channel_scales`) are thresholds / 255.
     `keep_float`: outputs of convolutions and dense layers that stay float (with their Relu/Clip).
+    `stream_scales`: for the values of `channel_scaled_streams`'s stages, which also have
+    `channel_scales`, the factor t with channel_scales = t * the stage's profile (see the module
+    doc); an add of two such values takes the scalar multipliers of their factors.
     """
 
     scales: Mapping[str, float]
@@ -95,6 +104,7 @@ class QuantParams:
     correction_inputs: Sequence[Mapping[str, np.ndarray]] = ()
     unsigned: frozenset[str] = frozenset()
     keep_float: frozenset[str] = frozenset()
+    stream_scales: Mapping[str, float] = field(default_factory=dict)
 
 
 def channel_scaled_values(graph: Graph, kept: Collection[str] = ()) -> list[str]:
@@ -122,6 +132,59 @@ def channel_scaled_values(graph: Graph, kept: Collection[str] = ()) -> list[str]
             continue
         found.append(name)
     return found
+
+
+def channel_scaled_streams(
+    graph: Graph, values: Collection[str], kept: Collection[str] = ()
+) -> list[list[str]]:
+    """The stages of residual streams among `values` (linear stream values, compiler.quant.static)
+    that may take per-channel scales with one profile per stage: `values` grouped by the adds
+    that join them, each group kept when every value is 4-d and no graph output, made by a
+    convolution that lowers to a QConv (none of `kept`, which stay float) or by an add of two
+    values of the group, and read only by such adds and by group-1 convolutions that can fold
+    the scales into their weights."""
+    pool = set(values)
+    group = {v: {v} for v in pool}
+    for node in graph.nodes:
+        if node.op == "Add" and node.outputs[0] in pool:
+            for name in node.inputs:
+                if name in pool and group[name] is not group[node.outputs[0]]:
+                    merged = group[name] | group[node.outputs[0]]
+                    for v in merged:
+                        group[v] = merged
+    users = graph.consumer_map()
+    stages, seen = [], set()
+    for v in values:
+        if v in seen:
+            continue
+        stage = group[v]
+        seen |= stage
+        if all(_stream_member(graph, users, x, stage, kept) for x in stage):
+            stages.append([x for x in values if x in stage])
+    return stages
+
+
+def _stream_member(graph: Graph, users: Mapping[str, list[Node]], name: str, stage: Collection[str],
+                   kept: Collection[str]) -> bool:  # fmt: skip
+    value = graph.values[name]
+    producer = graph.producer(name)
+    if value.rank != 4 or value.is_const or name in graph.outputs or producer is None or name in kept:
+        return False
+    if producer.op == "Add":
+        made = all(x in stage for x in producer.inputs)
+    else:
+        made = producer.op == "Conv" and _lowers_to_qconv(graph, producer)
+    readers = users.get(name, [])
+    joined = (r.op == "Add" and r.outputs[0] in stage and all(x in stage for x in r.inputs) for r in readers)
+    folds = (r.op == "Conv" and _absorbs(graph, users, r, name, kept) for r in readers)
+    return made and bool(readers) and all(a or b for a, b in zip(joined, folds, strict=True))
+
+
+def _lowers_to_qconv(graph: Graph, node: Node) -> bool:
+    """Whether Conv `node` has what `_conv` needs to lower it (a float input with a scale aside)."""
+    if not _const_4d(graph, node.inputs[1]) or set(node.ints_attr("dilations")) != {1}:
+        return False
+    return len(node.inputs) < 3 or graph.const_data(node.inputs[2]) is not None
 
 
 def unsigned_values(graph: Graph, kept: Collection[str] = ()) -> list[str]:
@@ -163,11 +226,7 @@ def _absorbs(graph: Graph, users: Mapping[str, list[Node]], reader: Node, name: 
         return False
     if reader.outputs[0] in kept:
         return False
-    if (reader.int_attr("group") != 1 and not any_group) or set(reader.ints_attr("dilations")) != {1}:
-        return False
-    if not _const_4d(graph, reader.inputs[1]):
-        return False
-    if len(reader.inputs) == 3 and graph.const_data(reader.inputs[2]) is None:
+    if (reader.int_attr("group") != 1 and not any_group) or not _lowers_to_qconv(graph, reader):
         return False
     out = reader.outputs[0]
     after = users.get(out, [])
@@ -242,9 +301,10 @@ class _Lowering:
         return not v.is_const and v.dtype == "float32"
 
     def scale_of(self, name: str) -> float | None:
-        """The value's scale; 1.0 for a value with per-channel scales (its readers fold them)."""
+        """The value's scale; for a value with per-channel scales, whose readers fold them, its
+        stream factor (`QuantParams.stream_scales`), else 1.0."""
         if name in self.p.channel_scales:
-            return 1.0
+            return self.p.stream_scales.get(name, 1.0)
         if name in self.ints:
             return self.ints[name][1]
         return self.p.scales.get(name) if self.is_float_act(name) else None
@@ -410,8 +470,9 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
 
 
 def _fold_input_scales(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> np.ndarray:
-    """w'[k, c] = w[k, c] * s_c for a group-1 convolution reading a value with per-channel scales."""
-    scales = np.asarray(lw.p.channel_scales[d.x], np.float64)
+    """w'[k, c] = w[k, c] * s_c / t for a group-1 convolution reading a value with per-channel
+    scales s_c and scale t (`_folded_scales`)."""
+    scales = _folded_scales(lw, d.x)
     if d.op != "QConv" or d.attrs.get("group") != 1 or d.w in lw.p.weights or w_float.shape[1] != scales.size:
         raise QuantizationError(
             f"node {d.out} ({d.op}) cannot fold the {scales.size} channel scales of {d.x} into its weights"
@@ -453,6 +514,13 @@ def _weight(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> QWeight:
     return QWeight(qw.data, qw.scales, d.w_axis)
 
 
+def _folded_scales(lw: _Lowering, name: str) -> np.ndarray:
+    """What a reader folds into its weights for a value with per-channel scales: the scales over
+    the value's scale (`scale_of`: 1.0, or a stream value's factor, which is its input scale)."""
+    scales = np.asarray(lw.p.channel_scales[name], np.float64)
+    return scales / lw.p.stream_scales.get(name, 1.0)
+
+
 def _moment(lw: _Lowering, d: _Dense) -> np.ndarray | None:
     """The second moment of the layer's input rows, if the calibration collected it, in the
     units its weights multiply: x_c / s_c for an input with per-channel scales s_c, whose scales
@@ -461,7 +529,7 @@ def _moment(lw: _Lowering, d: _Dense) -> np.ndarray | None:
     moment = cal.moments.get(d.w) if cal is not None else None
     if moment is None or d.x not in lw.p.channel_scales:
         return moment
-    scales = np.asarray(lw.p.channel_scales[d.x], np.float64)
+    scales = _folded_scales(lw, d.x)
     per_column = np.repeat(scales, moment.shape[-1] // scales.size)  # columns are (channel, tap)
     return moment / np.outer(per_column, per_column)
 
@@ -573,6 +641,7 @@ def _add(lw: _Lowering, node: Node) -> bool:
     s_a, s_b, s_out = lw.scale_of(a), lw.scale_of(b), lw.scale_of(out)
     if s_a is None or s_b is None or s_out is None:
         return False
+    _check_stream_profiles(lw, (a, b, out), f"node {out} (QAdd)")
     (mult_a, mult_b), shift = immediate_requant(np.array([s_a, s_b]) / s_out, ACT_MAX, f"node {out} (QAdd)")
     lo, hi = lw.clip_bounds(act, s_out)
     attrs = {
@@ -587,6 +656,20 @@ def _add(lw: _Lowering, node: Node) -> bool:
     if act:
         lw.absorbed.add(id(act.node))
     return True
+
+
+def _check_stream_profiles(lw: _Lowering, names: Sequence[str], where: str) -> None:
+    """An add's operands and result have per-channel scales all or none, and then one profile
+    (scales over stream factor, `_folded_scales`), so that its multipliers are scalars."""
+    scaled = [name in lw.p.channel_scales for name in names]
+    if not any(scaled):
+        return
+    if not all(scaled) or any(name not in lw.p.stream_scales for name in names):
+        listed = ", ".join(names)
+        raise QuantizationError(f"{where}: {listed} are not all values of one stream with channel scales")
+    first, *rest = (_folded_scales(lw, name) for name in names)
+    if any(not np.allclose(first, other, rtol=1e-6, atol=0.0) for other in rest):
+        raise QuantizationError(f"{where}: {', '.join(names)} have channel scales of different profiles")
 
 
 def _global_pool(lw: _Lowering, node: Node) -> bool:
