@@ -72,7 +72,9 @@ def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
 
 def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from codesign.model_run import CALIBRATION_COUNT, load_model
+    from compiler.codegen.host import use_default_disk_cache
 
+    use_default_disk_cache()
     count = CALIBRATION_COUNT if args.calibration_inputs is None else args.calibration_inputs
     if count < 1:
         raise ValueError(f"--calibration-inputs must be at least 1, not {count}")
@@ -122,7 +124,8 @@ def _compile(args: argparse.Namespace) -> int:
     summary = {"output": args.output, "steps": len(model.steps),
                "accelerator_steps": sum(s.where == "accel" for s in model.steps),
                "offloaded_macs_fraction": model.offloaded_macs_fraction(),
-               "compile_s": loaded.compile_s}  # fmt: skip
+               "compile_s": loaded.compile_s,
+               "kernels_from_disk_cache": loaded.kernels_from_disk}  # fmt: skip
     print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
     return 0
 

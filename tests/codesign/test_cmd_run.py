@@ -4,6 +4,9 @@ agreement with onnxruntime, a compiled model file, and every bad input with its 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -189,3 +192,19 @@ def test_quantizer_options_run_exact(
     with pytest.raises(SystemExit) as exit_:
         main(["run", str(path), "--rounding", "stochastic"])
     assert exit_.value.code == 2 and "invalid choice: 'stochastic'" in capsys.readouterr().err
+
+
+def test_a_second_compile_loads_its_host_kernels_from_the_disk_cache(tmp_path: Path) -> None:
+    """Two processes (the in-process cache would hide the disk): the second compiles no kernel."""
+    model = tmp_path / "mlp.onnx"
+    onnx.save(zoo.build("mlp"), model)
+    env = {**os.environ, "CODESIGN_KERNEL_CACHE": str(tmp_path / "kernels")}
+    reports = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-m", "codesign", "compile", str(model), "-o",
+                               str(tmp_path / "mlp.cmodel"), "--json"], capture_output=True, text=True,
+                              env=env, check=True)  # fmt: skip
+        reports.append(json.loads(proc.stdout))
+    written = len(list((tmp_path / "kernels").glob("*.o")))
+    assert reports[0]["kernels_from_disk_cache"] == 0 and written > 0
+    assert reports[1]["kernels_from_disk_cache"] == written

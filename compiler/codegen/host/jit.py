@@ -6,14 +6,17 @@ level `opt_level`, loop and SLP vectorisation on) emits that CPU's vector instru
 kernel gets its own execution engine (MCJIT owns its target machine, so each also gets its own);
 the engine must outlive every use of the function address, so `JitFunction` holds it.
 
-Optional disk cache: `set_disk_cache(path)` (or the environment variable CODESIGN_KERNEL_CACHE)
-keeps each kernel's object code in `path/<key>.o`, keyed by llvmlite's and LLVM's versions, the
-host CPU, its features, the optimisation level and the IR text; a later process loads the object
-and skips optimisation and code generation.
+Disk cache: `set_disk_cache(path)` (or the environment variable CODESIGN_KERNEL_CACHE; "off",
+"0" or empty turn it off) keeps each kernel's object code in `path/<key>.o`, keyed by llvmlite's
+and LLVM's versions, the host CPU, its features, the optimisation level and the IR text; a later
+process loads the object and skips optimisation and code generation. The library leaves it off;
+`codesign compile` and `codesign run` use `default_cache_dir()` ($CODESIGN_CACHE/kernels) unless
+the variable says otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -25,8 +28,12 @@ from pathlib import Path
 import llvmlite
 import llvmlite.binding as llvm
 
+from hw.verilog import cache_root
+
 _LOCK = threading.Lock()  # LLVM compilation is not re-entrant through llvmlite
 _DISK: list[Path | None] = [None]  # set_disk_cache's directory, if any
+CACHE_ENV = "CODESIGN_KERNEL_CACHE"
+_OFF = ("", "0", "off", "none")
 
 
 @dataclass(frozen=True)
@@ -78,11 +85,27 @@ def set_disk_cache(path: str | Path | None) -> None:
     _DISK[0] = None if path is None else Path(path)
 
 
+def default_cache_dir() -> Path:
+    """Where the command line keeps compiled kernels: `kernels/` in the workbench's cache
+    (`$CODESIGN_CACHE`, default ~/.cache/codesign, beside the Verilator builds); deleting it
+    only costs compile time."""
+    return cache_root() / "kernels"
+
+
 def _disk_dir() -> Path | None:
     if _DISK[0] is not None:
         return _DISK[0]
-    env = os.environ.get("CODESIGN_KERNEL_CACHE")
-    return Path(env) if env else None
+    env = os.environ.get(CACHE_ENV)
+    return None if env is None or env.strip().lower() in _OFF else Path(env)
+
+
+def use_default_disk_cache() -> None:
+    """The command line's choice: `default_cache_dir()` unless CODESIGN_KERNEL_CACHE is set (to
+    a directory or to off) or a cache was set already; a home that cannot hold it leaves it off."""
+    if _DISK[0] is not None or CACHE_ENV in os.environ:
+        return
+    with contextlib.suppress(OSError):  # a read-only home: every kernel compiles, as without a cache
+        set_disk_cache(default_cache_dir())
 
 
 def compile_ir(ir_text: str, name: str, opt_level: int = 3) -> JitFunction:
@@ -136,6 +159,7 @@ def _write_object(disk: Path, key: str, obj: bytes) -> None:
     """Write through a temporary file and rename, so a reader never sees half an object."""
     tmp = disk / f".{key}.{os.getpid()}.tmp"
     try:
+        disk.mkdir(parents=True, exist_ok=True)  # CODESIGN_KERNEL_CACHE may name a new directory
         tmp.write_bytes(obj)
         tmp.replace(disk / f"{key}.o")
     except OSError:

@@ -119,13 +119,17 @@ class HostKernel:
 
 @dataclass(frozen=True)
 class CacheInfo:
+    """This process's kernel cache: lookups that found a kernel, lookups that compiled one,
+    kernels held, and how many of the compiled ones came from the disk cache."""
+
     hits: int
     misses: int
     size: int
+    from_disk: int = 0
 
 
 _CACHE: dict[str, JitFunction] = {}
-_STATS = {"hits": 0, "misses": 0}
+_STATS = {"hits": 0, "misses": 0, "from_disk": 0}
 _CACHE_LOCK = threading.Lock()
 
 
@@ -139,10 +143,11 @@ def compile_func(func: LoweredFunc, opt_level: int = 3) -> HostKernel:
     if jit is None:
         jit = compile_ir(llvm_ir, func.name, opt_level)
         with _CACHE_LOCK:
+            _STATS["from_disk"] += jit.from_disk
             jit = _CACHE.setdefault(key, jit)
     return HostKernel(func, jit, llvm_ir)
 
 
 def cache_info() -> CacheInfo:
     with _CACHE_LOCK:
-        return CacheInfo(_STATS["hits"], _STATS["misses"], len(_CACHE))
+        return CacheInfo(_STATS["hits"], _STATS["misses"], len(_CACHE), _STATS["from_disk"])

@@ -9,7 +9,13 @@ import pytest
 
 from compiler import te
 from compiler.codegen.host import HostKernel, cache_info, compile_func, host_target, set_disk_cache
-from compiler.codegen.host.jit import compile_ir
+from compiler.codegen.host.jit import (
+    CACHE_ENV,
+    _disk_dir,
+    compile_ir,
+    default_cache_dir,
+    use_default_disk_cache,
+)
 from compiler.lower.host import lower_host
 from compiler.schedule import Schedule
 
@@ -103,3 +109,29 @@ def test_several_outputs_at_every_opt_level(opt_level):
     both = np.zeros(1, np.float32)
     with pytest.raises(ValueError, match="kernel minmax: output low overlaps output top"):
         kernel(np.zeros(5, np.float32), out=(both, both))
+
+
+def test_the_environment_variable_names_a_cache_directory_made_on_first_write(tmp_path, monkeypatch):
+    text = compile_func(_scale(3.25, n=6)).llvm_ir
+    where = tmp_path / "new" / "kernels"
+    monkeypatch.setenv(CACHE_ENV, str(where))
+    fresh = compile_ir(text, "scale")
+    assert not fresh.from_disk and (where / f"{fresh.key}.o").is_file()
+    assert compile_ir(text, "scale").from_disk
+    for off in ("off", "0", ""):
+        monkeypatch.setenv(CACHE_ENV, off)
+        assert not compile_ir(text, "scale").from_disk
+
+
+def test_the_command_line_default_cache_unless_the_environment_says_otherwise(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
+    assert default_cache_dir() == tmp_path / "kernels"
+    try:
+        monkeypatch.setenv(CACHE_ENV, "off")
+        use_default_disk_cache()
+        assert _disk_dir() is None
+        monkeypatch.delenv(CACHE_ENV)
+        use_default_disk_cache()
+        assert _disk_dir() == tmp_path / "kernels" and _disk_dir().is_dir()
+    finally:
+        set_disk_cache(None)
