@@ -15,8 +15,8 @@ threshold `amax` that int8 represents (scale = amax / 127, symmetric):
 
 With `moments_for` ({weight name: rows per input}, compiler.quant.rounding.moment_plan),
 `collect` also records the second moment E[x x^T] of the rows that each such weight multiplies
-(compiler.quant.rounding.layer_rows, that many drawn from each input), for rounding the weights
-to the smallest output error (GPTQ).
+(compiler.quant.rounding.layer_rows, that many drawn from each input, of the first
+`moment_inputs` inputs only), for rounding the weights to the smallest output error (GPTQ).
 """
 
 from __future__ import annotations
@@ -191,21 +191,25 @@ class Calibration:
 
 
 def collect(
-    graph: Graph, inputs: Iterable[Mapping[str, np.ndarray]], moments_for: Mapping[str, int] | None = None
+    graph: Graph,
+    inputs: Iterable[Mapping[str, np.ndarray]],
+    moments_for: Mapping[str, int] | None = None,
+    moment_inputs: int | None = None,
 ) -> Calibration:
     """Run `graph` (float) on each input dict and gather every float32 activation's statistics,
     and the second moments of the input rows of the weights named in `moments_for`, from at
-    most the given number of rows of each input."""
+    most the given number of rows of each of the first `moment_inputs` inputs (None: all)."""
     stats: dict[str, TensorStats] = {}
     sums = _MomentSums(dict(moments_for or {}))
     last = last_uses(graph)
     samples = 0
     for feeds in inputs:
         env = _feeds(graph, feeds)
+        moments = moment_inputs is None or samples < moment_inputs
         for name in graph.inputs:
             _observe(stats, name, env[name])
         for i, node in enumerate(graph.nodes):
-            if len(node.inputs) > 1 and node.inputs[1] in sums.plan:
+            if moments and len(node.inputs) > 1 and node.inputs[1] in sums.plan:
                 sums.add(graph, node, env[node.inputs[0]])
             outs = evaluate_node(graph, node, [env[x] for x in node.inputs])
             for name, array in zip(node.outputs, outs, strict=True):

@@ -130,6 +130,10 @@ def test_collect_averages_the_second_moment_of_the_chosen_layers_inputs() -> Non
     sampled = collect(_tiny(), xs, moments_for={"w": 1}).moments["w"][0]
     choices = [rows[[0 + a, 2 + b, 4 + c]] for a, b, c in itertools.product((0, 1), repeat=3)]
     assert any(np.allclose(sampled, r.T @ r / 3, rtol=1e-5, atol=1e-6) for r in choices)
+    # the first input's moment only; the statistics still see all three
+    first = collect(_tiny(), xs, moments_for={"w": 2}, moment_inputs=1)
+    np.testing.assert_allclose(first.moments["w"][0], rows[:2].T @ rows[:2] / 2, rtol=1e-6)
+    assert first.samples == 3 and first.stats["x"].absmax == cal.stats["x"].absmax
 
 
 @pytest.mark.parametrize(
