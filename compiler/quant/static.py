@@ -229,8 +229,8 @@ def stream_channel_scales(
     (compiler.quant.lowering.channel_scaled_streams): value v's are scales[v] (its per-tensor
     scale) times the stage's profile p_c = (r_c / max r) ** `alpha`, floored at CHANNEL_FLOOR,
     r_c the largest share max_c(v) / max(v) of channel c over the stage's values. One profile
-    per stage keeps every add's multipliers scalar; each channel's threshold is at least its
-    own calibrated max, as in `channel_scales`."""
+    per stage keeps every add's multipliers scalar. Where scales[v] is v's max over 127 (minmax,
+    STREAM_METHOD), each channel's threshold is at least its own calibrated max."""
     result: dict[str, np.ndarray] = {}
     for stage in stages:
         shares = [calibration.stats[v].axis_absmax[1] / calibration.stats[v].absmax for v in stage

@@ -2,11 +2,11 @@
 
 from compiler.codegen.host.emit_llvm import emit_module
 from compiler.codegen.host.jit import (
-           HostTarget,
-           default_cache_dir,
-           host_target,
-           set_disk_cache,
-           use_default_disk_cache,
+    HostTarget,
+    default_cache_dir,
+    host_target,
+    set_disk_cache,
+    use_default_disk_cache,
 )
 from compiler.codegen.host.kernel import ArgSpec, CacheInfo, HostKernel, cache_info, compile_func
 
