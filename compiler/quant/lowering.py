@@ -181,7 +181,8 @@ def _stream_member(graph: Graph, users: Mapping[str, list[Node]], name: str, sta
 
 
 def _lowers_to_qconv(graph: Graph, node: Node) -> bool:
-    """Whether Conv `node` has what `_conv` needs to lower it (a float input with a scale aside)."""
+    """Whether Conv `node` has what `_conv` needs to lower it (a float input with a scale aside):
+    constant 4-d weights, dilations 1, and a constant bias or none."""
     if not _const_4d(graph, node.inputs[1]) or set(node.ints_attr("dilations")) != {1}:
         return False
     return len(node.inputs) < 3 or graph.const_data(node.inputs[2]) is not None
@@ -584,12 +585,9 @@ def _emit_dense(
 
 
 def _conv(lw: _Lowering, node: Node) -> bool:
-    w = lw.const(node.inputs[1])
+    if not _lowers_to_qconv(lw.src, node):
+        return False
     bias = node.inputs[2] if len(node.inputs) == 3 else None
-    if w is None or w.ndim != 4 or set(node.ints_attr("dilations")) != {1}:
-        return False
-    if bias is not None and lw.const(bias) is None:
-        return False
     attrs = {k: node.attrs[k] for k in ("strides", "pads", "group")}
     return _lower_dense(lw, _Dense("QConv", node.inputs[0], node.inputs[1], 0, bias, node.outputs[0], attrs))
 
