@@ -37,7 +37,7 @@ class Loaded:
     onnx_bytes: bytes | None  # the float model, for the fp32 reference
     zoo_name: str | None
     compile_s: float
-    kernels_from_disk: int = 0  # host kernels loaded from the disk cache, not compiled
+    kernels_from_disk: int  # host kernels loaded from the disk cache, not compiled
 
 
 def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
@@ -52,40 +52,32 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     biases; "nearest" without correction quantizes ResNet-18 in half the time, less accurately:
     see the README); it calibrates on `calibration_count` inputs. Host kernels come from the
     disk cache where it has them (compiler.codegen.host.jit); `Loaded.kernels_from_disk` counts them."""
-    before = cache_info().from_disk
-    loaded = _load_model(path, cfg, input_shapes, calibration, tuning_log, offload_shallow, rounding,
-                         bias_correction, calibration_count)  # fmt: skip
-    loaded.kernels_from_disk = cache_info().from_disk - before
-    return loaded
-
-
-def _load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None,
-                calibration: str, tuning_log: str | None, offload_shallow: bool, rounding: str,
-                bias_correction: bool, calibration_count: int) -> Loaded:  # fmt: skip
     start = time.perf_counter()
+    before = cache_info().from_disk
     knobs_for = _from_log(tuning_log)
     if path.endswith(".cmodel"):
         model, extra = serialize.load(path, knobs_for)
         onnx_path = extra.get("onnx")
         data = Path(onnx_path).read_bytes() if onnx_path and Path(onnx_path).exists() else None
-        return Loaded(model, data, extra.get("zoo"), time.perf_counter() - start)
-    graph = import_onnx(path, input_shapes)  # its errors name the file
-    data = Path(path).read_bytes()
-    name = zoo_name(data)
-    calib = calibration_inputs(graph, name, calibration_count)
-    target = AcceleratorTarget(cfg)
-    # a model quantized already keeps the file's scales (and onnxruntime's rounding between a
-    # convolution and its residual add); calibration then only bounds accumulators
-    if is_qdq(graph):  # requantized as precisely as onnxruntime, whose int8 results it should match
-        qgraph = import_qdq(graph, calib, precise=True)
+        name = extra.get("zoo")
     else:
-        # a shallow convolution that stays on the host stays float there: int8 buys it nothing
-        keep = None if offload_shallow else functools.partial(is_shallow, target=target)
-        quantized = quantize(graph, calib, method=calibration, rounding=rounding,
-                             bias_correction=bias_correction, keep_float=keep)  # fmt: skip
-        qgraph = fuse_residual_adds(quantized)
-    model = CompiledModel.compile(qgraph, target, knobs_for=knobs_for, offload_shallow=offload_shallow)
-    return Loaded(model, data, name, time.perf_counter() - start)
+        graph = import_onnx(path, input_shapes)  # its errors name the file
+        data = Path(path).read_bytes()
+        name = zoo_name(data)
+        calib = calibration_inputs(graph, name, calibration_count)
+        target = AcceleratorTarget(cfg)
+        # a model quantized already keeps the file's scales (and onnxruntime's rounding between a
+        # convolution and its residual add); calibration then only bounds accumulators
+        if is_qdq(graph):  # requantized as precisely as onnxruntime, whose int8 results it should match
+            qgraph = import_qdq(graph, calib, precise=True)
+        else:
+            # a shallow convolution that stays on the host stays float there: int8 buys it nothing
+            keep = None if offload_shallow else functools.partial(is_shallow, target=target)
+            quantized = quantize(graph, calib, method=calibration, rounding=rounding,
+                                 bias_correction=bias_correction, keep_float=keep)  # fmt: skip
+            qgraph = fuse_residual_adds(quantized)
+        model = CompiledModel.compile(qgraph, target, knobs_for=knobs_for, offload_shallow=offload_shallow)
+    return Loaded(model, data, name, time.perf_counter() - start, cache_info().from_disk - before)
 
 
 def _from_log(tuning_log: str | None) -> Callable[[Any], Any] | None:
