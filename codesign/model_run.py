@@ -18,6 +18,7 @@ from compiler.codegen.host import cache_info
 from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph
 from compiler.quant import quantize
+from compiler.quant.accuracy import Agreement, agreement
 from compiler.quant.fuse_residual import fuse_residual_adds
 from compiler.quant.qdq import import_qdq
 from compiler.quant.static import DEFAULT_ROUNDING
@@ -170,27 +171,27 @@ def run(loaded: Loaded, inputs: list[Inputs], backend: Any,
     model, graph = loaded.model, loaded.model.graph
     session = _ort_session(loaded.onnx_bytes)
     results: list[ModelResult] = []
-    exact, cosines, max_err, agree = True, [], 0.0, []
+    exact, refs, gots = True, [], []
     start = time.perf_counter()
     for i, feeds in enumerate(inputs):
         check_inputs(graph, feeds)
         result = model.run(feeds, backend)
         results.append(result)
-        out_name = graph.outputs[0]
-        got = result.outputs[out_name]
         if backend.name != "timing":
             exact = exact and matches_reference(graph, feeds, result)
-        if session is not None and backend.name != "timing":
-            ref = session.run(None, feeds)[0]
-            a, b = got.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
-            cosines.append(float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30)))
-            max_err = max(max_err, float(np.abs(a - b).max()))
-            if ref.ndim == 2 and ref.shape[1] > 1:
-                agree.append(bool(got.argmax(axis=1)[0] == ref.argmax(axis=1)[0]))
+            if session is not None:
+                refs.append(session.run(None, feeds)[0])
+                gots.append(result.outputs[graph.outputs[0]])
         if progress:
             progress(i + 1, len(inputs))
     run_s = time.perf_counter() - start
-    return _report(loaded, results, backend, run_s, exact, cosines, max_err, agree)
+    return _report(loaded, results, backend, run_s, exact, agreement(refs, gots) if refs else None,
+                   _is_classifier(refs))  # fmt: skip
+
+
+def _is_classifier(outputs: list[np.ndarray]) -> bool:
+    """Outputs of shape [1, classes > 1]: top-1 agreement means something."""
+    return bool(outputs) and outputs[0].ndim == 2 and outputs[0].shape[0] == 1 and outputs[0].shape[1] > 1
 
 
 # float steps after the integer part (a float classifier, a pooler) run as native kernels whose
@@ -227,7 +228,7 @@ def _ort_session(onnx_bytes: bytes | None) -> Any:
 
 
 def _report(loaded: Loaded, results: list[ModelResult], backend: Any, run_s: float, exact: bool,
-            cosines: list[float], max_err: float, agree: list[bool]) -> dict[str, Any]:  # fmt: skip
+            fp32: Agreement | None, classifier: bool) -> dict[str, Any]:  # fmt: skip
     model = loaded.model
     cfg = model.target.cfg
     n = max(len(results), 1)
@@ -237,9 +238,11 @@ def _report(loaded: Loaded, results: list[ModelResult], backend: Any, run_s: flo
     return {
         "model": model.graph.name, "config": cfg.name, "backend": backend.name, "inputs": len(results),
         "correct_int8": None if backend.name == "timing" else exact,
-        "top1_agreement": float(np.mean(agree)) if agree else None,
-        "cosine": float(np.mean(cosines)) if cosines else None,
-        "max_abs_err": max_err if cosines else None,
+        "top1_agreement": fp32.top1 if fp32 and classifier else None,
+        "top1_ci95": list(fp32.top1_ci95) if fp32 and classifier else None,
+        "cosine": fp32.cosine_mean if fp32 else None,
+        "rms_err": fp32.rms_err if fp32 else None,
+        "max_abs_err": fp32.max_abs_err if fp32 else None,
         "cycles": int(cycles) if timed else None,
         "latency_ms": (cycles / (cfg.clock_mhz * 1e3) if timed else 0.0) + host_s * 1e3,
         "host_ms": host_s * 1e3,
@@ -277,8 +280,8 @@ def print_table(report: dict[str, Any], out: Any = sys.stdout) -> None:
         util = "" if r["utilization"] is None else f"{r['utilization']:.3f}"
         print(f"{r['name'][:28]:28} {r['op']:15} {r['where']:10} {cycles:>10} {util:>6} {r['host_ms']:8.3f}",
               file=out)  # fmt: skip
-    keys = ("correct_int8", "top1_agreement", "cosine", "max_abs_err", "cycles", "latency_ms",
-            "offloaded_macs_fraction", "device_dram_bytes", "compile_s", "kernels_from_disk_cache",
-            "run_s")  # fmt: skip
+    keys = ("correct_int8", "top1_agreement", "top1_ci95", "cosine", "rms_err", "max_abs_err", "cycles",
+            "latency_ms", "offloaded_macs_fraction", "device_dram_bytes", "compile_s",
+            "kernels_from_disk_cache", "run_s")  # fmt: skip
     for k in keys:
         print(f"{k}: {report[k]}", file=out)

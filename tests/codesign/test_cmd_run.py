@@ -34,6 +34,9 @@ def test_run_mlp_exact_and_close_to_fp32(mlp: Path, capsys: pytest.CaptureFixtur
     report = _json(capsys, ["run", str(mlp), "--config", "tiny", "--inputs", "4", "--json"])
     assert report["correct_int8"] is True and report["inputs"] == 4
     assert report["cosine"] > 0.99 and report["top1_agreement"] >= 0.75
+    lo, hi = report["top1_ci95"]
+    assert lo < report["top1_agreement"] <= hi and hi - lo > 0.2  # four inputs say little
+    assert 0 < report["rms_err"] <= report["max_abs_err"]
     assert report["offloaded_macs_fraction"] > 0.9
     ops = [(r["op"], r["where"]) for r in report["operators"]]
     assert ("QGemm", "accel") in ops and report["cycles"] is None  # fsim counts no cycles
