@@ -4,10 +4,11 @@ cycles and where they go)."""
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,13 @@ import numpy as np
 
 from compiler.codegen.host import cache_info
 from compiler.frontend import import_onnx
-from compiler.graph.ir import Graph
+from compiler.graph.ir import Graph, Node
+from compiler.graph.passes import simplify
 from compiler.quant import quantize
 from compiler.quant.accuracy import Agreement, agreement
 from compiler.quant.fuse_residual import fuse_residual_adds
 from compiler.quant.qdq import import_qdq
-from compiler.quant.static import DEFAULT_ROUNDING
+from compiler.quant.static import DEFAULT_ROUNDING, dense_layers
 from compiler.runtime import serialize
 from compiler.runtime.model import CompiledModel, ModelResult, is_shallow, reference_boundary
 from compiler.target import AcceleratorTarget
@@ -41,22 +43,38 @@ class Loaded:
     kernels_from_disk: int  # host kernels loaded from the disk cache, not compiled
 
 
+@dataclass(frozen=True)
+class QuantOptions:
+    """How `load_model` quantizes a float ONNX model: `calibration` (the activation calibrator)
+    on `calibration_count` inputs, `rounding` and `bias_correction` as `quantize` takes them (its
+    defaults: GPTQ convolution weights, corrected biases; "nearest" without correction quantizes
+    ResNet-18 in half the time, less accurately: see the README), and `float_layers`: patterns
+    (fnmatch, on the ONNX node's name or its output's) of convolutions and dense layers that
+    stay float and run on the host, trading offloaded MACs for int8 error."""
+
+    calibration: str = "percentile"
+    calibration_count: int = CALIBRATION_COUNT
+    rounding: str = DEFAULT_ROUNDING
+    bias_correction: bool = True
+    float_layers: tuple[str, ...] = ()
+
+
 def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-               calibration: str = "percentile", tuning_log: str | None = None,
-               offload_shallow: bool = False, rounding: str = DEFAULT_ROUNDING, bias_correction: bool = True,
-               calibration_count: int = CALIBRATION_COUNT) -> Loaded:  # fmt: skip
-    """A CompiledModel from an ONNX file (imported, quantized on calibration inputs, compiled)
-    or from a .cmodel file; with `tuning_log`, each accelerator operator uses the fastest
-    schedule the log holds for it on this config, else its default; `offload_shallow` puts
-    shallow convolutions on the accelerator too (compiler.runtime.model). `rounding` and
-    `bias_correction` go to `quantize` (its defaults: GPTQ convolution weights, corrected
-    biases; "nearest" without correction quantizes ResNet-18 in half the time, less accurately:
-    see the README); it calibrates on `calibration_count` inputs. Host kernels come from the
-    disk cache where it has them (compiler.codegen.host.jit); `Loaded.kernels_from_disk` counts them."""
+               quant: QuantOptions = QuantOptions(), tuning_log: str | None = None,
+               offload_shallow: bool = False) -> Loaded:  # fmt: skip
+    """A CompiledModel from an ONNX file (imported, quantized on calibration inputs as `quant`
+    says, compiled) or from a .cmodel file; with `tuning_log`, each accelerator operator uses
+    the fastest schedule the log holds for it on this config, else its default;
+    `offload_shallow` puts shallow convolutions on the accelerator too
+    (compiler.runtime.model). Host kernels come from the disk cache where it has them
+    (compiler.codegen.host.jit); `Loaded.kernels_from_disk` counts them."""
     start = time.perf_counter()
     before = cache_info().from_disk
     knobs_for = _from_log(tuning_log)
     if path.endswith(".cmodel"):
+        if quant.float_layers:
+            raise ValueError(f"{path} is compiled already: --float-layers applies when compiling "
+                             "an ONNX model")  # fmt: skip
         model, extra = serialize.load(path, knobs_for)
         onnx_path = extra.get("onnx")
         data = Path(onnx_path).read_bytes() if onnx_path and Path(onnx_path).exists() else None
@@ -65,20 +83,51 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
         graph = import_onnx(path, input_shapes)  # its errors name the file
         data = Path(path).read_bytes()
         name = zoo_name(data)
-        calib = calibration_inputs(graph, name, calibration_count)
+        calib = calibration_inputs(graph, name, quant.calibration_count)
         target = AcceleratorTarget(cfg)
         # a model quantized already keeps the file's scales (and onnxruntime's rounding between a
         # convolution and its residual add); calibration then only bounds accumulators
         if is_qdq(graph):  # requantized as precisely as onnxruntime, whose int8 results it should match
+            if quant.float_layers:
+                raise ValueError(f"{path} is quantized already (QuantizeLinear/DequantizeLinear): "
+                                 "--float-layers applies to a float model")  # fmt: skip
             qgraph = import_qdq(graph, calib, precise=True)
         else:
             # a shallow convolution that stays on the host stays float there: int8 buys it nothing
-            keep = None if offload_shallow else functools.partial(is_shallow, target=target)
-            quantized = quantize(graph, calib, method=calibration, rounding=rounding,
-                                 bias_correction=bias_correction, keep_float=keep)  # fmt: skip
+            shallow = None if offload_shallow else functools.partial(is_shallow, target=target)
+            keep = float_layer_rule(graph, quant.float_layers, shallow)
+            quantized = quantize(graph, calib, method=quant.calibration, rounding=quant.rounding,
+                                 bias_correction=quant.bias_correction, keep_float=keep)  # fmt: skip
             qgraph = fuse_residual_adds(quantized)
         model = CompiledModel.compile(qgraph, target, knobs_for=knobs_for, offload_shallow=offload_shallow)
     return Loaded(model, data, name, time.perf_counter() - start, cache_info().from_disk - before)
+
+
+KeepRule = Callable[[Graph, Node], bool]
+
+
+def float_layer_rule(graph: Graph, patterns: Sequence[str], also: KeepRule | None = None) -> KeepRule | None:
+    """`quantize`'s keep_float for the layers of `graph` whose node or output name matches one
+    of `patterns` (fnmatch), or for which `also` holds; None when neither keeps any. Every
+    pattern must match a convolution or dense layer of the graph as `quantize` cleans it."""
+    nodes = dense_layers(simplify(graph))
+    layers = [n.name for n in nodes]
+    for pattern in patterns:
+        if not any(_named(n, pattern) for n in nodes):
+            shown = ", ".join(layers[:3]) + (", ..." if len(layers) > 3 else "")
+            raise ValueError(f"--float-layers {pattern!r} matches no convolution or dense layer of "
+                             f"{graph.name} (its {len(layers)} layers: {shown})")  # fmt: skip
+    if not patterns:
+        return also
+
+    def keep(g: Graph, node: Node) -> bool:
+        return any(_named(node, p) for p in patterns) or bool(also and also(g, node))
+
+    return keep
+
+
+def _named(node: Node, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(node.name, pattern) or fnmatch.fnmatchcase(node.outputs[0], pattern)
 
 
 def _from_log(tuning_log: str | None) -> Callable[[Any], Any] | None:

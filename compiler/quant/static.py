@@ -173,11 +173,15 @@ def linear_stream_values(graph: Graph) -> list[str]:
     return found
 
 
+def dense_layers(graph: Graph) -> list[Node]:
+    """The convolutions and dense layers of `graph`: what `quantize`'s `keep_float` chooses among."""
+    return [n for n in graph.nodes if n.op in ("Conv", "Gemm", "MatMul")]
+
+
 def _kept_float(graph: Graph, keep: Callable[[Graph, Node], bool] | None) -> frozenset[str]:
     if keep is None:
         return frozenset()
-    dense = (n for n in graph.nodes if n.op in ("Conv", "Gemm", "MatMul"))
-    return frozenset(n.outputs[0] for n in dense if keep(graph, n))
+    return frozenset(n.outputs[0] for n in dense_layers(graph) if keep(graph, n))
 
 
 def _float32(x: np.ndarray | float) -> np.ndarray:

@@ -128,6 +128,8 @@ def test_a_qdq_model_runs_with_its_own_scales(tmp_path: Path, capsys: pytest.Cap
     report = _json(capsys, ["run", str(path), "--config", "tiny", "--inputs", "2", "--json"])
     assert report["correct_int8"] is True and report["cosine"] > 0.99
     assert ("QConv", "accel") in [(r["op"], r["where"]) for r in report["operators"]]
+    err = _error(capsys, ["run", str(path), "--config", "tiny", "--float-layers", "*"])
+    assert "is quantized already (QuantizeLinear/DequantizeLinear): --float-layers applies to a float" in err
 
 
 @pytest.mark.rtl
@@ -174,6 +176,26 @@ def test_offload_shallow_puts_a_first_layer_on_the_accelerator(
     assert first_conv(["run", str(offloaded)]) == ("QConv", "accel")
     err = _error(capsys, ["run", str(plain), "--offload-shallow"])
     assert "was compiled with shallow convolutions on the host; compile the ONNX model again" in err
+
+
+def test_float_layers_stay_float_on_the_host(mlp: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    base = ["run", str(mlp), "--config", "tiny", "--inputs", "4", "--json"]
+    plain = _json(capsys, base)
+    kept = _json(capsys, [*base, "--float-layers", "fc2*", "--float-layers", "fc3"])  # output fc2.Add
+    where = {r["name"]: (r["op"], r["where"]) for r in kept["operators"]}
+    assert where["relu1"] == ("QGemm", "accel") and where["fc2.Add"] == where["logits"] == ("Gemm", "host")
+    assert kept["correct_int8"] is True
+    assert kept["offloaded_macs_fraction"] < 0.5 < plain["offloaded_macs_fraction"]
+    assert kept["rms_err"] < plain["rms_err"]  # two int8 layers fewer
+    listed = _json(capsys, [*base, "--float-layers", "fc2.MatMul,fc3"])  # by node names, one argument
+    assert {r["name"]: (r["op"], r["where"]) for r in listed["operators"]} == where
+    err = _error(capsys, [*base, "--float-layers", "fc4*"])
+    assert "--float-layers 'fc4*' matches no convolution or dense layer of mlp (its 3 layers: fc1, fc2" in err
+    out = tmp_path / "mlp.cmodel"
+    _json(capsys, ["compile", str(mlp), "-o", str(out), "--config", "tiny", "--json"])
+    err = _error(capsys, ["run", str(out), "--float-layers", "fc3"])
+    assert "is compiled already: --float-layers applies when compiling an ONNX model" in err
 
 
 def test_quantizer_options_run_exact(
