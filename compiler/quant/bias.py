@@ -26,7 +26,7 @@ import numpy as np
 
 from compiler.graph.interp import evaluate_node, last_uses
 from compiler.graph.ir import Graph, Node, const
-from compiler.graph.opdefs.qops import INT32_MAX, conv_acc, gemm_acc, qconv_epilogue
+from compiler.graph.opdefs.qops import INT32_MAX, gemm_acc, qconv_acc, qconv_epilogue
 
 
 @dataclass(frozen=True)
@@ -84,5 +84,5 @@ def _accumulator(node: Node, xs: Sequence[np.ndarray]) -> np.ndarray:
     """The int32 accumulator (before the bias) of a QConv or QGemm, channels on axis 1."""
     x, w = xs[:2]
     if node.op == "QConv":
-        return conv_acc(x, w, node.ints_attr("strides"), node.ints_attr("pads"), node.int_attr("group"))
+        return qconv_acc(x, w, node.attrs)
     return gemm_acc(x, w)

@@ -15,7 +15,7 @@ import numpy as np
 
 from compiler.graph.interp import evaluate_node
 from compiler.graph.ir import Graph, Node
-from compiler.graph.opdefs.qops import conv_acc, gemm_acc, precise_steps
+from compiler.graph.opdefs.qops import gemm_acc, precise_steps, qconv_acc
 
 LIMIT = float(1 << 31)
 REQUANTIZING = ("QConv", "QGemm", "QAdd", "QGlobalAvgPool")
@@ -43,11 +43,7 @@ def _intermediates(node: Node, arrays: Sequence[np.ndarray]) -> np.ndarray:
     rounding = (1 << (shift - 1)) if shift > 0 else 0
     if node.op in ("QConv", "QGemm"):
         x, w, bias, mult = arrays[:4]
-        if node.op == "QConv":
-            strides, pads = node.ints_attr("strides"), node.ints_attr("pads")
-            acc = conv_acc(x, w, strides, pads, node.int_attr("group"), wrap=False)
-        else:
-            acc = gemm_acc(x, w, wrap=False)
+        acc = qconv_acc(x, w, node.attrs, wrap=False) if node.op == "QConv" else gemm_acc(x, w, wrap=False)
         shape = [1] * acc.ndim
         shape[1] = -1
         t = acc + bias.astype(np.int64).reshape(shape)

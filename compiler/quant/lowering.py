@@ -27,14 +27,17 @@ scale: an add of two such values takes the scalar multipliers t_a / t_out and t_
 the profile cancelling), a fused residual likewise, and readers fold p_c alone into their weights.
 
 **Unsigned activations.** A value in `QuantParams.unsigned` (see `unsigned_values`: a Relu or
-Clip(min >= 0) output of a convolution that only unpadded convolutions read: MobileNetV2's
-depthwise outputs) is never negative, and symmetric int8 would spend its sign bit on nothing.
-It takes 255 steps instead of 127: its scale is amax / 255 and its int8 code is round(x / s) - 128
-(zero point -128). The ops stay those of the contract: the producer's clip bounds start at -128,
-and its bias is lowered by 128 * 2**shift / mult[k] (rounded to an accumulator step, at most
-half of mult / 2**shift output steps off; bias correction sees the offset as intended); each
-reader's bias is raised by 128 * sum w_q[k] (exact: with no padding every tap of a patch reads
-a code, and sum w * (q + 128) = sum w * q + 128 * sum w). Such a value never becomes float.
+Clip(min >= 0) output of a convolution that only unpadded or grouped convolutions read:
+MobileNetV2's depthwise outputs and the expand outputs its depthwise convolutions read) is never
+negative, and symmetric int8 would spend its sign bit on nothing. It takes 255 steps instead of
+127: its scale is amax / 255 and its int8 code is round(x / s) - 128 (zero point -128). The ops
+stay those of the contract: the producer's clip bounds start at -128, and its bias is lowered by
+128 * 2**shift / mult[k] (rounded to an accumulator step, at most half of mult / 2**shift output
+steps off; bias correction sees the offset as intended); each reader's bias is raised by 128 *
+sum w_q[k], and a reader that pads reads -128 there (QConv's `pad_value`, the code of zero):
+every tap of a patch then reads a code, and sum w * (q + 128) = sum w * q + 128 * sum w, exactly.
+A group-1 reader may not pad: the accelerator pads with zeros only, and would leave it to the
+host (compiler.runtime.model). Such a value never becomes float.
 
 `QuantParams.strict` is for QDQ files, whose every scale is binding: an activation folds into
 the op before it only when both tensors share a scale, and an int8 MaxPool/Relu/Flatten/Reshape
@@ -191,8 +194,9 @@ def _lowers_to_qconv(graph: Graph, node: Node) -> bool:
 def unsigned_values(graph: Graph, kept: Collection[str] = ()) -> list[str]:
     """The activations of `graph` that may be coded unsigned (zero point -128): the output of a
     Relu, or of a Clip with min >= 0, that is the only user of a convolution with constant 4-d
-    weights, when the value is no graph output and every reader is a convolution with zero
-    padding that lowers to a QConv (`_absorbs`, any group); none of them in `kept` (float)."""
+    weights, when the value is no graph output and every reader is a convolution that lowers to
+    a QConv (`_absorbs`, any group) and is grouped or pads nothing; none of them in `kept`
+    (float)."""
     users = graph.consumer_map()
     found = []
     for node in graph.nodes:
@@ -209,8 +213,8 @@ def unsigned_values(graph: Graph, kept: Collection[str] = ()) -> list[str]:
         readers = users.get(name, [])
         if name in graph.outputs or not readers:
             continue
-        if all(_absorbs(graph, users, r, name, kept, any_group=True) and not any(r.ints_attr("pads"))
-               for r in readers):  # fmt: skip
+        if all(_absorbs(graph, users, r, name, kept, any_group=True)
+               and (r.int_attr("group") > 1 or not any(r.ints_attr("pads"))) for r in readers):  # fmt: skip
             found.append(name)
     return found
 
@@ -435,8 +439,11 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
     channels = w_int.shape[0]
     acc_scale = s_in * qw.channel_scales(channels)
     bias = _bias(lw, d, acc_scale, channels)
+    attrs = dict(d.attrs)
     if d.x in lw.p.unsigned:
         bias = _unsigned_input_bias(d, bias, w_int)
+        if any(d.attrs["pads"]):  # type: ignore[arg-type]
+            attrs["pad_value"] = -UNSIGNED_OFFSET  # the code of zero
     out_scales = lw.p.channel_scales.get(out)
     if out_scales is not None and np.asarray(out_scales).shape != (channels,):
         raise QuantizationError(
@@ -456,7 +463,7 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
         if out_scales is not None
         else lw.clip_bounds(act, s_out, offset)
     )
-    attrs = {**d.attrs, "shift": shift, "clip_lo": lo, "clip_hi": hi, "out_scale": s_out}
+    attrs |= {"shift": shift, "clip_lo": lo, "clip_hi": hi, "out_scale": s_out}
     consts = [
         lw.add_const(f"{d.w}.q", np.ascontiguousarray(w_int)),
         lw.add_const(f"{d.out}.bias", bias),
@@ -482,10 +489,11 @@ def _fold_input_scales(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> np.ndar
 
 
 def _unsigned_input_bias(d: _Dense, bias: np.ndarray, w_int: np.ndarray) -> np.ndarray:
-    """The bias of a layer reading an unsigned value: + offset * sum w_q[k] (exact without padding)."""
-    if d.op != "QConv" or any(d.attrs["pads"]):  # type: ignore[arg-type]
+    """The bias of a layer reading an unsigned value: + offset * sum w_q[k] (exact where padding
+    reads the code of zero, -offset)."""
+    if d.op != "QConv" or (any(d.attrs["pads"]) and d.attrs["group"] == 1):  # type: ignore[arg-type]
         raise QuantizationError(
-            f"node {d.out} ({d.op}) reads {d.x}, which has a zero point, but pads its input"
+            f"node {d.out} ({d.op}) reads {d.x}, which has a zero point, but pads its input with one group"
         )
     total = w_int.astype(np.int64).reshape(w_int.shape[0], -1).sum(axis=1)
     return int32_bias(bias.astype(np.float64) + UNSIGNED_OFFSET * total, f"node {d.out} ({d.op})")

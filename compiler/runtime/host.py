@@ -145,7 +145,7 @@ def _qconv(graph: Graph, node: Node) -> Spec:
     return "qconv2d", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
                        "strides": node.ints_attr("strides"), "pads": node.ints_attr("pads"),
                        "group": node.int_attr("group"), "precise": precise,
-                       **_epilogue(node)}, arity  # fmt: skip
+                       "pad_value": node.int_attr("pad_value"), **_epilogue(node)}, arity  # fmt: skip
 
 
 def _qgemm(graph: Graph, node: Node) -> Spec:

@@ -202,6 +202,8 @@ def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget,
     clip = (node.int_attr("clip_lo"), node.int_attr("clip_hi")) if "clip_lo" in node.attrs else (0, 0)
     try:
         if node.op == "QConv" and node.int_attr("group") == 1:
+            if node.int_attr("pad_value") and any(node.ints_attr("pads")):
+                return None  # the accelerator's loads pad with zeros only
             w, b, m = (graph.const_data(x) for x in node.inputs[1:4])
             if w is None or b is None or m is None:
                 return None

@@ -24,6 +24,9 @@ The contract the accelerator implements bit for bit:
   (`precise_checks`) make that exact: mult > 0, clamp_lo <= clamp_hi, 1 <= k < shift, no step
   of the 32-bit form leaves int32 for t in [clamp_lo, clamp_hi], and the outputs at both clamp
   bounds lie within [clip_lo, clip_hi] (so the final clip never changes a value);
+- a QConv's padding reads `pad_value` (an int8, default 0): the code of an unsigned input's zero
+  is -128 (compiler.quant.lowering). The accelerator pads with zeros only, so a QConv with
+  padding and another pad value runs on the host;
 - `out_scale` is informational (the scale the int8 output stands for); nothing evaluates it.
 
 Ops: QConv, QGemm (per-channel bias and multiplier vectors, int32 constants), QAdd (residual
@@ -306,6 +309,8 @@ def _qconv_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
     shape = (x.shape[0], w.shape[0], *out)
     mult_r = attr_int(attrs, "mult_r")
     check(INT32_MIN <= mult_r <= INT32_MAX, f"mult_r {mult_r} does not fit int32")
+    pad_value = attr_int(attrs, "pad_value")
+    check(INT8_MIN <= pad_value <= INT8_MAX, f"pad_value {pad_value} is not an int8")
     _check_precise(values, attrs, w.shape[0], 4)
     check(len(values) < 6 or attr_int(attrs, "split") > 0, "QConv takes 6 inputs only with split > 0")
     if len(values) == 5:
@@ -316,9 +321,18 @@ def _qconv_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
 
 
 def _qconv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
-    x, w = xs[:2]
-    acc = conv_acc(x, w, attr_ints(attrs, "strides"), attr_ints(attrs, "pads"), attr_int(attrs, "group"))
-    return [qconv_epilogue(acc, xs, attrs)]
+    return [qconv_epilogue(qconv_acc(xs[0], xs[1], attrs), xs, attrs)]
+
+
+def qconv_acc(x: np.ndarray, w: np.ndarray, attrs: Attrs, wrap: bool = True) -> np.ndarray:
+    """A QConv's int32 accumulator (before the bias; `conv_acc`'s `wrap`), its padding reading
+    `pad_value`."""
+    pads, fill = attr_ints(attrs, "pads"), attr_int(attrs, "pad_value")
+    if fill and any(pads):  # pad with the value here; the convolution then pads nothing
+        top, left, bottom, right = pads
+        x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
+        pads = (0, 0, 0, 0)
+    return conv_acc(x, w, attr_ints(attrs, "strides"), pads, attr_int(attrs, "group"), wrap)
 
 
 def qconv_epilogue(acc: np.ndarray, xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -344,6 +358,7 @@ register(
             "group": AttrSpec("int", 1),
             "mult_r": AttrSpec("int", 0),
             "split": AttrSpec("int", 0),
+            "pad_value": AttrSpec("int", 0),
             **_EPILOGUE,
         },
         foldable=False,

@@ -181,15 +181,22 @@ class ConvOp(HostOp):
         """`x` in the accumulator's dtype (no cast where it is the input's already)."""
         return E.cast(self.acc_dtype, x)
 
+    @property
+    def pad_fill(self) -> int:
+        """The value padding reads: 0 here; a subclass may have its own."""
+        return 0
+
     def _padded(self, data: Tensor, channels_last: bool) -> Tensor:
-        """The zero-padded input, NCHW or transposed to NHWC."""
+        """The padded input (`pad_fill` outside), NCHW or transposed to NHWC."""
         n, c, h, w = self.shape
         top, left, bottom, right = self.pad_tlbr
         hp, wp = h + top + bottom, w + left + right
 
+        fill = E.const(self.pad_fill, self.inp_dtype)
+
         def value(b: E.Expr, ch: E.Expr, y: E.Expr, x: E.Expr) -> E.Expr:
             inside = E.all_of(E.ge(y, top), E.lt(y, h + top), E.ge(x, left), E.lt(x, w + left))
-            return E.if_then_else(inside, data[b, ch, y - top, x - left], E.const(0, self.inp_dtype))
+            return E.if_then_else(inside, data[b, ch, y - top, x - left], fill)
 
         if channels_last:
             return compute((n, hp, wp, c), lambda b, y, x, ch: value(b, ch, y, x), "data_pad")
@@ -288,11 +295,14 @@ class ConvOp(HostOp):
 
 
 def conv_reference64(data: np.ndarray, weight: np.ndarray, strides: tuple[int, int],
-                     pads: tuple[int, int, int, int], group: int) -> np.ndarray:  # fmt: skip
-    """numpy: the grouped convolution NCHW x (K, C/group, R, S) -> NKHW, in float64 (BLAS)."""
+                     pads: tuple[int, int, int, int], group: int,
+                     pad_fill: int = 0) -> np.ndarray:  # fmt: skip
+    """numpy: the grouped convolution NCHW x (K, C/group, R, S) -> NKHW, in float64 (BLAS),
+    padding with `pad_fill`."""
     (n, _, _, _), (k, cg, r, s) = data.shape, weight.shape
     top, left, bottom, right = pads
-    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    sides = ((0, 0), (0, 0), (top, bottom), (left, right))
+    x = np.pad(data.astype(np.float64), sides, constant_values=pad_fill)
     win = np.lib.stride_tricks.sliding_window_view(x, (r, s), axis=(2, 3))[:, :, :: strides[0], :: strides[1]]
     oh, ow = win.shape[2:4]
     win = win.reshape(n, group, cg, oh, ow, r, s)

@@ -5,7 +5,8 @@ qconv2d(data int8[N, C, H, W], weight int8[K, C/group, R, S], bias int32[K], mul
         [, clamp_lo int32[K], clamp_hi int32[K] if precise]) -> int8[N, K, OH, OW]
 
 acc[n, k, y, x] = sum_{c, ry, rx} data_pad[n, g(k)*C/group + c, y*sh + ry, x*sw + rx] *
-weight[k, c, ry, rx] with g(k) = k // (K/group) and zero padding (top, left, bottom, right); then
+weight[k, c, ry, rx] with g(k) = k // (K/group) and padding (top, left, bottom, right) that reads
+`pad_value` (0, or -128 for an unsigned input's zero: compiler.graph.opdefs.qops); then
 t = wrap32(wrap32(acc + bias[k]) * mult[k]), rounded, shifted and clipped as compiler.ops.host.
 qops describes; or, `precise`, the contract's precise requantization (clamped to [clamp_lo[k],
 clamp_hi[k]], an exact int64 product, rounded, shifted, clipped: qops again).  `group` is 1, C
@@ -23,6 +24,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from compiler.ops.host.base import check_int
 from compiler.ops.host.convbase import ConvOp, conv_reference64
 from compiler.ops.host.qops import (
     check_precise,
@@ -52,6 +54,7 @@ class QConv2d(ConvOp):
     clip_hi: int = 127
     strategy: str = "auto"
     precise: bool = False
+    pad_value: int = 0
     op: ClassVar[str] = "qconv2d"
     inp_dtype: ClassVar[str] = "int8"
     acc_dtype: ClassVar[str] = "int32"
@@ -60,6 +63,11 @@ class QConv2d(ConvOp):
     def _check_params(self) -> None:
         check_requant(self)
         check_precise(self)
+        object.__setattr__(self, "pad_value", check_int(self.op, "pad_value", self.pad_value, -128, 127))
+
+    @property
+    def pad_fill(self) -> int:
+        return self.pad_value
 
     def _channel_inputs(self) -> dict[str, Tensor]:
         return vector_inputs(self.weight_shape[0], self.precise)
@@ -72,14 +80,16 @@ class QConv2d(ConvOp):
 
     def reference(self, data: np.ndarray, weight: np.ndarray, *vectors: np.ndarray) -> np.ndarray:  # type: ignore[override]
         """`vectors`: bias and mult, and clamp_lo and clamp_hi if precise."""
-        acc = wrap32(conv_reference(data, weight, self.stride_hw, self.pad_tlbr, self.group))
+        acc = wrap32(conv_reference(data, weight, self.stride_hw, self.pad_tlbr, self.group, self.pad_value))
         return epilogue_reference(self, acc, vectors, axis=1)
 
 
 def conv_reference(data: np.ndarray, weight: np.ndarray, strides: tuple[int, int],
-                   pads: tuple[int, int, int, int], group: int) -> np.ndarray:  # fmt: skip
-    """numpy: the exact grouped convolution, NCHW x (K, C/group, R, S) -> int64 NKHW.
+                   pads: tuple[int, int, int, int], group: int,
+                   pad_value: int = 0) -> np.ndarray:  # fmt: skip
+    """numpy: the exact grouped convolution, NCHW x (K, C/group, R, S) -> int64 NKHW, padding
+    with `pad_value`.
 
     Computed in float64 (BLAS), exact: each product is below 2**14 and a sum has far fewer than
     2**39 of them."""
-    return conv_reference64(data, weight, strides, pads, group).astype(np.int64)
+    return conv_reference64(data, weight, strides, pads, group, pad_value).astype(np.int64)

@@ -70,7 +70,8 @@ def qconvs(draw):  # type: ignore[no-untyped-def]
     strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
     legal = ["auto", "rows"] + ["channels"] * (group == 1) + ["depthwise"] * (c == k == group)
     op = QConv2d((draw(st.integers(1, 2)), c, h, w), (k, c // group, r, s), strides, pads, group,
-                 strategy=draw(st.sampled_from(legal)))  # fmt: skip
+                 strategy=draw(st.sampled_from(legal)),
+                 pad_value=draw(st.sampled_from([0, -128, 37])))  # fmt: skip
     lo = draw(st.integers(-128, 0))
     return dataclasses.replace(op, shift=spread_shift(op), clip_lo=lo, clip_hi=draw(st.integers(lo, 127)))
 
@@ -163,10 +164,28 @@ def test_clip_bounds_outside_int8_keep_the_low_bits():
     assert got[0, :, 0, 0].tolist() == [-300 + 256, 200 - 256, 300 - 256]
 
 
+def test_padding_reads_the_pad_value():
+    """A 3x3 kernel over a 1x1 image padded by 1, with weight 1 at the centre (which reads the
+    data) and at one corner (which reads the pad value: -128 is the code of an unsigned value's
+    zero), 0 elsewhere."""
+    data = np.array([[[[5]]]], np.int8)
+    vectors = [np.zeros(1, np.int32), np.ones(1, np.int32)]
+    weight = np.zeros((1, 1, 3, 3), np.int8)
+    weight[0, 0, 1, 1] = weight[0, 0, 0, 2] = 1
+    for fill, strategy in ((0, "rows"), (-128, "rows"), (-128, "channels"), (37, "depthwise")):
+        op = QConv2d((1, 1, 1, 1), (1, 1, 3, 3), pads=1, shift=0, pad_value=fill, strategy=strategy)
+        assert int(assert_exact(op, [data, weight, *vectors])[0, 0, 0, 0]) == 5 + fill
+        (want,) = OPS["QConv"].evaluate([data, weight, *vectors], make_attrs("QConv", conv_attrs(op)))
+        assert int(want[0, 0, 0, 0]) == 5 + fill
+    with pytest.raises(ValueError, match=r"qconv2d: pad_value must be an int in \[-128, 127\], not 128"):
+        QConv2d((1, 1, 1, 1), (1, 1, 3, 3), pads=1, pad_value=128)
+
+
+@pytest.mark.parametrize("pad_value", [0, -128])
 @pytest.mark.parametrize("name", ["resnet18 conv1", "depthwise s2 narrow", "grouped", "depthwise s1 wide"])
-def test_equals_the_graph_evaluator(name):
-    op = ZOO[name]
-    names = ("strides", "pads", "group", "shift", "clip_lo", "clip_hi")
+def test_equals_the_graph_evaluator(name, pad_value):
+    op = dataclasses.replace(ZOO[name], pad_value=pad_value)
+    names = ("strides", "pads", "group", "shift", "clip_lo", "clip_hi", "pad_value")
     attrs = make_attrs("QConv", {name: getattr(op, name) for name in names})
     for seed in range(2):
         inputs = op.random_inputs(seed + 10)
@@ -178,7 +197,7 @@ def test_equals_the_graph_evaluator(name):
 
 
 def conv_attrs(op: QConv2d) -> dict[str, object]:
-    return {"strides": op.stride_hw, "pads": op.pad_tlbr, "group": op.group}
+    return {"strides": op.stride_hw, "pads": op.pad_tlbr, "group": op.group, "pad_value": op.pad_value}
 
 
 def precise_case(op: QConv2d, mode: str, seed: int) -> tuple[QConv2d, list[np.ndarray], np.ndarray]:

@@ -65,7 +65,7 @@ def test_conv_bias_and_relu6_fold_into_qconv_with_hand_derived_parameters() -> N
     np.testing.assert_array_equal(q.const_data("c.mult"), [83886, 41943])
     assert _body(q)[1] == (
         "  r: int8[1,2,2,2] = QConv(x.q, w.q, c.bias, c.mult) clip_hi=30 clip_lo=0 group=1 mult_r=0 "
-        "out_scale=0.2 pads=[0,0,0,0] shift=24 split=0 strides=[1,1]"
+        "out_scale=0.2 pad_value=0 pads=[0,0,0,0] shift=24 split=0 strides=[1,1]"
     )
     x = np.array([[[[10.0, -10.0], [3.0, 0.0]]]], np.float32)
     out = run_graph(q, {"x": x})["y"]

@@ -194,6 +194,19 @@ def test_attribute_checks(op: str, attrs: dict, match: str) -> None:
         OPS[op].infer([g.values[i] for i in inputs], make_node(op, inputs, ["y"], attrs).attrs)
 
 
+@pytest.mark.parametrize("pad_value", [128, -129])
+def test_a_qconv_pad_value_must_be_an_int8(pad_value: int) -> None:
+    g = Graph()
+    g.add_input("x", (1, 2, 3, 3), "int8")
+    g.add_value(const("w", np.zeros((2, 2, 3, 3), np.int8)))
+    g.add_value(const("b", np.zeros(2, np.int32)))
+    g.add_value(const("m", np.ones(2, np.int32)))
+    attrs = {"strides": (1, 1), "pads": (1, 1, 1, 1), "pad_value": pad_value}
+    node = make_node("QConv", ["x", "w", "b", "m"], ["y"], attrs)
+    with pytest.raises(GraphError, match=rf"pad_value {pad_value} is not an int8"):
+        OPS["QConv"].infer([g.values[i] for i in node.inputs], node.attrs)
+
+
 def test_a_pool_multiplier_must_be_an_immediate() -> None:
     g = Graph()
     g.add_input("x", (1, 4, 2, 2), "int8")

@@ -9,6 +9,8 @@ import pytest
 
 from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
+from compiler.graph.opdefs.qops import qconv_acc
+from compiler.ops.host.qconv import conv_reference
 from compiler.quant import QuantizationError, QuantParams, collect, lower, quantize
 from compiler.quant.lowering import UNSIGNED_OFFSET, unsigned_values
 from compiler.quant.static import activation_scales
@@ -18,23 +20,31 @@ CHANNELS = 16  # the reader sums the errors of 16 input channels: they outweigh 
 W_DW = np.linspace(0.5, 3.0, CHANNELS, dtype=np.float32).reshape(CHANNELS, 1, 1, 1)
 W_PW = np.random.default_rng(0).standard_normal((3, CHANNELS, 1, 1)).astype(np.float32)
 B_PW = np.array([0.1, -0.2, 0.05], np.float32)
+W_DW3 = np.random.default_rng(1).standard_normal((CHANNELS, 1, 3, 3)).astype(np.float32)
+B_DW3 = np.linspace(-0.3, 0.3, CHANNELS, dtype=np.float32)
 
 
 def _attrs(pad: int = 0, group: int = 1) -> dict[str, object]:
     return {"strides": (1, 1), "pads": (pad,) * 4, "dilations": (1, 1), "group": group}
 
 
-def _graph(clip_min: float = 0.0, reader_pad: int = 0, float_reader: bool = False) -> Graph:
+def _graph(clip_min: float = 0.0, reader_pad: int = 0, float_reader: bool = False,
+           depthwise_reader: bool = False) -> Graph:  # fmt: skip
     """x[1,16,4,4] -> depthwise 1x1 conv -> Clip(clip_min, 6) = r -> 1x1 conv (3 channels) = p
-    -> pool -> y."""
+    -> pool -> y; or r -> depthwise 3x3 conv padded by 1 = p."""
     g = Graph("unsigned")
     g.add_input("x", (1, CHANNELS, 4, 4), "float32")
     g.add_value(const("w_dw", W_DW))
     append(g, "Conv", ["x", "w_dw"], ["c"], _attrs(group=CHANNELS))
     append(g, "Clip", ["c"], ["r"], {"min": clip_min, "max": 6.0})
-    g.add_value(const("w_pw", W_PW))
-    g.add_value(const("b_pw", B_PW))
-    append(g, "Conv", ["r", "w_pw", "b_pw"], ["p"], _attrs(pad=reader_pad))
+    if depthwise_reader:
+        g.add_value(const("w_pw", W_DW3))
+        g.add_value(const("b_pw", B_DW3))
+        append(g, "Conv", ["r", "w_pw", "b_pw"], ["p"], _attrs(pad=1, group=CHANNELS))
+    else:
+        g.add_value(const("w_pw", W_PW))
+        g.add_value(const("b_pw", B_PW))
+        append(g, "Conv", ["r", "w_pw", "b_pw"], ["p"], _attrs(pad=reader_pad))
     append(g, "GlobalAveragePool", ["p"], ["y"])
     g.outputs = ["y"]
     if float_reader:
@@ -53,10 +63,11 @@ def _quantize(g: Graph, unsigned: bool, per_channel: bool = False) -> Graph:
                     bias_correction=False, unsigned=unsigned)  # fmt: skip
 
 
-def test_only_nonnegative_outputs_that_unpadded_convolutions_read_qualify() -> None:
+def test_only_nonnegative_outputs_that_unpadded_or_grouped_convolutions_read_qualify() -> None:
     assert unsigned_values(_graph()) == ["r"]
+    assert unsigned_values(_graph(depthwise_reader=True)) == ["r"]  # padding reads the code of zero
     assert unsigned_values(_graph(clip_min=-1.0)) == []  # may be negative
-    assert unsigned_values(_graph(reader_pad=1)) == []  # a padded border would read code 0 as 128 steps
+    assert unsigned_values(_graph(reader_pad=1)) == []  # the accelerator could not pad with -128
     assert unsigned_values(_graph(float_reader=True)) == []  # could not be dequantized
     assert unsigned_values(_graph(), kept={"c"}) == []  # the producer stays float
     assert unsigned_values(_graph(), kept={"p"}) == []  # the reader stays float
@@ -126,8 +137,26 @@ def test_per_channel_and_unsigned_together() -> None:
         np.testing.assert_allclose(run_graph(q, x)["y"], run_graph(g, x)["y"], atol=0.15)
 
 
+def test_a_padded_depthwise_reader_pads_with_the_code_of_zero_exactly() -> None:
+    """Its padding reads -128 and its bias holds + 128 * sum w: at every position, borders too,
+    the accumulator plus bias is that of the codes + 128 (the unsigned steps) padded with 0."""
+    g = _graph(depthwise_reader=True)
+    q = _quantize(g, True)
+    reader = next(n for n in q.nodes if n.op == "QConv" and n.outputs[0] == "p")
+    assert reader.int_attr("pad_value") == -UNSIGNED_OFFSET and reader.ints_attr("pads") == (1, 1, 1, 1)
+    w, bias = _data(q, reader.inputs[1]), _data(q, reader.inputs[2]).astype(np.int64)
+    steps_bias = bias - UNSIGNED_OFFSET * w.astype(np.int64).reshape(CHANNELS, -1).sum(axis=1)
+    for x in _inputs(3, 5):
+        codes = run_graph(q, x, keep=["r"])["r"]
+        got = qconv_acc(codes, w, reader.attrs) + bias.reshape(1, -1, 1, 1)
+        steps = codes.astype(np.int64) + UNSIGNED_OFFSET  # round(r / s), in [0, 255]
+        want = conv_reference(steps, w, (1, 1), (1, 1, 1, 1), CHANNELS) + steps_bias.reshape(1, -1, 1, 1)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_padded_reader_or_a_float_reader_is_refused() -> None:
-    for g, match in ((_graph(reader_pad=1), "pads its input"), (_graph(float_reader=True), "zero point")):
+    padded = "reads r, which has a zero point, but pads its input with one group"
+    for g, match in ((_graph(reader_pad=1), padded), (_graph(float_reader=True), "zero point")):
         cal = collect(g, _inputs(2, 1))
         scales = activation_scales(g, cal, "minmax")
         with pytest.raises(QuantizationError, match=match):

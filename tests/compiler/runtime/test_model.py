@@ -50,9 +50,10 @@ def test_host_steps_run_native_kernels_and_match_the_interpreter():
     assert result.cycles == 0 and model.offloaded_macs_fraction() == 0.0
 
 
-def _quantized_graph(rng: np.random.Generator) -> Graph:
+def _quantized_graph(rng: np.random.Generator, pad_value: int = 0) -> Graph:
     """x -> Quantize -> QConv 3x3 (+ReLU) -> QConv 1x1 -> QAdd (residual, ReLU) -> depthwise QConv
-    -> MaxPool -> QGlobalAvgPool -> Flatten -> QGemm -> Dequantize."""
+    -> MaxPool -> QGlobalAvgPool -> Flatten -> QGemm -> Dequantize; the 3x3 convolutions' padding
+    reads `pad_value`."""
     g = Graph("q")
     g.add_input("x", (1, 5, 8, 8), "float32")
     ep = {"shift": 12, "clip_lo": 0, "clip_hi": 127}
@@ -65,10 +66,10 @@ def _quantized_graph(rng: np.random.Generator) -> Graph:
         append(g, "QConv", [x, w, b, m], [out], attrs)
 
     append(g, "Quantize", ["x"], ["xq"], {"scale": 0.02})
-    conv("xq", "c1", 24, 5, 3)
+    conv("xq", "c1", 24, 5, 3, pad_value=pad_value)
     conv("c1", "c2", 24, 24, 1, clip_lo=-128)
     append(g, "QAdd", ["c1", "c2"], ["r"], {"mult_a": 300, "mult_b": 200, **ep, "shift": 9})
-    conv("r", "dw", 24, 24, 3, group=24)
+    conv("r", "dw", 24, 24, 3, group=24, pad_value=pad_value)
     append(g, "MaxPool", ["dw"], ["p"], {"kernel_shape": (2, 2), "strides": (2, 2), "pads": (0, 0, 0, 0),
                                        "dilations": (1, 1)})
     append(g, "QGlobalAvgPool", ["p"], ["gap"], {"mult": 700, **ep, "shift": 13, "clip_lo": -128})
@@ -109,6 +110,26 @@ def test_quantized_graph_on_the_accelerator_equals_the_integer_reference(name):
     accel = [r for r in timed.steps if r.where == "accel"]
     assert all(r.cycles and r.gemm_uops is not None for r in accel)
     assert timed.cycles == sum(r.cycles or 0 for r in accel)
+
+
+def test_a_convolution_padding_with_another_value_runs_on_the_host_exactly():
+    """The accelerator's loads pad with zeros: a padded QConv whose padding reads -128 (an unsigned
+    input's zero) runs on the host, as a native kernel, and equals the integer reference."""
+    plain = _quantized_graph(np.random.default_rng(7))
+    g = _quantized_graph(np.random.default_rng(7), pad_value=-128)
+    g.outputs.append("dw")  # the logits saturate; the depthwise output shows every border
+    cfg = PRESETS["tiny"]
+    model = CompiledModel.compile(g, AcceleratorTarget(cfg), offload_shallow=True)
+    where = {s.node.outputs[0]: s.where for s in model.steps}
+    assert (where["c1"], where["c2"], where["dw"]) == ("host", "accel", "host")  # host, not host-numpy
+    for seed in range(2):
+        x = np.random.default_rng(seed).standard_normal((1, 5, 8, 8)).astype(np.float32)
+        got = model.run({"x": x}, make_backend("fsim", cfg)).outputs
+        want = run_graph(g, {"x": x})
+        for name in ("logits", "dw"):
+            np.testing.assert_array_equal(got[name], want[name])
+        unpadded = run_graph(plain, {"x": x}, keep=["dw"])["dw"]
+        assert not np.array_equal(got["dw"], unpadded)  # the padding counts
 
 
 def test_a_shallow_convolution_stays_on_the_host_unless_offloaded():
