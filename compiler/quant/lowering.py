@@ -37,7 +37,8 @@ steps off; bias correction sees the offset as intended); each reader's bias is r
 sum w_q[k], and a reader that pads reads -128 there (QConv's `pad_value`, the code of zero):
 every tap of a patch then reads a code, and sum w * (q + 128) = sum w * q + 128 * sum w, exactly.
 A group-1 reader may not pad: the accelerator pads with zeros only, and would leave it to the
-host (compiler.runtime.model). Such a value never becomes float.
+host (compiler.runtime.model). Such a value never becomes float; where its producer stays float
+(`keep_float`, MobileNetV2's first convolution), it enters as a Quantize with zero point -128.
 
 `QuantParams.strict` is for QDQ files, whose every scale is binding: an activation folds into
 the op before it only when both tensors share a scale, and an int8 MaxPool/Relu/Flatten/Reshape
@@ -194,18 +195,18 @@ def _lowers_to_qconv(graph: Graph, node: Node) -> bool:
 def unsigned_values(graph: Graph, kept: Collection[str] = ()) -> list[str]:
     """The activations of `graph` that may be coded unsigned (zero point -128): the output of a
     Relu, or of a Clip with min >= 0, that is the only user of a convolution with constant 4-d
-    weights, when the value is no graph output and every reader is a convolution that lowers to
-    a QConv (`_absorbs`, any group) and is grouped or pads nothing; none of them in `kept`
-    (float)."""
+    weights or of one in `kept` (which stays float: a Quantize with zero point -128 follows),
+    when the value is no graph output and every reader is a convolution that lowers to a QConv
+    (`_absorbs`, any group, none of `kept`) and is grouped or pads nothing."""
     users = graph.consumer_map()
     found = []
     for node in graph.nodes:
         if node.op not in ("Relu", "Clip") or (node.op == "Clip" and node.float_attr("min") < 0):
             continue
         producer = graph.producer(node.inputs[0])
-        if producer is None or producer.op != "Conv" or node.inputs[0] in kept:
+        if producer is None or producer.op != "Conv":
             continue
-        if not _const_4d(graph, producer.inputs[1]):
+        if not _const_4d(graph, producer.inputs[1]) and node.inputs[0] not in kept:
             continue
         if users.get(node.inputs[0]) != [node] or node.inputs[0] in graph.outputs:
             continue
@@ -337,11 +338,10 @@ class _Lowering:
         """The name of `name` as int8 (a Quantize the first time; the caller checked its scale)."""
         if name in self.ints:
             return self.ints[name][0]
-        if name in self.p.unsigned:
-            raise QuantizationError(f"{name} is coded unsigned but its producer was not lowered to a QConv")
         scale = self.p.scales[name]
         out = self.fresh(f"{name}.q")
-        append(self.g, "Quantize", [self.float_of(name)], [out], {"scale": scale})
+        zero = -UNSIGNED_OFFSET if name in self.p.unsigned else 0  # a float producer's unsigned value
+        append(self.g, "Quantize", [self.float_of(name)], [out], {"scale": scale, "zero_point": zero})
         self.ints[name] = (out, scale)
         return out
 

@@ -106,7 +106,8 @@ def _layer_norm(graph: Graph, node: Node) -> Spec:
 
 
 def _quantize(graph: Graph, node: Node) -> Spec:
-    return "quantize", {"shape": _shape(graph, node), "scale": node.float_attr("scale")}, 1
+    return "quantize", {"shape": _shape(graph, node), "scale": node.float_attr("scale"),
+                        "zero_point": node.int_attr("zero_point")}, 1  # fmt: skip
 
 
 def _dequantize(graph: Graph, node: Node) -> Spec:

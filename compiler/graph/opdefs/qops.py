@@ -31,9 +31,9 @@ The contract the accelerator implements bit for bit:
 
 Ops: QConv, QGemm (per-channel bias and multiplier vectors, int32 constants), QAdd (residual
 addition with two int32 multipliers: ALU immediates up to 16 bits, vector operands beyond),
-QGlobalAvgPool (int32 sum, one immediate
-multiplier), Quantize (float32 -> int8, round half to even, saturating) and Dequantize (int8 or
-int32 -> float32). MaxPool, Relu, Flatten and Reshape run on int8 as they are.
+QGlobalAvgPool (int32 sum, one immediate multiplier), Quantize (float32 -> int8, round half to
+even, plus `zero_point`: 0, or -128 where an unsigned value enters from float; saturating) and
+Dequantize (int8 or int32 -> float32). MaxPool, Relu, Flatten and Reshape run on int8 as they are.
 """
 
 from __future__ import annotations
@@ -472,12 +472,15 @@ def _quantize_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
     (x,) = values
     check(x.dtype == "float32", f"Quantize of {x.dtype}, expected float32")
     _check_scale(attrs, "scale")
+    zero = attr_int(attrs, "zero_point")
+    check(INT8_MIN <= zero <= INT8_MAX, f"zero_point {zero} is not an int8")
     return [TensorType(x.shape, "int8")]
 
 
-def quantize_array(x: np.ndarray, scale: float) -> np.ndarray:
-    """float32 -> int8: x / scale in float32, rounded half to even, saturated (the host kernel's rule)."""
-    q = np.rint(np.asarray(x, np.float32) / np.float32(scale))
+def quantize_array(x: np.ndarray, scale: float, zero_point: int = 0) -> np.ndarray:
+    """float32 -> int8: x / scale in float32, rounded half to even, plus `zero_point`, saturated
+    (the host kernel's rule)."""
+    q = np.rint(np.asarray(x, np.float32) / np.float32(scale)) + np.float32(zero_point)
     return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
 
 
@@ -498,9 +501,9 @@ register(
         "Quantize",
         (1, 1),
         _quantize_rule,
-        lambda xs, a: [quantize_array(xs[0], attr_float(a, "scale"))],
-        "float32 -> int8: saturate(round_half_even(x / scale)), zero point 0",
-        {"scale": AttrSpec("float")},
+        lambda xs, a: [quantize_array(xs[0], attr_float(a, "scale"), attr_int(a, "zero_point"))],
+        "float32 -> int8: saturate(round_half_even(x / scale) + zero_point)",
+        {"scale": AttrSpec("float"), "zero_point": AttrSpec("int", 0)},
         foldable=False,
     )
 )

@@ -30,8 +30,8 @@ def test_residual_add_and_relu_fold_into_qadd() -> None:
     q = lower(g, QuantParams({"a": 0.5, "b": 0.25, "s": 2.0, "r": 1.0}))
     # ratios 0.5 and 0.25: 0.5 * 2**16 = 32768 overflows 16 bits, so shift 15
     assert _body(q) == [
-        "  a.q: int8[1,4] = Quantize(a) scale=0.5",
-        "  b.q: int8[1,4] = Quantize(b) scale=0.25",
+        "  a.q: int8[1,4] = Quantize(a) scale=0.5 zero_point=0",
+        "  b.q: int8[1,4] = Quantize(b) scale=0.25 zero_point=0",
         "  r: int8[1,4] = QAdd(a.q, b.q) clip_hi=127 clip_lo=0 mult_a=16384 mult_b=8192 out_scale=1.0 "
         "shift=15",
         "  r.dq: float32[1,4] = Dequantize(r) scale=1.0",

@@ -207,6 +207,18 @@ def test_a_qconv_pad_value_must_be_an_int8(pad_value: int) -> None:
         OPS["QConv"].infer([g.values[i] for i in node.inputs], node.attrs)
 
 
+def test_quantize_adds_its_zero_point_and_saturates() -> None:
+    x = np.array([0.0, 0.125, 0.375, 6.0, 70.0, -0.5], np.float32)
+    got = run_op("Quantize", {"x": x}, {}, {"scale": 0.25, "zero_point": -128})
+    # x / 0.25 rounds half to even: 0, 0 (0.5), 2 (1.5), 24, 280, -2; minus 128, saturated
+    np.testing.assert_array_equal(got, [-128, -128, -126, -104, 127, -128])
+    g = Graph()
+    g.add_input("x", (2,), "float32")
+    node = make_node("Quantize", ["x"], ["y"], {"scale": 0.1, "zero_point": 128})
+    with pytest.raises(GraphError, match=r"zero_point 128 is not an int8"):
+        OPS["Quantize"].infer([g.values["x"]], node.attrs)
+
+
 def test_a_pool_multiplier_must_be_an_immediate() -> None:
     g = Graph()
     g.add_input("x", (1, 4, 2, 2), "int8")

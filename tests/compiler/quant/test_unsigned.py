@@ -69,7 +69,7 @@ def test_only_nonnegative_outputs_that_unpadded_or_grouped_convolutions_read_qua
     assert unsigned_values(_graph(clip_min=-1.0)) == []  # may be negative
     assert unsigned_values(_graph(reader_pad=1)) == []  # the accelerator could not pad with -128
     assert unsigned_values(_graph(float_reader=True)) == []  # could not be dequantized
-    assert unsigned_values(_graph(), kept={"c"}) == []  # the producer stays float
+    assert unsigned_values(_graph(), kept={"c"}) == ["r"]  # the producer stays float: a Quantize follows
     assert unsigned_values(_graph(), kept={"p"}) == []  # the reader stays float
     assert unsigned_values(small_cnn()) == []  # its Relu outputs feed padded convolutions and an add
 
@@ -174,14 +174,21 @@ def test_a_reader_that_cannot_be_lowered_is_refused() -> None:
         lower(g, QuantParams(scales, calibration=cal, unsigned=frozenset({"r"})))
 
 
-def test_an_unsigned_value_whose_producer_stays_float_is_refused() -> None:
-    g = _graph()
-    cal = collect(g, _inputs(2, 1))
-    params = QuantParams(
-        activation_scales(g, cal, "minmax"), unsigned=frozenset({"r"}), keep_float=frozenset({"c"})
-    )
-    with pytest.raises(QuantizationError, match="r is coded unsigned but its producer was not lowered"):
-        lower(g, params)
+def test_an_unsigned_value_whose_producer_stays_float_enters_with_zero_point_minus_128() -> None:
+    g = _graph(depthwise_reader=True)
+    q = quantize(g, _inputs(8, 1), method="minmax", rounding="nearest", bias_correction=False,
+                 keep_float=lambda graph, node: node.outputs[0] == "c")  # fmt: skip
+    ops = [(n.op, n.outputs[0]) for n in q.nodes]
+    assert ops[:4] == [("Conv", "c"), ("Clip", "r"), ("Quantize", "r.q"), ("QConv", "p")]
+    quant = q.nodes[2]
+    assert quant.int_attr("zero_point") == -UNSIGNED_OFFSET
+    scale = quant.float_attr("scale")
+    assert scale == pytest.approx(6.0 / 255, rel=1e-6)  # minmax: r reaches 6, over 255 steps
+    for x in _inputs(3, 6):
+        real = run_graph(g, x, keep=["r"])["r"]
+        codes = run_graph(q, x, keep=["r.q"])["r.q"].astype(np.int64)
+        np.testing.assert_array_equal(codes, np.rint(real / np.float32(scale)) - UNSIGNED_OFFSET)
+        np.testing.assert_allclose(run_graph(q, x)["y"], run_graph(g, x)["y"], atol=0.1)  # y spans +-5
 
 
 def test_a_convolution_kept_float_runs_float_before_a_quantize() -> None:
