@@ -109,26 +109,29 @@ def test_resnet18_goal_over_100_inputs(best: bool) -> None:
     assert result.cosine_mean >= 0.99 and result.top1 >= 0.90, result
 
 
+# MobileNetV2's top-1 over these 100 inputs is a count of near-ties: 10 have fp32 top-2 margins
+# below 0.1 logit (3% of the logits' spread, 1000 classes), and its int8 errors (0.19 rms) flip
+# about half of those. `python benchmarks/top1_lottery.py mobilenetv2` draws the model's own
+# validation errors onto these inputs: top-1 0.88 +- 0.03 expected. So its tests bound the rms
+# error, which every quantizer change moves steadily, and keep a top-1 bound three spreads
+# below the expectation; issue 8's goal of 0.90 is not asserted (see the README).
 @pytest.mark.slow
 def test_mobilenetv2_over_100_inputs() -> None:
     """The default quantizer (GPTQ convolution weights from sampled rows, bias correction),
-    per-channel unsigned depthwise outputs, per-channel residual-stream stages calibrated by
-    minmax, the stem float on the host: cosine 0.99783, top-1 0.89. The issue's top-1 goal
-    (0.90) is not met robustly and is not asserted here: 10 of these inputs have fp32 top-2
-    margins below 0.1 (3% of the logits' spread), and quantizations that differ only in GPTQ's
-    row sample, the float calibration's last bits or the BLAS kernels (OPENBLAS_CORETYPE) land
-    at 0.87-0.91; over 400 other inputs the top-1 is 0.91 (issue 8's note)."""
+    per-channel unsigned depthwise outputs, unsigned expand outputs (padding with the code of
+    zero), per-channel residual-stream stages calibrated by minmax, the stem float on the host:
+    cosine 0.99814, rms error 0.187, top-1 0.85 (0.89 at rms 0.200, before the expand outputs
+    were unsigned; 0.9275 over 400 other inputs, where that version had 0.91)."""
     result = _agreement("mobilenetv2", 100, 16)
-    assert result.cosine_mean >= 0.99 and result.top1 >= 0.85, result
+    assert result.cosine_mean >= 0.99 and result.rms_err <= 0.195 and result.top1 >= 0.80, result
 
 
 @pytest.mark.slow
 def test_mobilenetv2_fast_quantizer_over_100_inputs() -> None:
-    """The fast quantizer (round to nearest, no bias correction): cosine 0.99348, top-1 0.77,
-    the cosine goal but not top-1's (0.82 before the residual stream had per-channel scales,
-    with cosine 0.99259: its top-1 moves as the default's does)."""
+    """The fast quantizer (round to nearest, no bias correction): cosine 0.99413, rms error
+    0.344, top-1 0.80 (0.77 before the expand outputs were unsigned)."""
     result = _agreement("mobilenetv2", 100, 16, best=False)
-    assert result.cosine_mean >= 0.99 and result.top1 >= 0.70, result
+    assert result.cosine_mean >= 0.99 and result.rms_err <= 0.36 and result.top1 >= 0.70, result
 
 
 @functools.cache
