@@ -2,8 +2,8 @@
 int8 qconv2d (compiler.ops.host.qconv): parameters, padded input, accumulation and schedules.
 
 acc[n, k, y, x] = sum_{c, ry, rx} data_pad[n, g(k)*C/group + c, y*sh + ry, x*sw + rx] *
-weight[k, c, ry, rx] with g(k) = k // (K/group) and zero padding (top, left, bottom, right),
-each operand cast to the accumulator's dtype (float32, or int32 for int8 data) and the sum taken
+weight[k, c, ry, rx] with g(k) = k // (K/group) and padding (top, left, bottom, right) that
+reads `pad_fill` (zero, but qconv2d's `pad_value`), each operand cast to the accumulator's dtype (float32, or int32 for int8 data) and the sum taken
 in (c, ry, rx) order; then each output is `acc` of its channel through the operator's epilogue
 (a bias add, a requantization).  `group` is 1, C (depthwise) or any common divisor of C and K.
 
@@ -20,7 +20,7 @@ operator's `depthwise_max_width` pixels, else "rows"):
   channels last, vectorised across channels; for narrow images, whose rows are too short to
   vectorise;
 - "rows" (any group): each output row accumulated in NCHW, vectorised along the row, from a
-  zero-padded copy of the input (one plane at a time when each group has one output channel,
+  padded copy of the input (one plane at a time when each group has one output channel,
   else the whole input once).
 """
 
