@@ -3,9 +3,10 @@ int8 qconv2d (compiler.ops.host.qconv): parameters, padded input, accumulation a
 
 acc[n, k, y, x] = sum_{c, ry, rx} data_pad[n, g(k)*C/group + c, y*sh + ry, x*sw + rx] *
 weight[k, c, ry, rx] with g(k) = k // (K/group) and padding (top, left, bottom, right) that
-reads `pad_fill` (zero, but qconv2d's `pad_value`), each operand cast to the accumulator's dtype (float32, or int32 for int8 data) and the sum taken
-in (c, ry, rx) order; then each output is `acc` of its channel through the operator's epilogue
-(a bias add, a requantization).  `group` is 1, C (depthwise) or any common divisor of C and K.
+reads `pad_fill` (zero, but qconv2d's `pad_value`), each operand cast to the accumulator's
+dtype (float32, or int32 for int8 data) and the sum taken in (c, ry, rx) order; then each
+output is `acc` of its channel through the operator's epilogue (a bias add, a
+requantization).  `group` is 1, C (depthwise) or any common divisor of C and K.
 
 Three schedules, named by `strategy` or chosen from the shape ("auto": "channels" for group 1
 with at least 8 output channels, "depthwise" for K = C = group with output rows of at most the
