@@ -30,9 +30,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     _model_args(comp)
     comp.add_argument("--json", action="store_true")
     comp.set_defaults(run=_compile)
+    sens = sub.add_parser("sensitivity", help="the int8 error each layer costs: the model quantized with "
+                          "each convolution or dense layer float in turn, against fp32")  # fmt: skip
+    sens.add_argument("model", metavar="MODEL.onnx")
+    add_config_args(sens)
+    sens.add_argument("--inputs", type=int, default=20, metavar="N", help="N seeded inputs (default 20)")
+    sens.add_argument("--layers", action="append", default=[], metavar="PATTERN[,PATTERN...]",
+                      help="only these candidates (matched as --float-layers; default: all)")  # fmt: skip
+    _quant_args(sens)
+    sens.add_argument("--json", action="store_true")
+    sens.set_defaults(run=_sensitivity)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
+    _quant_args(p)
+    p.add_argument("--tuning-log", metavar="FILE",
+                   help="schedules from a tuning log (codesign tune) where it has the operator")  # fmt: skip
+
+
+def _quant_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
                    help="bind a model input's symbolic dimensions (repeatable)")  # fmt: skip
     p.add_argument("--calibration", default="percentile",
@@ -43,8 +59,6 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="calibrate on N inputs (default 16; GPTQ's moments come from the first 16 "
                         "whatever N is; with 32, MobileNetV2's logit error is 11%% lower, ResNet-18's is "
                         "not, and ResNet-18's quantization takes 7.3 s instead of 4.2 s)")  # fmt: skip
-    p.add_argument("--tuning-log", metavar="FILE",
-                   help="schedules from a tuning log (codesign tune) where it has the operator")  # fmt: skip
     p.add_argument("--rounding", choices=("gptq", "gptq-all", "nearest"), default="gptq",
                    help="weight rounding: GPTQ from the calibration inputs' second moments for "
                         "convolutions (gptq, the default) or every dense layer (gptq-all), or nearest "
@@ -75,17 +89,27 @@ def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from codesign.model_run import CALIBRATION_COUNT, QuantOptions, load_model
-    from compiler.codegen.host import use_default_disk_cache
+def _patterns(items: list[str]) -> tuple[str, ...]:
+    return tuple(p for item in items for p in item.split(",") if p)
 
-    use_default_disk_cache()
+
+def _quant_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from codesign.model_run import CALIBRATION_COUNT, QuantOptions
+
     count = CALIBRATION_COUNT if args.calibration_inputs is None else args.calibration_inputs
     if count < 1:
         raise ValueError(f"--calibration-inputs must be at least 1, not {count}")
+    floats = _patterns(args.float_layers)
+    return QuantOptions(args.calibration, count, args.rounding, args.bias_correction, floats)
+
+
+def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from codesign.model_run import load_model
+    from compiler.codegen.host import use_default_disk_cache
+
+    use_default_disk_cache()
+    quant = _quant_options(args)
     cfg = resolve(args.config or "vta", args.set)
-    quant = QuantOptions(args.calibration, count, args.rounding, args.bias_correction,
-                         tuple(p for item in args.float_layers for p in item.split(",") if p))  # fmt: skip
     loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None, quant, args.tuning_log,
                         args.offload_shallow)  # fmt: skip
     saved = loaded.model.target.cfg
@@ -133,6 +157,21 @@ def _compile(args: argparse.Namespace) -> int:
                "compile_s": loaded.compile_s,
                "kernels_from_disk_cache": loaded.kernels_from_disk}  # fmt: skip
     print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return 0
+
+
+def _sensitivity(args: argparse.Namespace) -> int:
+    from codesign.model_run import print_sensitivity, sensitivity
+
+    if args.inputs < 1:
+        raise ValueError(f"--inputs must be at least 1, not {args.inputs}")
+    report = sensitivity(args.model, resolve(args.config, args.set), input_shapes(args.input_shape) or None,
+                         _quant_options(args), args.offload_shallow, args.inputs, _patterns(args.layers),
+                         _progress)  # fmt: skip
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print_sensitivity(report)
     return 0
 
 

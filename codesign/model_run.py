@@ -23,9 +23,10 @@ from compiler.quant import quantize
 from compiler.quant.accuracy import Agreement, agreement
 from compiler.quant.fuse_residual import fuse_residual_adds
 from compiler.quant.qdq import import_qdq
-from compiler.quant.static import DEFAULT_ROUNDING, dense_layers
+from compiler.quant.sensitivity import float_layer_gains
+from compiler.quant.static import DEFAULT_ROUNDING, calibrate, dense_layers
 from compiler.runtime import serialize
-from compiler.runtime.model import CompiledModel, ModelResult, is_shallow, reference_boundary
+from compiler.runtime.model import CompiledModel, ModelResult, is_shallow, node_macs, reference_boundary
 from compiler.target import AcceleratorTarget
 from hw.config import AcceleratorConfig
 
@@ -106,16 +107,18 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
 KeepRule = Callable[[Graph, Node], bool]
 
 
-def float_layer_rule(graph: Graph, patterns: Sequence[str], also: KeepRule | None = None) -> KeepRule | None:
+def float_layer_rule(graph: Graph, patterns: Sequence[str], also: KeepRule | None = None,
+                     option: str = "--float-layers") -> KeepRule | None:  # fmt: skip
     """`quantize`'s keep_float for the layers of `graph` whose node or output name matches one
     of `patterns` (fnmatch), or for which `also` holds; None when neither keeps any. Every
-    pattern must match a convolution or dense layer of the graph as `quantize` cleans it."""
+    pattern must match a convolution or dense layer of the graph as `quantize` cleans it (the
+    error names the `option` that gave it)."""
     nodes = dense_layers(simplify(graph))
     layers = [n.name for n in nodes]
     for pattern in patterns:
         if not any(_named(n, pattern) for n in nodes):
             shown = ", ".join(layers[:3]) + (", ..." if len(layers) > 3 else "")
-            raise ValueError(f"--float-layers {pattern!r} matches no convolution or dense layer of "
+            raise ValueError(f"{option} {pattern!r} matches no convolution or dense layer of "
                              f"{graph.name} (its {len(layers)} layers: {shown})")  # fmt: skip
     if not patterns:
         return also
@@ -128,6 +131,56 @@ def float_layer_rule(graph: Graph, patterns: Sequence[str], also: KeepRule | Non
 
 def _named(node: Node, pattern: str) -> bool:
     return fnmatch.fnmatchcase(node.name, pattern) or fnmatch.fnmatchcase(node.outputs[0], pattern)
+
+
+SENSITIVITY_SEED = 5000  # neither calibration (1000, ...) nor the evaluation inputs (0, 1, ...)
+
+
+def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                quant: QuantOptions = QuantOptions(), offload_shallow: bool = False, count: int = 20,
+                layer_patterns: Sequence[str] = (),
+                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:  # fmt: skip
+    """What keeping each convolution or dense layer of a float ONNX model float would buy
+    (compiler.quant.sensitivity): its rms logit error against onnxruntime fp32 over `count`
+    seeded inputs with that layer float too, quantized as `load_model` quantizes it; only the
+    layers matching `layer_patterns` (as --float-layers matches) when given. Rows by gain."""
+    if path.endswith(".cmodel"):
+        raise ValueError(f"{path}: sensitivity quantizes the float model; give its ONNX file")
+    graph = import_onnx(path, input_shapes)
+    data = Path(path).read_bytes()
+    if is_qdq(graph):
+        raise ValueError(f"{path} is quantized already (QuantizeLinear/DequantizeLinear): sensitivity "
+                         "applies to a float model")  # fmt: skip
+    name = zoo_name(data)
+    shallow = None if offload_shallow else functools.partial(is_shallow, target=AcceleratorTarget(cfg))
+    keep = float_layer_rule(graph, quant.float_layers, shallow)
+    chosen = float_layer_rule(graph, layer_patterns, option="--layers")
+    calibrated = calibrate(graph, calibration_inputs(graph, name, quant.calibration_count), quant.rounding)
+    g = calibrated.graph
+    layers = None if chosen is None else {n.name for n in dense_layers(g) if chosen(g, n)}
+    inputs = sample_inputs(graph, name, count, SENSITIVITY_SEED)
+    session = _ort_session(data)
+    references = [session.run(None, dict(x))[0] for x in inputs]
+    result = float_layer_gains(calibrated, inputs, references, keep, layers, progress,
+                               method=quant.calibration, bias_correction=quant.bias_correction)  # fmt: skip
+    macs = {n.name: node_macs(g, n) for n in dense_layers(g)}
+    total = max(sum(macs.values()), 1)
+    ranked = sorted(result.layers, key=result.gain, reverse=True)
+    rows = [{"layer": e.layer, "output": e.output, "macs": macs[e.layer],
+             "macs_fraction": macs[e.layer] / total, "rms_err": e.rms_err, "gain": result.gain(e)}
+            for e in ranked]  # fmt: skip
+    return {"model": graph.name, "config": cfg.name, "inputs": count, "float_already": result.float_already,
+            "baseline_rms_err": result.baseline_rms_err, "layers": rows}  # fmt: skip
+
+
+def print_sensitivity(report: dict[str, Any], out: Any = None) -> None:
+    out = out or sys.stdout  # looked up per call: a test may have replaced it
+    print(f"{report['model']}: rms error {report['baseline_rms_err']:.4f} over {report['inputs']} inputs; "
+          f"float already: {', '.join(report['float_already']) or 'none'}", file=out)  # fmt: skip
+    print(f"{'layer float too':32} {'MACs':>7} {'rms error':>10} {'gain':>8}", file=out)
+    for r in report["layers"]:
+        print(f"{r['layer'][:32]:32} {r['macs_fraction']:7.2%} {r['rms_err']:10.4f} {r['gain']:8.4f}",
+              file=out)  # fmt: skip
 
 
 def _from_log(tuning_log: str | None) -> Callable[[Any], Any] | None:
@@ -320,7 +373,8 @@ def _operators(results: list[ModelResult], timed: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def print_table(report: dict[str, Any], out: Any = sys.stdout) -> None:
+def print_table(report: dict[str, Any], out: Any = None) -> None:
+    out = out or sys.stdout  # looked up per call: a test may have replaced it
     print(f"{'operator':28} {'op':15} {'where':10} {'cycles':>10} {'util':>6} {'host ms':>8}", file=out)
     for r in report["operators"]:
         if r["where"] == "view":

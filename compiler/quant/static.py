@@ -26,6 +26,7 @@ channel_scaled_streams). `per_channel=False` turns both off.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -124,13 +125,48 @@ def quantize(
     The values of a linear residual stream (`linear_stream_values`) are calibrated by
     `stream_method` (None: by `method`); `overrides` still come first.
     """
+    calibrated = calibrate(graph, calibration_inputs, rounding)
+    return quantize_calibrated(calibrated, method, overrides, per_channel, bias_correction, unsigned,
+                               keep_float, stream_method)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """The cleaned float graph, the calibration inputs and their statistics, with the second
+    moments of the layers that the weight rounding rounds by GPTQ (the rounding is decided
+    here): what `quantize` computes before it decides anything else, so that
+    `quantize_calibrated` can quantize one graph several ways (compiler.quant.sensitivity)."""
+
+    graph: Graph
+    inputs: list[Mapping[str, np.ndarray]]
+    calibration: Calibration
+
+
+def calibrate(graph: Graph, calibration_inputs: Iterable[Mapping[str, np.ndarray]],
+              rounding: str = DEFAULT_ROUNDING) -> Calibrated:  # fmt: skip
+    """`graph` cleaned (`simplify`) and calibrated on `calibration_inputs`, with the moments of
+    every layer that `rounding` may round by GPTQ (the first MOMENT_INPUTS inputs)."""
     if rounding not in ROUNDINGS:
         raise QuantizationError(f"unknown weight rounding {rounding!r}; known: {', '.join(ROUNDINGS)}")
     g = simplify(graph)
     feeds = list(calibration_inputs)
     moment_inputs = min(len(feeds), MOMENT_INPUTS)
     plan = moment_plan(g, ROUNDINGS[rounding], moment_inputs)
-    calibration = collect(g, feeds, moments_for=plan, moment_inputs=moment_inputs)
+    return Calibrated(g, feeds, collect(g, feeds, moments_for=plan, moment_inputs=moment_inputs))
+
+
+def quantize_calibrated(
+    calibrated: Calibrated,
+    method: str = DEFAULT_METHOD,
+    overrides: Mapping[str, str] | None = None,
+    per_channel: bool = True,
+    bias_correction: bool = True,
+    unsigned: bool = True,
+    keep_float: Callable[[Graph, Node], bool] | None = None,
+    stream_method: str | None = STREAM_METHOD,
+) -> Graph:
+    """`quantize` from `calibrate`'s result, with the weight rounding calibrated for."""
+    g, feeds, calibration = calibrated.graph, calibrated.inputs, calibrated.calibration
     if stream_method is not None:
         overrides = {**{name: stream_method for name in linear_stream_values(g)}, **(overrides or {})}
     scales = activation_scales(g, calibration, method, overrides)
@@ -173,9 +209,12 @@ def linear_stream_values(graph: Graph) -> list[str]:
     return found
 
 
+DENSE_OPS = ("Conv", "Gemm", "MatMul")
+
+
 def dense_layers(graph: Graph) -> list[Node]:
     """The convolutions and dense layers of `graph`: what `quantize`'s `keep_float` chooses among."""
-    return [n for n in graph.nodes if n.op in ("Conv", "Gemm", "MatMul")]
+    return [n for n in graph.nodes if n.op in DENSE_OPS]
 
 
 def _kept_float(graph: Graph, keep: Callable[[Graph, Node], bool] | None) -> frozenset[str]:

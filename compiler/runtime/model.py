@@ -123,8 +123,8 @@ class CompiledModel:
         return sum(s.compile_s for s in self.steps)
 
     def offloaded_macs_fraction(self) -> float:
-        total = sum(_macs(self.graph, s.node) for s in self.steps)
-        accel = sum(_macs(self.graph, s.node) for s in self.steps if s.where == "accel")
+        total = sum(node_macs(self.graph, s.node) for s in self.steps)
+        accel = sum(node_macs(self.graph, s.node) for s in self.steps if s.where == "accel")
         return accel / total if total else 0.0
 
     def run(self, inputs: Mapping[str, np.ndarray], backend: Backend) -> ModelResult:
@@ -292,7 +292,7 @@ def _execute_accel(graph: Graph, step: Step, accel: AccelStep, device: StepInAre
     their regions (those a predecessor stored in the same layout are read in place), and the
     output is unpacked from the arena only when a reader needs it in NCHW."""
     node = step.node
-    record = StepRecord(node.name, node.op, step.where, macs=_macs(graph, node))
+    record = StepRecord(node.name, node.op, step.where, macs=node_macs(graph, node))
     start = time.perf_counter()
     for i, name in enumerate(accel.activation_inputs(node.inputs)):
         region = accel.activations[i]
@@ -312,7 +312,7 @@ def _execute_accel(graph: Graph, step: Step, accel: AccelStep, device: StepInAre
 def _execute(graph: Graph, step: Step, arrays: Sequence[np.ndarray],
              backend: Backend) -> tuple[list[np.ndarray], StepRecord]:  # fmt: skip
     node = step.node
-    record = StepRecord(node.name, node.op, step.where, macs=_macs(graph, node))
+    record = StepRecord(node.name, node.op, step.where, macs=node_macs(graph, node))
     start = time.perf_counter()
     if step.where == "view":
         outputs = [np.asarray(arrays[0]).reshape(graph.values[node.outputs[0]].shape)]
@@ -324,7 +324,7 @@ def _execute(graph: Graph, step: Step, arrays: Sequence[np.ndarray],
     return outputs, record
 
 
-def _macs(graph: Graph, node: Node) -> int:
+def node_macs(graph: Graph, node: Node) -> int:
     """Multiply-accumulates of a convolution or matrix product (0 for other ops)."""
     if node.op in ("QConv", "Conv"):
         out = graph.values[node.outputs[0]].shape

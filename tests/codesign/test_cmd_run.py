@@ -130,6 +130,8 @@ def test_a_qdq_model_runs_with_its_own_scales(tmp_path: Path, capsys: pytest.Cap
     assert ("QConv", "accel") in [(r["op"], r["where"]) for r in report["operators"]]
     err = _error(capsys, ["run", str(path), "--config", "tiny", "--float-layers", "*"])
     assert "is quantized already (QuantizeLinear/DequantizeLinear): --float-layers applies to a float" in err
+    err = _error(capsys, ["sensitivity", str(path), "--config", "tiny"])
+    assert "is quantized already (QuantizeLinear/DequantizeLinear): sensitivity applies to a float" in err
 
 
 @pytest.mark.rtl
@@ -196,6 +198,32 @@ def test_float_layers_stay_float_on_the_host(mlp: Path, tmp_path: Path,
     _json(capsys, ["compile", str(mlp), "-o", str(out), "--config", "tiny", "--json"])
     err = _error(capsys, ["run", str(out), "--float-layers", "fc3"])
     assert "is compiled already: --float-layers applies when compiling an ONNX model" in err
+
+
+def test_sensitivity_ranks_the_layers_by_what_keeping_them_float_gains(
+    mlp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["sensitivity", str(mlp), "--config", "tiny", "--inputs", "4"]
+    report = _json(capsys, [*base, "--json"])
+    assert report["model"] == "mlp" and report["inputs"] == 4 and report["float_already"] == ["fc3"]
+    rows = report["layers"]
+    assert sorted(r["layer"] for r in rows) == ["fc1", "fc2.MatMul"]
+    gains = [r["gain"] for r in rows]
+    assert gains == sorted(gains, reverse=True) and gains[0] > 0
+    for r in rows:
+        assert r["gain"] == pytest.approx(report["baseline_rms_err"] - r["rms_err"])
+        assert 0 < r["macs_fraction"] < 1
+    one = _json(capsys, [*base, "--layers", "fc2*", "--json"])
+    assert [r["layer"] for r in one["layers"]] == ["fc2.MatMul"]
+    rc = main(base)
+    printed = capsys.readouterr()
+    assert rc == 0 and "fc2.MatMul" in printed.out, printed.err[-400:]  # the table
+    err = _error(capsys, [*base, "--layers", "fc9"])
+    assert "--layers 'fc9' matches no convolution or dense layer of mlp" in err
+    out = tmp_path / "mlp.cmodel"
+    _json(capsys, ["compile", str(mlp), "-o", str(out), "--config", "tiny", "--json"])
+    err = _error(capsys, ["sensitivity", str(out)])
+    assert "sensitivity quantizes the float model; give its ONNX file" in err
 
 
 def test_quantizer_options_run_exact(
