@@ -35,8 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     sens.add_argument("model", metavar="MODEL.onnx")
     add_config_args(sens)
     sens.add_argument("--inputs", type=int, default=20, metavar="N", help="N seeded inputs (default 20)")
-    sens.add_argument("--layers", action="append", default=[], metavar="PATTERN[,PATTERN...]",
-                      help="only these candidates (matched as --float-layers; default: all)")  # fmt: skip
+    group = sens.add_mutually_exclusive_group()
+    group.add_argument("--layers", action="append", default=[], metavar="PATTERN[,PATTERN...]",
+                       help="only these layers (matched as --float-layers; default: all)")  # fmt: skip
+    group.add_argument("--groups", nargs="+", default=[], metavar="PATTERN",
+                       help="candidates of several layers: each pattern's layers float together "
+                            "(e.g. 'features.1.*' 'features.2.*')")  # fmt: skip
     _quant_args(sens)
     sens.add_argument("--json", action="store_true")
     sens.set_defaults(run=_sensitivity)
@@ -167,7 +171,7 @@ def _sensitivity(args: argparse.Namespace) -> int:
         raise ValueError(f"--inputs must be at least 1, not {args.inputs}")
     report = sensitivity(args.model, resolve(args.config, args.set), input_shapes(args.input_shape) or None,
                          _quant_options(args), args.offload_shallow, args.inputs, _patterns(args.layers),
-                         _progress)  # fmt: skip
+                         args.groups, _progress)  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=1))
     else:

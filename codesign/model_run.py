@@ -138,12 +138,13 @@ SENSITIVITY_SEED = 5000  # neither calibration (1000, ...) nor the evaluation in
 
 def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                 quant: QuantOptions = QuantOptions(), offload_shallow: bool = False, count: int = 20,
-                layer_patterns: Sequence[str] = (),
+                layer_patterns: Sequence[str] = (), group_patterns: Sequence[str] = (),
                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:  # fmt: skip
     """What keeping each convolution or dense layer of a float ONNX model float would buy
     (compiler.quant.sensitivity): its rms logit error against onnxruntime fp32 over `count`
     seeded inputs with that layer float too, quantized as `load_model` quantizes it; only the
-    layers matching `layer_patterns` (as --float-layers matches) when given. Rows by gain."""
+    layers matching `layer_patterns` (as --float-layers matches) when given; with
+    `group_patterns`, each pattern's layers together instead. Rows by gain."""
     if path.endswith(".cmodel"):
         raise ValueError(f"{path}: sensitivity quantizes the float model; give its ONNX file")
     graph = import_onnx(path, input_shapes)
@@ -158,26 +159,34 @@ def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tu
     calibrated = calibrate(graph, calibration_inputs(graph, name, quant.calibration_count), quant.rounding)
     g = calibrated.graph
     layers = None if chosen is None else {n.name for n in dense_layers(g) if chosen(g, n)}
+    groups = {p: _matching(graph, g, p, "--groups") for p in group_patterns} or None
     inputs = sample_inputs(graph, name, count, SENSITIVITY_SEED)
     session = _ort_session(data)
     references = [session.run(None, dict(x))[0] for x in inputs]
     result = float_layer_gains(calibrated, inputs, references, keep, layers, progress,
-                               method=quant.calibration, bias_correction=quant.bias_correction)  # fmt: skip
+                               method=quant.calibration, bias_correction=quant.bias_correction,
+                               groups=groups)  # fmt: skip
     macs = {n.name: node_macs(g, n) for n in dense_layers(g)}
     total = max(sum(macs.values()), 1)
     ranked = sorted(result.layers, key=result.gain, reverse=True)
-    rows = [{"layer": e.layer, "output": e.output, "macs": macs[e.layer],
-             "macs_fraction": macs[e.layer] / total, "rms_err": e.rms_err, "gain": result.gain(e)}
-            for e in ranked]  # fmt: skip
+    rows = [{"layer": e.name, "layers": list(e.layers), "macs": sum(macs[n] for n in e.layers),
+             "macs_fraction": sum(macs[n] for n in e.layers) / total, "rms_err": e.rms_err,
+             "gain": result.gain(e)} for e in ranked]  # fmt: skip
     return {"model": graph.name, "config": cfg.name, "inputs": count, "float_already": result.float_already,
             "baseline_rms_err": result.baseline_rms_err, "layers": rows}  # fmt: skip
+
+
+def _matching(graph: Graph, cleaned: Graph, pattern: str, option: str) -> set[str]:
+    """The dense layers of `cleaned` (`graph` simplified) that `pattern` matches; it must match one."""
+    rule = float_layer_rule(graph, [pattern], option=option)
+    return {n.name for n in dense_layers(cleaned) if rule is not None and rule(cleaned, n)}
 
 
 def print_sensitivity(report: dict[str, Any], out: Any = None) -> None:
     out = out or sys.stdout  # looked up per call: a test may have replaced it
     print(f"{report['model']}: rms error {report['baseline_rms_err']:.4f} over {report['inputs']} inputs; "
           f"float already: {', '.join(report['float_already']) or 'none'}", file=out)  # fmt: skip
-    print(f"{'layer float too':32} {'MACs':>7} {'rms error':>10} {'gain':>8}", file=out)
+    print(f"{'float too':32} {'MACs':>7} {'rms error':>10} {'gain':>8}", file=out)
     for r in report["layers"]:
         print(f"{r['layer'][:32]:32} {r['macs_fraction']:7.2%} {r['rms_err']:10.4f} {r['gain']:8.4f}",
               file=out)  # fmt: skip

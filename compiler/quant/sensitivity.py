@@ -34,10 +34,11 @@ KeepRule = Callable[[Graph, Node], bool]
 
 @dataclass(frozen=True)
 class LayerGain:
-    """One candidate layer: its node and output names and the rms error with it float too."""
+    """One candidate: its name (a layer's node name, or a group's label), the node names of
+    its layers, and the rms error with them float too."""
 
-    layer: str
-    output: str
+    name: str
+    layers: tuple[str, ...]
     rms_err: float
 
 
@@ -64,15 +65,18 @@ def float_layer_gains(
     progress: Callable[[int, int], None] | None = None,
     method: str = DEFAULT_METHOD,
     bias_correction: bool = True,
+    groups: Mapping[str, Collection[str]] | None = None,
 ) -> Sensitivity:
     """The rms error of the graph quantized with `keep_float`, `method` and `bias_correction`
     (`quantize_calibrated`'s; residual adds fused, as `codesign run` does) on `inputs` against
-    `references` (the float model's first output for each), and the same with each dense layer
-    also float: every layer that `keep_float` does not keep already, or those whose node names
-    are in `layers`; not those the baseline leaves float. `progress(done, total)` is called
-    after each version."""
+    `references` (the float model's first output for each), and the same with each candidate
+    also float: each dense layer, or those whose node names are in `layers`; or, with `groups`
+    (label -> node names), each group's layers together (a whole block keeps its int8
+    neighbours' codings, which a single float layer can cost them). Layers the baseline leaves
+    float are no candidates. `progress(done, total)` is called after each version."""
     graph = calibrated.graph
-    unknown = sorted(set(layers or ()) - {n.name for n in dense_layers(graph)})
+    named = [*(layers or ()), *(n for group in (groups or {}).values() for n in group)]
+    unknown = sorted(set(named) - {n.name for n in dense_layers(graph)})
     if unknown:
         raise QuantizationError(f"{unknown[0]} is no convolution or dense layer of {graph.name}")
     if len(inputs) != len(references) or not inputs:
@@ -81,9 +85,9 @@ def float_layer_gains(
         )
     want = [np.asarray(r, np.float64) for r in references]
 
-    def version(extra: str | None) -> Graph:
+    def version(extra: Collection[str]) -> Graph:
         def keep(g: Graph, node: Node) -> bool:
-            return node.name == extra or bool(keep_float and keep_float(g, node))
+            return node.name in extra or bool(keep_float and keep_float(g, node))
 
         quantized = quantize_calibrated(calibrated, method, bias_correction=bias_correction, keep_float=keep)
         return fuse_residual_adds(quantized)
@@ -93,16 +97,21 @@ def float_layer_gains(
         squares = [np.mean((np.asarray(o, np.float64) - r) ** 2) for o, r in zip(got, want, strict=True)]
         return float(np.sqrt(np.mean(squares)))
 
-    baseline = version(None)
+    baseline = version(())
     floats = {n.outputs[0] for n in baseline.nodes if n.op in DENSE_OPS}  # kept, or float by the rules
-    wanted = (n for n in dense_layers(graph) if layers is None or n.name in layers)
-    candidates = [n for n in wanted if n.outputs[0] not in floats]
+    open_layers = [n.name for n in dense_layers(graph) if n.outputs[0] not in floats]
+    candidates: list[tuple[str, tuple[str, ...]]]
+    if groups is None:
+        candidates = [(n, (n,)) for n in open_layers if layers is None or n in layers]
+    else:
+        grouped = [(label, tuple(n for n in open_layers if n in group)) for label, group in groups.items()]
+        candidates = [(label, members) for label, members in grouped if members]
     total = len(candidates) + 1
     result = Sensitivity(rms(baseline), sorted(n.name for n in dense_layers(graph) if n.outputs[0] in floats))
     if progress:
         progress(1, total)
-    for i, node in enumerate(candidates):
-        result.layers.append(LayerGain(node.name, node.outputs[0], rms(version(node.name))))
+    for i, (name, members) in enumerate(candidates):
+        result.layers.append(LayerGain(name, members, rms(version(members))))
         if progress:
             progress(i + 2, total)
     return result

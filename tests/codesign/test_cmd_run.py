@@ -215,6 +215,13 @@ def test_sensitivity_ranks_the_layers_by_what_keeping_them_float_gains(
         assert 0 < r["macs_fraction"] < 1
     one = _json(capsys, [*base, "--layers", "fc2*", "--json"])
     assert [r["layer"] for r in one["layers"]] == ["fc2.MatMul"]
+    both = _json(capsys, [*base, "--groups", "fc[12]*", "--json"])
+    (row,) = both["layers"]
+    assert row["layer"] == "fc[12]*" and row["layers"] == ["fc1", "fc2.MatMul"]
+    assert row["macs_fraction"] == pytest.approx(sum(r["macs_fraction"] for r in rows))
+    assert row["rms_err"] < min(r["rms_err"] for r in rows)  # both float: less error than either alone
+    err = _error(capsys, [*base, "--groups", "fc9*"])
+    assert "--groups 'fc9*' matches no convolution or dense layer of mlp" in err
     rc = main(base)
     printed = capsys.readouterr()
     assert rc == 0 and "fc2.MatMul" in printed.out, printed.err[-400:]  # the table

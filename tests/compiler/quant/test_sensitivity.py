@@ -38,11 +38,16 @@ def test_each_layer_figure_is_the_error_with_that_layer_float() -> None:
     assert result.baseline_rms_err == pytest.approx(_rms(g, quantized("c1"), xs), rel=1e-9)
     # c1 is kept; the classifier, whose output is the graph's, stays float by the quantizer's rules
     assert result.float_already == ["c1", "logits"]
-    assert [e.output for e in result.layers] == ["c2", "c3"]
+    assert [(e.name, e.layers) for e in result.layers] == [("c2", ("c2",)), ("c3", ("c3",))]
     for entry in result.layers:
-        assert entry.rms_err == pytest.approx(_rms(g, quantized("c1", entry.output), xs), rel=1e-9)
+        assert entry.rms_err == pytest.approx(_rms(g, quantized("c1", entry.name), xs), rel=1e-9)
         assert result.gain(entry) == result.baseline_rms_err - entry.rms_err
     assert any(result.gain(e) > 0 for e in result.layers)  # a float layer takes its error away
+    # a group's layers float together; layers the baseline leaves float drop out of it
+    grouped = float_layer_gains(calibrate(g, calibration), xs, references, keep_float=first,
+                                groups={"both": {"c1", "c2", "c3"}, "stem": {"c1"}})  # fmt: skip
+    assert [(e.name, e.layers) for e in grouped.layers] == [("both", ("c2", "c3"))]
+    assert grouped.layers[0].rms_err == pytest.approx(_rms(g, quantized("c1", "c2", "c3"), xs), rel=1e-9)
 
 
 def test_candidates_and_progress() -> None:
@@ -52,7 +57,7 @@ def test_candidates_and_progress() -> None:
     references = [run_graph(g, x)["logits"] for x in xs]
     calls: list[tuple[int, int]] = []
     result = float_layer_gains(calibrated, xs, references, layers={"c3"}, progress=lambda *a: calls.append(a))
-    assert [e.output for e in result.layers] == ["c3"] and calls == [(1, 2), (2, 2)]
+    assert [e.name for e in result.layers] == ["c3"] and calls == [(1, 2), (2, 2)]
 
 
 def test_refusals() -> None:
@@ -62,5 +67,7 @@ def test_refusals() -> None:
     references = [run_graph(g, x)["logits"] for x in xs]
     with pytest.raises(QuantizationError, match="^nope is no convolution or dense layer of small_cnn$"):
         float_layer_gains(calibrated, xs, references, layers={"nope", "c2"})
+    with pytest.raises(QuantizationError, match="^gone is no convolution or dense layer of small_cnn$"):
+        float_layer_gains(calibrated, xs, references, groups={"g": {"c2", "gone"}})
     with pytest.raises(QuantizationError, match="^need one reference per input, at least one: 1 for 2$"):
         float_layer_gains(calibrated, xs, references[:1])
