@@ -222,6 +222,7 @@ def test_sensitivity_ranks_the_layers_by_what_keeping_them_float_gains(
     assert row["rms_err"] < min(r["rms_err"] for r in rows)  # both float: less error than either alone
     err = _error(capsys, [*base, "--groups", "fc9*"])
     assert "--groups 'fc9*' matches no convolution or dense layer of mlp" in err
+    assert "--inputs must be at least 1, not 0" in _error(capsys, [*base[:4], "--inputs", "0"])
     rc = main(base)
     printed = capsys.readouterr()
     assert rc == 0 and "fc2.MatMul" in printed.out, printed.err[-400:]  # the table
