@@ -155,11 +155,11 @@ def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tu
     name = zoo_name(data)
     shallow = None if offload_shallow else functools.partial(is_shallow, target=AcceleratorTarget(cfg))
     keep = float_layer_rule(graph, quant.float_layers, shallow)
-    chosen = float_layer_rule(graph, layer_patterns, option="--layers")
+    cleaned = simplify(graph)  # the layers as quantize sees them; the patterns are checked before calibrating
+    layers = _matching(graph, cleaned, layer_patterns, "--layers") if layer_patterns else None
+    groups = {p: _matching(graph, cleaned, [p], "--groups") for p in group_patterns} or None
     calibrated = calibrate(graph, calibration_inputs(graph, name, quant.calibration_count), quant.rounding)
     g = calibrated.graph
-    layers = None if chosen is None else {n.name for n in dense_layers(g) if chosen(g, n)}
-    groups = {p: _matching(graph, g, p, "--groups") for p in group_patterns} or None
     inputs = sample_inputs(graph, name, count, SENSITIVITY_SEED)
     session = _ort_session(data)
     references = [session.run(None, dict(x))[0] for x in inputs]
@@ -176,9 +176,9 @@ def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tu
             "baseline_rms_err": result.baseline_rms_err, "layers": rows}  # fmt: skip
 
 
-def _matching(graph: Graph, cleaned: Graph, pattern: str, option: str) -> set[str]:
-    """The dense layers of `cleaned` (`graph` simplified) that `pattern` matches; it must match one."""
-    rule = float_layer_rule(graph, [pattern], option=option)
+def _matching(graph: Graph, cleaned: Graph, patterns: Sequence[str], option: str) -> set[str]:
+    """The dense layers of `cleaned` (`graph` simplified) that `patterns` match; each must match one."""
+    rule = float_layer_rule(graph, patterns, option=option)
     return {n.name for n in dense_layers(cleaned) if rule is not None and rule(cleaned, n)}
 
 
