@@ -34,17 +34,17 @@ def main(name: str) -> dict[str, object]:
         out = os.path.join(tmp, "callgrind.out")
         run = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                               sys.executable, __file__, "--inner", name],
-                             capture_output=True, text=True, check=True)  # fmt: skip
+                             capture_output=True, text=True, check=True)
         cycles = int(run.stdout.split()[-1])
         report = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=yes", out],
-                                capture_output=True, text=True, check=True).stdout  # fmt: skip
+                                capture_output=True, text=True, check=True).stdout
     # Vaccel::eval_step is everything the model does in one eval() (the harness calls two a cycle)
     match = re.search(r"^\s*([\d,]+) .*Vaccel::eval_step\(\)", report, re.M)
     if match is None:
         raise SystemExit("Vaccel::eval_step not found in the callgrind report")
     instructions = int(match.group(1).replace(",", ""))
     return {"config": name, "shape": SHAPE, "cycles": cycles,
-            "model_instructions_per_cycle": round(instructions / cycles)}  # fmt: skip
+            "model_instructions_per_cycle": round(instructions / cycles)}
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ class Registered(wiring.Component):
     def __init__(self, cfg: AcceleratorConfig):
         self.cfg = cfg
         super().__init__({"a": In(cfg.inp_elem_bits), "b": In(cfg.wgt_elem_bits),
-                          "q": Out(cfg.acc_elem_bits)})  # fmt: skip
+                          "q": Out(cfg.acc_elem_bits)})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -109,7 +109,7 @@ def speed(text: str, directory: Path) -> dict[str, float]:
     flags = [("t" if f == "accel" else "Vt" if f == "Vaccel" else f) for f in flags]
     start = time.perf_counter()
     subprocess.run(["verilator", *flags, "-CFLAGS", "-O3", "-Mdir", "obj", "-o", "drv", "t.v",
-                    "driver.cpp"], cwd=directory, check=True, capture_output=True)  # fmt: skip
+                    "driver.cpp"], cwd=directory, check=True, capture_output=True)
     build_s = time.perf_counter() - start
     out = subprocess.run([directory / "obj" / "drv"], check=True, capture_output=True, text=True)
     rate, checksum = out.stdout.split()

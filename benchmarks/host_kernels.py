@@ -117,7 +117,7 @@ def bench(name: str, params: dict[str, Any], repeat: int) -> dict[str, Any]:
     row = {"op": name, "params": {k: v for k, v in params.items()}, "compile_s": round(compile_s, 4),
            "run_ms_min": round(min(host) * 1e3, 4), "run_ms_median": round(statistics.median(host) * 1e3, 4),
            "numpy_ms_min": round(min(reference) * 1e3, 4),
-           "numpy_ms_median": round(statistics.median(reference) * 1e3, 4)}  # fmt: skip
+           "numpy_ms_median": round(statistics.median(reference) * 1e3, 4)}
     row["speedup_vs_numpy"] = round(row["numpy_ms_min"] / row["run_ms_min"], 2)
     if name in GRAPH_OPS:
         graph_op, attrs = GRAPH_OPS[name]
@@ -147,7 +147,7 @@ def main() -> None:
                  "llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))},
         "first_compile_s": round(warm_s, 4),
         "ops": rows,
-    }, indent=1))  # fmt: skip
+    }, indent=1))
 
 
 if __name__ == "__main__":

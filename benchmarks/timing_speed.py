@@ -42,7 +42,7 @@ def main() -> None:
         rows.append({"name": p.name, "cycles_rtl": rtl.cycles, "cycles_timing": timing.cycles,
                      "rtl_s": round(rtl_s, 4), "timing_first_s": round(times[0], 6),
                      "timing_best_s": round(min(times), 6), "ratio_first": round(rtl_s / times[0]),
-                     "ratio_best": round(rtl_s / min(times))})  # fmt: skip
+                     "ratio_best": round(rtl_s / min(times))})
     total_rtl = sum(r["rtl_s"] for r in rows)
     print(json.dumps({
         "config": cfg.name, "programs": rows, "repeats": args.repeats,
@@ -50,7 +50,7 @@ def main() -> None:
         "speed_ratio_best": round(total_rtl / sum(r["timing_best_s"] for r in rows)),
         "min_ratio_best": min(r["ratio_best"] for r in rows),
         "exact": all(r["cycles_rtl"] == r["cycles_timing"] for r in rows),
-    }))  # fmt: skip
+    }))
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def main() -> None:
             agree[i] = np.mean((test + factor * drawn).argmax(axis=1) == best)
         reached = float(np.mean(agree >= args.goal - 1e-9))
         rows.append({"factor": factor, "rms_err": rms * factor, "top1_mean": float(agree.mean()),
-                     "top1_sd": float(agree.std()), "p_goal": reached})  # fmt: skip
+                     "top1_sd": float(agree.std()), "p_goal": reached})
     report = {
         "model": args.model, "classes": int(test.shape[1]), "goal": args.goal,
         "test_top1_observed": float(np.mean(observed.argmax(1) == best)),
@@ -76,7 +76,7 @@ def main() -> None:
         "test_logit_spread": float(test.std(axis=1).mean()),
         "validation_inputs": args.validation, "validation_rms_err": rms, "draws": args.draws,
         "scaled_errors": rows,
-    }  # fmt: skip
+    }
     print(json.dumps(report, indent=1))
 
 

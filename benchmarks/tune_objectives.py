@@ -49,7 +49,7 @@ def _rank_model(x: np.ndarray, cycles: np.ndarray, groups: np.ndarray, seed: int
     sizes = [int((groups == g).sum()) for g in np.unique(groups)]
     model = lightgbm.LGBMRanker(objective="lambdarank", n_estimators=150, num_leaves=15, min_child_samples=2,
                                 learning_rate=0.1, random_state=seed, verbose=-1, n_jobs=1,
-                                label_gain=list(range(31)))  # fmt: skip
+                                label_gain=list(range(31)))
     model.fit(x, rel, group=sizes)
     return model.predict
 
@@ -77,7 +77,7 @@ def _tuning(cfg, layers, seeds):  # type: ignore[no-untyped-def]
         total = 0.0
         for layer in layers:
             runs = [tune(layer.space, cfg, measurer, trials=len(layer.space), seed=s, until=layer.target,
-                         objective=objective) for s in range(seeds)]  # fmt: skip
+                         objective=objective) for s in range(seeds)]
             total += float(np.mean([r.trials_to(layer.target) or len(layer.space) for r in runs]))
         out[f"hgbr-{objective}"] = {"trials_to_98_sum": total}
     measurer.close()
@@ -124,7 +124,7 @@ def main() -> None:
                         xs = np.vstack([o.space.features[np.isfinite(o.cycles)] for o in others])
                         cs = np.concatenate([o.cycles[np.isfinite(o.cycles)] for o in others])
                         gs = np.concatenate([np.full(int(np.isfinite(o.cycles).sum()), j)
-                                             for j, o in enumerate(others)])  # fmt: skip
+                                             for j, o in enumerate(others)])
                         test = np.arange(len(c))
                         fit = _predictor(name, xs, cs, gs, seed)
                     scores.append(_score(fit(x[test]), c[test]))
@@ -132,7 +132,7 @@ def main() -> None:
             out.setdefault(setting, {})[name] = mean
     out["tuning"] = _tuning(cfg, layers, args.online_seeds)  # type: ignore[assignment]
     print(json.dumps({"config": cfg.name, "params": {k: v for k, v in cfg.to_dict().items() if k != "name"},
-                      "sample": args.sample, "results": out}))  # fmt: skip
+                      "sample": args.sample, "results": out}))
 
 
 if __name__ == "__main__":

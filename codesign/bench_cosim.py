@@ -23,7 +23,7 @@ PYVERILATOR_CYCLES = 20_000
 
 
 def run(cfg: AcceleratorConfig, *, pyverilator_cycles: int = PYVERILATOR_CYCLES,
-        shape: tuple[int, int, int] = (M, K, N)) -> dict[str, Any]:  # fmt: skip
+        shape: tuple[int, int, int] = (M, K, N)) -> dict[str, Any]:
     work = blocked_gemm(cfg, tiling_for(cfg, shape), seed=0)
     start = time.perf_counter()
     sim = RtlSimulator(cfg)
@@ -40,7 +40,7 @@ def run(cfg: AcceleratorConfig, *, pyverilator_cycles: int = PYVERILATOR_CYCLES,
                                                        pyverilator_cycles),
         "macs_per_cycle": round(work.macs / cycles, 2) if cycles else None,
         "config": cfg.name, "instructions": len(work.program.insns), "verified": correct,
-    }  # fmt: skip
+    }
 
 
 def _pyverilator_speed(cfg: AcceleratorConfig, program: Any, inputs: Any, cycles: int) -> int:

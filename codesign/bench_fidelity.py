@@ -26,7 +26,7 @@ def long_gemms(cfg: AcceleratorConfig) -> list[CorpusProgram]:
     conv2 = tiling_for(cfg, (M, K, N))
     small = tiling_for(cfg, SMALL_GEMM)
     tilings = {f"gemm_{M}x{K}x{N}_vt2": conv2, "gemm_1024x512x64_vt2": small,
-               "gemm_1024x512x64_vt1": dataclasses.replace(small, virtual_threads=1)}  # fmt: skip
+               "gemm_1024x512x64_vt1": dataclasses.replace(small, virtual_threads=1)}
     return fidelity.gemm_programs(cfg, tilings)
 
 
@@ -48,7 +48,7 @@ def resnet18_layers(cfg: AcceleratorConfig) -> list[CorpusProgram]:
         except ScheduleError:
             continue
         out.append(CorpusProgram(f"resnet18_{name}", "resnet18", compiled.built.program,
-                                 op.random_inputs(0), long=True))  # fmt: skip
+                                 op.random_inputs(0), long=True))
     return out
 
 
@@ -57,7 +57,7 @@ EXTRA_SOURCES: Mapping[str, fidelity.Source] = {"gemm": long_gemms, "resnet18": 
 
 
 def run(cfg: AcceleratorConfig, *, classes: Sequence[str] | None = None, random_count: int = 200,
-        progress: Callable[[str], None] | None = None) -> FidelityReport:  # fmt: skip
+        progress: Callable[[str], None] | None = None) -> FidelityReport:
     sources = {**EXTRA_SOURCES, "random": lambda c: fidelity.random_programs(c, random_count)}
     programs = fidelity.corpus(cfg, classes=classes, extra=sources)
     return fidelity.compare(cfg, programs, progress=progress)
@@ -75,11 +75,11 @@ def stderr_progress(total_hint: str = "") -> Callable[[str], None]:
 
 def table(report: FidelityReport) -> str:
     lines = [f"{'program':32s} {'class':12s} {'lat':>4s} {'B/cyc':>5s} {'rtl':>10s} "
-             f"{'timing':>10s} {'error':>8s}"]  # fmt: skip
+             f"{'timing':>10s} {'error':>8s}"]
     for r in report.programs:
         lines.append(f"{r.name:32s} {r.klass:12s} {r.dram_latency_cycles:4d} "
                      f"{r.dram_bytes_per_cycle:5d} {r.cycles_rtl:10d} {r.cycles_timing:10d} "
-                     f"{100 * r.error:7.2f}%")  # fmt: skip
+                     f"{100 * r.error:7.2f}%")
     lines.append("")
     lines.append(f"{'class':12s} {'programs':>8s} {'MAPE':>8s} {'max':>8s}")
     for klass, s in {**report.classes(), "all": _all(report)}.items():
@@ -90,10 +90,10 @@ def table(report: FidelityReport) -> str:
         lines.append(f"  {module:20s} {100 * error:7.2f}%")
     ratio = report.speed_ratio
     lines.append(f"speed ratio rtl/timing on the long programs: "
-                 f"{'n/a' if ratio is None else f'{ratio:.0f}x'}")  # fmt: skip
+                 f"{'n/a' if ratio is None else f'{ratio:.0f}x'}")
     mismatches = report.functional_mismatches()
     lines.append(f"functional counters equal to fsim's: "
-                 f"{'all' if not mismatches else 'NOT ' + ', '.join(mismatches)}")  # fmt: skip
+                 f"{'all' if not mismatches else 'NOT ' + ', '.join(mismatches)}")
     return "\n".join(lines)
 
 

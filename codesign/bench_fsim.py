@@ -27,7 +27,7 @@ def tiling_for(cfg: AcceleratorConfig, shape: tuple[int, int, int] = (M, K, N)) 
     for n_tile in _divisors(blocks[2]):
         for k_tile in _divisors(blocks[1]):
             fits = [mt for mt in _divisors(blocks[0])
-                    if 2 * mt * k_tile <= cfg.inp_depth and mt * n_tile <= cfg.acc_depth]  # fmt: skip
+                    if 2 * mt * k_tile <= cfg.inp_depth and mt * n_tile <= cfg.acc_depth]
             if fits and 2 * n_tile * k_tile <= cfg.wgt_depth:
                 t = GemmTiling(*blocks, fits[0], k_tile, n_tile, 2)
                 if best is None or _work(t) > _work(best):
@@ -56,4 +56,4 @@ def run(cfg: AcceleratorConfig, *, repeats: int = 3) -> dict[str, Any]:
     return {"gmac_per_s": round(work.macs / seconds / 1e9, 3), "macs": work.macs,
             "seconds": round(seconds, 4), "config": cfg.name, "shape": [M, K, N],
             "instructions": len(work.program.insns), "repeats": repeats,
-            "verified": correct}  # fmt: skip
+            "verified": correct}

@@ -29,7 +29,7 @@ def run(cfg: AcceleratorConfig, backend_name: str = "rtl", layers: list[str] | N
             "cycles": best["cycles"], "gemm_uops": best["gemm_uops"],
             "utilization": best["utilization"], "cycles_vthreads1": single["cycles"],
             "compile_s": best["compile_s"], "knobs": best["schedule"]["knobs"],
-        })  # fmt: skip
+        })
     timed = all(r["cycles"] for r in rows)
     total = sum(r["cycles"] or 0 for r in rows)
     return {
@@ -38,4 +38,4 @@ def run(cfg: AcceleratorConfig, backend_name: str = "rtl", layers: list[str] | N
         "utilization": sum(r["gemm_uops"] for r in rows) / total if timed else None,
         "latency_hiding_gain": sum(r["cycles_vthreads1"] for r in rows) / total if timed else None,
         "max_compile_s": max(r["compile_s"] for r in rows),
-    }  # fmt: skip
+    }

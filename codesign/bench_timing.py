@@ -25,4 +25,4 @@ def run(cfg: AcceleratorConfig, *, repeats: int = 5) -> dict[str, Any]:
     return {"seconds": round(best, 5), "first_run_s": round(times[0], 5),
             "cycles": stats.cycles, "cycles_per_s": round(stats.cycles / best),
             "instructions": len(work.program.insns), "config": cfg.name, "shape": [M, K, N],
-            "macs_per_cycle": round(work.macs / stats.cycles, 2), "repeats": repeats}  # fmt: skip
+            "macs_per_cycle": round(work.macs / stats.cycles, 2), "repeats": repeats}

@@ -19,7 +19,7 @@ from sim.backend import SimulationError
 
 # Errors reported in one line with exit status 2: bad input, or an external tool that failed.
 USER_ERRORS = (ConfigError, ProgramError, SimulationError, EncodingError, ScheduleError,
-               TensorExprError, ValueError, OSError, ToolchainError)  # fmt: skip
+               TensorExprError, ValueError, OSError, ToolchainError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,4 +54,4 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
     """--config PRESET|FILE and repeated --set key=value, shared by every command."""
     parser.add_argument("--config", default="vta", help="preset name or JSON file (default vta)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one parameter (repeatable)")  # fmt: skip
+                        help="override one parameter (repeatable)")

@@ -32,9 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     fid = group.add_parser("fidelity", help="timing model vs RTL: cycles, errors, speed ratio")
     add_config_args(fid)
     fid.add_argument("--classes", default=None, metavar="A,B",
-                     help="program classes to run (default all: conformance, random, gemm)")  # fmt: skip
+                     help="program classes to run (default all: conformance, random, gemm)")
     fid.add_argument("--random", type=int, default=200, metavar="N",
-                     help="random differential programs (default 200)")  # fmt: skip
+                     help="random differential programs (default 200)")
     fid.add_argument("--json", action="store_true")
     fid.set_defaults(run=_fidelity)
     layers = group.add_parser("layers", help="ResNet-18 convolutions: utilization, latency hiding")
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     tune.add_argument("--layer", action="append", default=None, help="only this layer (repeatable)")
     tune.add_argument("--workers", type=int, default=2, help="measuring processes (default 2)")
     tune.add_argument("--confirm", action="store_true",
-                      help="also run each tuned schedule on fsim and rtl (exact? rtl cycles?)")  # fmt: skip
+                      help="also run each tuned schedule on fsim and rtl (exact? rtl cycles?)")
     tune.add_argument("--json", action="store_true")
     tune.set_defaults(run=_tune)
 
@@ -86,7 +86,7 @@ def _layers(args: argparse.Namespace) -> int:
         for r in result["layers"]:
             util = f"{r['utilization']:.3f}" if r["utilization"] is not None else "-"
             print(f"{r['name']:<14}{r['cycles'] or '-':>10}{r['gemm_uops']:>11}{util:>7}"
-                  f"{r['cycles_vthreads1'] or '-':>12}")  # fmt: skip
+                  f"{r['cycles_vthreads1'] or '-':>12}")
         print(f"utilization {result['utilization']}, latency hiding gain {result['latency_hiding_gain']}")
     return 0 if result["correct"] else 1
 
@@ -103,7 +103,7 @@ def _tune(args: argparse.Namespace) -> int:
     measurer = Measurer(store=Store(), workers=args.workers)
     try:
         result = bench.run(resolve(args.config, args.set), measurer, seeds=args.seeds, layers=args.layer,
-                           confirm=args.confirm, progress=bar.update)  # fmt: skip
+                           confirm=args.confirm, progress=bar.update)
     finally:
         measurer.close()
     if args.json:

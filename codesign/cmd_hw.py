@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_args(area)
     area.add_argument("--effort", choices=("fast", "full"), default="fast",
                       help="generic-gate mapping: fast (ABC strash;map) or full (ABC's default "
-                           "script; much slower on large configs)")  # fmt: skip
+                           "script; much slower on large configs)")
     area.add_argument("--json", action="store_true", help="print JSON")
     area.set_defaults(run=_area)
 

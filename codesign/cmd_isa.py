@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     dump = group.add_parser("dump", help="print a program's instructions")
     dump.add_argument("program", help="a program file (.npz)")
     dump.add_argument("--config", default=None,
-                      help="preset or JSON file (default: the preset the program names)")  # fmt: skip
+                      help="preset or JSON file (default: the preset the program names)")
     dump.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     dump.set_defaults(run=_dump)
 
@@ -47,7 +47,7 @@ def dump_lines(program: Program, cfg: AcceleratorConfig) -> list[str]:
     counts = [0] * len(isa.Queue)
     header = " ".join(f"{q.short:>4}" for q in isa.Queue)
     lines = [f"# {len(program.insns)} instructions for {cfg.name} ({program.fingerprint})",
-             f"{'#':>5} {'module':<8} {header}  instruction"]  # fmt: skip
+             f"{'#':>5} {'module':<8} {header}  instruction"]
     for index, insn in enumerate(program.decoded(cfg)):
         pops, pushes = isa.token_queues(insn)
         for q in pops:

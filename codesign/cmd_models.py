@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("-o", "--output", required=True, metavar="FILE.onnx")
     export.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
     export.add_argument("--opset", type=int, default=zoo.DEFAULT_OPSET,
-                        help=f"ONNX opset (default {zoo.DEFAULT_OPSET}, up to {zoo.MAX_OPSET})")  # fmt: skip
+                        help=f"ONNX opset (default {zoo.DEFAULT_OPSET}, up to {zoo.MAX_OPSET})")
     export.add_argument("--seq-len", type=int, default=None, help="sequence length (bert-tiny only)")
     export.add_argument("--json", action="store_true", help="print what was written as JSON")
     export.set_defaults(run=_export)
@@ -35,7 +35,7 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     rows = [(i.name, f"{i.parameters:,}", f"{i.min_opset}-{zoo.MAX_OPSET}",
              ", ".join(f"{n} {d}[{','.join(map(str, s))}]" for n, d, s in i.inputs), i.summary)
-            for i in infos]  # fmt: skip
+            for i in infos]
     header = ("name", "parameters", "opsets", "inputs", "summary")
     widths = [max(len(row[col]) for row in [header, *rows]) for col in range(4)]
     for row in [header, *rows]:
@@ -51,10 +51,10 @@ def _export(args: argparse.Namespace) -> int:
     Path(args.output).write_bytes(data)
     report = {"name": args.name, "path": args.output, "bytes": len(data), "nodes": len(model.graph.node),
               "opset": args.opset, "ir_version": model.ir_version, "seed": args.seed,
-              "seconds": round(time.perf_counter() - start, 3)}  # fmt: skip
+              "seconds": round(time.perf_counter() - start, 3)}
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(f"wrote {args.output}: {args.name}, {len(data) / 1e6:.2f} MB, {report['nodes']} nodes, "
-              f"opset {args.opset}, seed {args.seed}, {report['seconds']:.2f} s")  # fmt: skip
+              f"opset {args.opset}, seed {args.seed}, {report['seconds']:.2f} s")
     return 0

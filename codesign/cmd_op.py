@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_operator_parsers(group, _common, _run)
     for kind, text in (("add", "clip((a*mult_a + b*mult_b) >> shift) of two int8 tensors (residual)"),
-                       ("clip", "clip((a*mult_a) >> shift) of one int8 tensor (ReLU: --low 0)")):  # fmt: skip
+                       ("clip", "clip((a*mult_a) >> shift) of one int8 tensor (ReLU: --low 0)")):
         p = group.add_parser(kind, help=text)
         p.add_argument("--shape", required=True, metavar="N,C,H,W")
         p.add_argument("--low", type=int, default=-128)
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_operator_parsers(group: argparse._SubParsersAction,
                          common: Callable[[argparse.ArgumentParser], None],
-                         run: Callable[[argparse.Namespace], int]) -> None:  # fmt: skip
+                         run: Callable[[argparse.Namespace], int]) -> None:
     """The conv2d and dense subcommands with their shape and epilogue options; `common` adds
     the command's own options (shared by `codesign op` and `codesign tune op`)."""
     conv = group.add_parser("conv2d", help="packed int8 conv2d + epilogue")
@@ -71,7 +71,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedule", help="a schedule file (JSON with 'records' or 'knobs')")
     p.add_argument("--tuning-log", metavar="FILE",
                    help="use the fastest schedule in this tuning log (codesign tune) for this operator and "
-                        "config; the default schedule when it has none")  # fmt: skip
+                        "config; the default schedule when it has none")
     p.add_argument("--save-schedule", help="write the schedule used to this file")
     p.add_argument("--print-ir", action="store_true", help="print the final loop IR")
     p.add_argument("--seed", type=int, default=0)
@@ -81,7 +81,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _epilogue(args: argparse.Namespace) -> Epilogue:
     return Epilogue(bias=not args.no_bias, multiplier=args.multiplier, shift=args.shift,
                     clip=(-128, 127) if args.no_relu else (0, 127),
-                    channel_multiplier=args.channel_multiplier, round=args.round)  # fmt: skip
+                    channel_multiplier=args.channel_multiplier, round=args.round)
 
 
 def _conv(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
@@ -93,7 +93,7 @@ def _conv(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
 def _eltwise(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
     n, c, h, w = _four(args.shape, "--shape")
     return Eltwise(EltwiseSpec(args.action, n, c, h, w, (args.low, args.high), args.mult_a,
-                               getattr(args, "mult_b", 1), args.requant_shift), target)  # fmt: skip
+                               getattr(args, "mult_b", 1), args.requant_shift), target)
 
 
 def _four(text: str, flag: str) -> tuple[int, int, int, int]:
@@ -121,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
     op = args.make(args, AcceleratorTarget(cfg))
     backend = make_backend(args.backend, cfg)
     compiled, result = compile_and_run(op, backend, schedule=args.schedule, vthreads=_vthreads(args.vthreads),
-                                       seed=args.seed, tuning_log=args.tuning_log)  # fmt: skip
+                                       seed=args.seed, tuning_log=args.tuning_log)
     if args.save_schedule:
         compiled.schedule.save(args.save_schedule)
     if args.print_ir:
@@ -130,7 +130,7 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         for key in ("op", "config", "backend", "correct", "cycles", "gemm_uops", "utilization",
-                    "instructions", "dram_bytes_read", "compile_s"):  # fmt: skip
+                    "instructions", "dram_bytes_read", "compile_s"):
             print(f"{key}: {result[key]}")
         print("schedule:\n  " + str(compiled.schedule).replace("\n", "\n  "))
     return 1 if result["correct"] is False else 0

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     group = run.add_mutually_exclusive_group()
     group.add_argument("--inputs", type=int, default=1, metavar="N", help="N seeded inputs (default 1)")
     group.add_argument("--input-file", metavar="X.npz",
-                       help="inputs: one array per model input, samples first")  # fmt: skip
+                       help="inputs: one array per model input, samples first")
     _model_args(run)
     run.add_argument("--json", action="store_true")
     run.set_defaults(run=_run, config=None)  # a .cmodel carries its own config
@@ -31,16 +31,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     comp.add_argument("--json", action="store_true")
     comp.set_defaults(run=_compile)
     sens = sub.add_parser("sensitivity", help="the int8 error each layer costs: the model quantized with "
-                          "each convolution or dense layer float in turn, against fp32")  # fmt: skip
+                          "each convolution or dense layer float in turn, against fp32")
     sens.add_argument("model", metavar="MODEL.onnx")
     add_config_args(sens)
     sens.add_argument("--inputs", type=int, default=20, metavar="N", help="N seeded inputs (default 20)")
     group = sens.add_mutually_exclusive_group()
     group.add_argument("--layers", action="append", default=[], metavar="PATTERN[,PATTERN...]",
-                       help="only these layers (matched as --float-layers; default: all)")  # fmt: skip
+                       help="only these layers (matched as --float-layers; default: all)")
     group.add_argument("--groups", nargs="+", default=[], metavar="PATTERN",
                        help="candidates of several layers: each pattern's layers float together "
-                            "(e.g. 'features.1.*' 'features.2.*')")  # fmt: skip
+                            "(e.g. 'features.1.*' 'features.2.*')")
     _quant_args(sens)
     sens.add_argument("--json", action="store_true")
     sens.set_defaults(run=_sensitivity)
@@ -49,34 +49,34 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _model_args(p: argparse.ArgumentParser) -> None:
     _quant_args(p)
     p.add_argument("--tuning-log", metavar="FILE",
-                   help="schedules from a tuning log (codesign tune) where it has the operator")  # fmt: skip
+                   help="schedules from a tuning log (codesign tune) where it has the operator")
 
 
 def _quant_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
-                   help="bind a model input's symbolic dimensions (repeatable)")  # fmt: skip
+                   help="bind a model input's symbolic dimensions (repeatable)")
     p.add_argument("--calibration", default="percentile",
                    help="activation calibration: minmax, percentile, entropy or mse (a linear residual "
                         "stream, as MobileNetV2's, is calibrated by minmax whichever is chosen; a value "
-                        "with per-channel scales by percentile instead of entropy)")  # fmt: skip
+                        "with per-channel scales by percentile instead of entropy)")
     p.add_argument("--calibration-inputs", type=int, default=None, metavar="N",
                    help="calibrate on N inputs (default 16; GPTQ's moments come from the first 16 "
                         "whatever N is; with 32, MobileNetV2's logit error is 11%% lower, ResNet-18's is "
-                        "not, and ResNet-18's quantization takes 7.3 s instead of 4.2 s)")  # fmt: skip
+                        "not, and ResNet-18's quantization takes 7.3 s instead of 4.2 s)")
     p.add_argument("--rounding", choices=("gptq", "gptq-all", "nearest"), default="gptq",
                    help="weight rounding: GPTQ from the calibration inputs' second moments for "
                         "convolutions (gptq, the default) or every dense layer (gptq-all), or nearest "
-                        "(faster compiles, less accurate: see the README)")  # fmt: skip
+                        "(faster compiles, less accurate: see the README)")
     p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=True,
                    help="correct each convolution's bias for its mean int8 error on the calibration "
-                        "inputs (default: on)")  # fmt: skip
+                        "inputs (default: on)")
     p.add_argument("--float-layers", action="append", default=[], metavar="PATTERN[,PATTERN...]",
                    help="keep the convolutions and dense layers whose ONNX node or output name "
                         "matches (fnmatch, e.g. 'features.1.*') float, on the host: fewer MACs "
-                        "offloaded, less int8 error (repeatable)")  # fmt: skip
+                        "offloaded, less int8 error (repeatable)")
     p.add_argument("--offload-shallow", action="store_true",
                    help="run shallow convolutions (input channels at most half a block, e.g. an "
-                        "image network's first layer) on the accelerator too, not on the host")  # fmt: skip
+                        "image network's first layer) on the accelerator too, not on the host")
 
 
 def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -115,15 +115,15 @@ def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     quant = _quant_options(args)
     cfg = resolve(args.config or "vta", args.set)
     loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None, quant, args.tuning_log,
-                        args.offload_shallow)  # fmt: skip
+                        args.offload_shallow)
     saved = loaded.model.target.cfg
     if args.model.endswith(".cmodel"):
         if args.offload_shallow and not loaded.model.offload_shallow:
             raise ValueError(f"{args.model} was compiled with shallow convolutions on the host; "
-                             "compile the ONNX model again with --offload-shallow")  # fmt: skip
+                             "compile the ONNX model again with --offload-shallow")
         if (args.config or args.set) and cfg.fingerprint() != saved.fingerprint():
             raise ValueError(f"{args.model} was compiled for config {saved.name}, not {cfg.name}; "
-                             "compile the ONNX model again with codesign compile --config")  # fmt: skip
+                             "compile the ONNX model again with codesign compile --config")
         cfg = saved
     return cfg, loaded
 
@@ -159,7 +159,7 @@ def _compile(args: argparse.Namespace) -> int:
                "accelerator_steps": sum(s.where == "accel" for s in model.steps),
                "offloaded_macs_fraction": model.offloaded_macs_fraction(),
                "compile_s": loaded.compile_s,
-               "kernels_from_disk_cache": loaded.kernels_from_disk}  # fmt: skip
+               "kernels_from_disk_cache": loaded.kernels_from_disk}
     print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
     return 0
 
@@ -171,7 +171,7 @@ def _sensitivity(args: argparse.Namespace) -> int:
         raise ValueError(f"--inputs must be at least 1, not {args.inputs}")
     report = sensitivity(args.model, resolve(args.config, args.set), input_shapes(args.input_shape) or None,
                          _quant_options(args), args.offload_shallow, args.inputs, _patterns(args.layers),
-                         args.groups, _progress)  # fmt: skip
+                         args.groups, _progress)
     if args.json:
         print(json.dumps(report, indent=1))
     else:

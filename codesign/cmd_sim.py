@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     selftest.add_argument("--backend", choices=NAMES, default="fsim")
     add_config_args(selftest)
     selftest.add_argument("--seed", type=int, default=None,
-                          help="fsim: run a random legal interleaving with this seed")  # fmt: skip
+                          help="fsim: run a random legal interleaving with this seed")
     selftest.add_argument("--json", action="store_true")
     selftest.set_defaults(run=_selftest)
     run = group.add_parser("run", help="run a program file; print its counters")
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--outputs", help="write the output regions to this .npz")
     run.add_argument("--vcd", help="rtl: also write a waveform of the run (signal-level mode)")
     run.add_argument("--trace", metavar="FILE.json",
-                     help="timing/rtl: write a Chrome/Perfetto trace of every module's activity")  # fmt: skip
+                     help="timing/rtl: write a Chrome/Perfetto trace of every module's activity")
     run.add_argument("--json", action="store_true")
     run.set_defaults(run=_run)
 

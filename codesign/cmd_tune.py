@@ -46,20 +46,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=4, help="points measured per round (default 4)")
     p.add_argument("--method", choices=METHODS, default="model", help="search (default model)")
     p.add_argument("--backend", choices=("timing", "rtl"), default="timing",
-                   help="measure on (default timing)")  # fmt: skip
+                   help="measure on (default timing)")
     p.add_argument("--log", metavar="FILE", help="append every trial to this JSON-lines log; resume from it")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=2, help="measuring processes (0: in this one)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one trial may take (default 120)")
     p.add_argument("--max-insns", type=int, default=MAX_INSNS,
-                   help=f"leave out points issuing more instructions (default {MAX_INSNS})")  # fmt: skip
+                   help=f"leave out points issuing more instructions (default {MAX_INSNS})")
     p.add_argument("--no-cache", action="store_true", help="measure every point, even ones measured before")
     p.add_argument("--json", action="store_true")
 
 
 def _check(args: argparse.Namespace) -> None:
     for flag, value, low in (("--trials", args.trials, 1), ("--batch", args.batch, 1),
-                             ("--workers", args.workers, 0), ("--max-insns", args.max_insns, 1)):  # fmt: skip
+                             ("--workers", args.workers, 0), ("--max-insns", args.max_insns, 1)):
         if value < low:
             raise ValueError(f"{flag} must be at least {low}, not {value}")
     if not args.timeout > 0:
@@ -74,12 +74,12 @@ def _run(args: argparse.Namespace) -> int:
     bar = Bar()
     store = None if args.no_cache else Store()
     space = build_space(op, max_insns=args.max_insns, cache=store,
-                        progress=lambda d, t: bar.update("features", d, t))  # fmt: skip
+                        progress=lambda d, t: bar.update("features", d, t))
     measurer = Measurer(store=store, workers=args.workers, timeout_s=args.timeout)
     try:
         result = tune(space, cfg, measurer, trials=args.trials, method=args.method, batch=args.batch,
                       seed=args.seed, backend=args.backend, log_path=args.log, resume=resume,
-                      progress=lambda d, t, b: bar.update("tune", d, t, f"best {b}"))  # fmt: skip
+                      progress=lambda d, t, b: bar.update("tune", d, t, f"best {b}"))
         default = _measure_default(space, cfg, op, measurer, args)
     finally:
         measurer.close()
@@ -101,7 +101,7 @@ def _run_model(args: argparse.Namespace) -> int:
     _check(args)
     cfg = resolve(args.config, args.set)
     loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None,
-                        offload_shallow=args.offload_shallow)  # fmt: skip
+                        offload_shallow=args.offload_shallow)
     resume = log.read(args.log) if args.log and _exists(args.log) else []
     store = None if args.no_cache else Store()
     measurer = Measurer(store=store, workers=args.workers, timeout_s=args.timeout)
@@ -124,11 +124,11 @@ def _run_model(args: argparse.Namespace) -> int:
 
             result = tune(space, cfg, measurer, trials=args.trials, method=args.method, batch=args.batch,
                           seed=args.seed, backend=args.backend, log_path=args.log, resume=resume,
-                          progress=progress)  # fmt: skip
+                          progress=progress)
             default = _measure_default(space, cfg, op, measurer, args)
             rows[key] = {"op": op.op, "steps": [step.node.name], "space_points": len(space),
                          "trials": len(result.order), "default_cycles": default.get("cycles"),
-                         "best_cycles": result.best_cycles}  # fmt: skip
+                         "best_cycles": result.best_cycles}
     finally:
         measurer.close()
     report = _model_report(args, cfg.name, list(rows.values()))
@@ -143,18 +143,18 @@ def _model_report(args: argparse.Namespace, config: str, rows: list[dict[str, An
     default, tuned = total("default_cycles"), total("best_cycles")
     return {"model": args.model, "config": config, "backend": args.backend, "operators": rows,
             "default_cycles": default, "tuned_cycles": tuned,
-            "tuned_over_default": tuned / default if default else None, "log": args.log}  # fmt: skip
+            "tuned_over_default": tuned / default if default else None, "log": args.log}
 
 
 def _measure_default(space: Any, cfg: Any, op: Any, measurer: Measurer,
-                     args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+                     args: argparse.Namespace) -> dict[str, Any]:
     """The default schedule, measured as a reference and logged (method 'default'), so the log's
     best is never slower than the default."""
     task = task_for(space.workload, cfg, op.default_knobs(), args.backend)
     (_, default, cached), = list(measurer.run([task]))
     if args.log:
         log.append(args.log, [log.record(space.workload, cfg, args.backend, task.knobs, default,
-                                         method="default", trial=0, cached=cached)])  # fmt: skip
+                                         method="default", trial=0, cached=cached)])
     return default
 
 
@@ -163,7 +163,7 @@ def _exists(path: str) -> bool:
 
 
 def _report(args: argparse.Namespace, space: Any, result: Any, default: dict[str, Any],
-            config: str) -> dict[str, Any]:  # fmt: skip
+            config: str) -> dict[str, Any]:
     statuses: dict[str, int] = {}
     for r in result.records:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
@@ -176,4 +176,4 @@ def _report(args: argparse.Namespace, space: Any, result: Any, default: dict[str
         "default_cycles": default.get("cycles"),
         "speedup_over_default": default["cycles"] / best if best and default.get("cycles") else None,
         "log": args.log,
-    }  # fmt: skip
+    }

@@ -62,7 +62,7 @@ class QuantOptions:
 
 def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                quant: QuantOptions = QuantOptions(), tuning_log: str | None = None,
-               offload_shallow: bool = False) -> Loaded:  # fmt: skip
+               offload_shallow: bool = False) -> Loaded:
     """A CompiledModel from an ONNX file (imported, quantized on calibration inputs as `quant`
     says, compiled) or from a .cmodel file; with `tuning_log`, each accelerator operator uses
     the fastest schedule the log holds for it on this config, else its default;
@@ -75,7 +75,7 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     if path.endswith(".cmodel"):
         if quant.float_layers:
             raise ValueError(f"{path} is compiled already: --float-layers applies when compiling "
-                             "an ONNX model")  # fmt: skip
+                             "an ONNX model")
         model, extra = serialize.load(path, knobs_for)
         onnx_path = extra.get("onnx")
         data = Path(onnx_path).read_bytes() if onnx_path and Path(onnx_path).exists() else None
@@ -91,14 +91,14 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
         if is_qdq(graph):  # requantized as precisely as onnxruntime, whose int8 results it should match
             if quant.float_layers:
                 raise ValueError(f"{path} is quantized already (QuantizeLinear/DequantizeLinear): "
-                                 "--float-layers applies to a float model")  # fmt: skip
+                                 "--float-layers applies to a float model")
             qgraph = import_qdq(graph, calib, precise=True)
         else:
             # a shallow convolution that stays on the host stays float there: int8 buys it nothing
             shallow = None if offload_shallow else functools.partial(is_shallow, target=target)
             keep = float_layer_rule(graph, quant.float_layers, shallow)
             quantized = quantize(graph, calib, method=quant.calibration, rounding=quant.rounding,
-                                 bias_correction=quant.bias_correction, keep_float=keep)  # fmt: skip
+                                 bias_correction=quant.bias_correction, keep_float=keep)
             qgraph = fuse_residual_adds(quantized)
         model = CompiledModel.compile(qgraph, target, knobs_for=knobs_for, offload_shallow=offload_shallow)
     return Loaded(model, data, name, time.perf_counter() - start, cache_info().from_disk - before)
@@ -108,7 +108,7 @@ KeepRule = Callable[[Graph, Node], bool]
 
 
 def float_layer_rule(graph: Graph, patterns: Sequence[str], also: KeepRule | None = None,
-                     option: str = "--float-layers") -> KeepRule | None:  # fmt: skip
+                     option: str = "--float-layers") -> KeepRule | None:
     """`quantize`'s keep_float for the layers of `graph` whose node or output name matches one
     of `patterns` (fnmatch), or for which `also` holds; None when neither keeps any. Every
     pattern must match a convolution or dense layer of the graph as `quantize` cleans it (the
@@ -119,7 +119,7 @@ def float_layer_rule(graph: Graph, patterns: Sequence[str], also: KeepRule | Non
         if not any(_named(n, pattern) for n in nodes):
             shown = ", ".join(layers[:3]) + (", ..." if len(layers) > 3 else "")
             raise ValueError(f"{option} {pattern!r} matches no convolution or dense layer of "
-                             f"{graph.name} (its {len(layers)} layers: {shown})")  # fmt: skip
+                             f"{graph.name} (its {len(layers)} layers: {shown})")
     if not patterns:
         return also
 
@@ -139,7 +139,7 @@ SENSITIVITY_SEED = 5000  # neither calibration (1000, ...) nor the evaluation in
 def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                 quant: QuantOptions = QuantOptions(), offload_shallow: bool = False, count: int = 20,
                 layer_patterns: Sequence[str] = (), group_patterns: Sequence[str] = (),
-                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:  # fmt: skip
+                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """What keeping each convolution or dense layer of a float ONNX model float would buy
     (compiler.quant.sensitivity): its rms logit error against onnxruntime fp32 over `count`
     seeded inputs with that layer float too, quantized as `load_model` quantizes it; only the
@@ -151,7 +151,7 @@ def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tu
     data = Path(path).read_bytes()
     if is_qdq(graph):
         raise ValueError(f"{path} is quantized already (QuantizeLinear/DequantizeLinear): sensitivity "
-                         "applies to a float model")  # fmt: skip
+                         "applies to a float model")
     name = zoo_name(data)
     shallow = None if offload_shallow else functools.partial(is_shallow, target=AcceleratorTarget(cfg))
     keep = float_layer_rule(graph, quant.float_layers, shallow)
@@ -165,15 +165,15 @@ def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tu
     references = [session.run(None, dict(x))[0] for x in inputs]
     result = float_layer_gains(calibrated, inputs, references, keep, layers, progress,
                                method=quant.calibration, bias_correction=quant.bias_correction,
-                               groups=groups)  # fmt: skip
+                               groups=groups)
     macs = {n.name: node_macs(g, n) for n in dense_layers(g)}
     total = max(sum(macs.values()), 1)
     ranked = sorted(result.layers, key=result.gain, reverse=True)
     rows = [{"layer": e.name, "layers": list(e.layers), "macs": sum(macs[n] for n in e.layers),
              "macs_fraction": sum(macs[n] for n in e.layers) / total, "rms_err": e.rms_err,
-             "gain": result.gain(e)} for e in ranked]  # fmt: skip
+             "gain": result.gain(e)} for e in ranked]
     return {"model": graph.name, "config": cfg.name, "inputs": count, "float_already": result.float_already,
-            "baseline_rms_err": result.baseline_rms_err, "layers": rows}  # fmt: skip
+            "baseline_rms_err": result.baseline_rms_err, "layers": rows}
 
 
 def _matching(graph: Graph, cleaned: Graph, patterns: Sequence[str], option: str) -> set[str]:
@@ -185,11 +185,11 @@ def _matching(graph: Graph, cleaned: Graph, patterns: Sequence[str], option: str
 def print_sensitivity(report: dict[str, Any], out: Any = None) -> None:
     out = out or sys.stdout  # looked up per call: a test may have replaced it
     print(f"{report['model']}: rms error {report['baseline_rms_err']:.4f} over {report['inputs']} inputs; "
-          f"float already: {', '.join(report['float_already']) or 'none'}", file=out)  # fmt: skip
+          f"float already: {', '.join(report['float_already']) or 'none'}", file=out)
     print(f"{'float too':32} {'MACs':>7} {'rms error':>10} {'gain':>8}", file=out)
     for r in report["layers"]:
         print(f"{r['layer'][:32]:32} {r['macs_fraction']:7.2%} {r['rms_err']:10.4f} {r['gain']:8.4f}",
-              file=out)  # fmt: skip
+              file=out)
 
 
 def _from_log(tuning_log: str | None) -> Callable[[Any], Any] | None:
@@ -261,7 +261,7 @@ def read_input_file(path: str, graph: Graph) -> list[Inputs]:
     missing = sorted(set(graph.inputs) - set(arrays))
     if missing:
         raise ValueError(f"{path}: no array for model input {missing[0]!r} "
-                         f"(inputs: {', '.join(graph.inputs)})")  # fmt: skip
+                         f"(inputs: {', '.join(graph.inputs)})")
     counts = {len(arrays[n]) for n in graph.inputs}
     if len(counts) != 1:
         raise ValueError(f"{path}: inputs have different sample counts {sorted(counts)}")
@@ -273,11 +273,11 @@ def check_inputs(graph: Graph, feeds: Inputs) -> None:
         v, a = graph.values[n], feeds[n]
         if a.shape != v.shape or a.dtype.name != v.dtype:
             raise ValueError(f"input {n!r} is {a.dtype.name}{list(a.shape)}, the model takes "
-                             f"{v.dtype}{list(v.shape)}")  # fmt: skip
+                             f"{v.dtype}{list(v.shape)}")
 
 
 def run(loaded: Loaded, inputs: list[Inputs], backend: Any,
-        progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:  # fmt: skip
+        progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Run every input; compare with the integer reference and onnxruntime fp32."""
     model, graph = loaded.model, loaded.model.graph
     session = _ort_session(loaded.onnx_bytes)
@@ -297,7 +297,7 @@ def run(loaded: Loaded, inputs: list[Inputs], backend: Any,
             progress(i + 1, len(inputs))
     run_s = time.perf_counter() - start
     return _report(loaded, results, backend, run_s, exact, agreement(refs, gots) if refs else None,
-                   _is_classifier(refs))  # fmt: skip
+                   _is_classifier(refs))
 
 
 def _is_classifier(outputs: list[np.ndarray]) -> bool:
@@ -324,7 +324,7 @@ def matches_reference(graph: Graph, feeds: Inputs, result: ModelResult) -> bool:
     for name, want in outputs.items():
         got = result.outputs[name]
         same = (np.allclose(got, want, rtol=FLOAT_RTOL, atol=FLOAT_ATOL)
-                if np.issubdtype(want.dtype, np.floating) else np.array_equal(got, want))  # fmt: skip
+                if np.issubdtype(want.dtype, np.floating) else np.array_equal(got, want))
         if got.shape != want.shape or not same:
             return False
     return True
@@ -339,7 +339,7 @@ def _ort_session(onnx_bytes: bytes | None) -> Any:
 
 
 def _report(loaded: Loaded, results: list[ModelResult], backend: Any, run_s: float, exact: bool,
-            fp32: Agreement | None, classifier: bool) -> dict[str, Any]:  # fmt: skip
+            fp32: Agreement | None, classifier: bool) -> dict[str, Any]:
     model = loaded.model
     cfg = model.target.cfg
     n = max(len(results), 1)
@@ -362,7 +362,7 @@ def _report(loaded: Loaded, results: list[ModelResult], backend: Any, run_s: flo
         "arena_bytes": model.memory.arena_bytes, "arena_bytes_unshared": model.memory.unshared_bytes,
         "device_dram_bytes": model.device.arena_bytes,
         "operators": _operators(results, timed),
-    }  # fmt: skip
+    }
 
 
 def _operators(results: list[ModelResult], timed: bool) -> list[dict[str, Any]]:
@@ -378,7 +378,7 @@ def _operators(results: list[ModelResult], timed: bool) -> list[dict[str, Any]]:
             "cycles": None if cycles is None else int(cycles), "gemm_uops": gemm,
             "utilization": gemm / cycles if cycles and gemm is not None else None,
             "host_ms": sum(s.host_s for s in steps) / n * 1e3,
-        })  # fmt: skip
+        })
     return rows
 
 
@@ -391,9 +391,9 @@ def print_table(report: dict[str, Any], out: Any = None) -> None:
         cycles = "" if r["cycles"] is None else f"{r['cycles']:,}"
         util = "" if r["utilization"] is None else f"{r['utilization']:.3f}"
         print(f"{r['name'][:28]:28} {r['op']:15} {r['where']:10} {cycles:>10} {util:>6} {r['host_ms']:8.3f}",
-              file=out)  # fmt: skip
+              file=out)
     keys = ("correct_int8", "top1_agreement", "top1_ci95", "cosine", "rms_err", "max_abs_err", "cycles",
             "latency_ms", "offloaded_macs_fraction", "device_dram_bytes", "compile_s",
-            "kernels_from_disk_cache", "run_s")  # fmt: skip
+            "kernels_from_disk_cache", "run_s")
     for k in keys:
         print(f"{k}: {report[k]}", file=out)

@@ -15,7 +15,7 @@ from sim.backend import Backend
 
 
 def schedule_source(op: Operator, path: str | None, vthreads: int | None,
-                    tuning_log: str | None = None) -> dict[str, Any]:  # fmt: skip
+                    tuning_log: str | None = None) -> dict[str, Any]:
     """Keyword arguments of `compile_op` for a schedule file, a forced thread count, the best
     point of a tuning log for this operator and config, or else the default schedule."""
     if path is None and vthreads is None and tuning_log is not None:
@@ -67,7 +67,7 @@ def run_compiled(op: Operator, compiled: CompiledOp, backend: Backend, seed: int
         "compile_s": compiled.compile_s,
         "schedule": compiled.schedule_json(),
         "stats": stats.to_dict(),
-    }  # fmt: skip
+    }
 
 
 def compile_and_run(

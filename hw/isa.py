@@ -149,7 +149,7 @@ def pack(name: str, spec: list[tuple[str, int, bool]], *, bits: int, word_bits: 
 
 
 _HEADER = [("opcode", 3, False), ("pop_prev", 1, False), ("pop_next", 1, False),
-           ("push_prev", 1, False), ("push_next", 1, False)]  # fmt: skip
+           ("push_prev", 1, False), ("push_next", 1, False)]
 
 
 def _mem_spec(cfg: AcceleratorConfig) -> list[tuple[str, int, bool]]:
@@ -159,7 +159,7 @@ def _mem_spec(cfg: AcceleratorConfig) -> list[tuple[str, int, bool]]:
         ("x_size", MEM_SIZE_BITS, False), ("x_stride", MEM_SIZE_BITS, False),
         ("y_pad_0", PAD_BITS, False), ("y_pad_1", PAD_BITS, False),
         ("x_pad_0", PAD_BITS, False), ("x_pad_1", PAD_BITS, False),
-    ]  # fmt: skip
+    ]
 
 
 def _loop_spec(cfg: AcceleratorConfig) -> list[tuple[str, int, bool]]:
@@ -167,7 +167,7 @@ def _loop_spec(cfg: AcceleratorConfig) -> list[tuple[str, int, bool]]:
         ("reset", 1, False), ("uop_bgn", cfg.uop_index_bits, False),
         ("uop_end", cfg.uop_index_bits + 1, False), ("iter_out", LOOP_ITER_BITS, False),
         ("iter_in", LOOP_ITER_BITS, False),
-    ]  # fmt: skip
+    ]
 
 
 def _gemm_spec(cfg: AcceleratorConfig) -> list[tuple[str, int, bool]]:
@@ -176,7 +176,7 @@ def _gemm_spec(cfg: AcceleratorConfig) -> list[tuple[str, int, bool]]:
         ("dst_factor_out", a, False), ("dst_factor_in", a, False),
         ("src_factor_out", i, False), ("src_factor_in", i, False),
         ("wgt_factor_out", w, False), ("wgt_factor_in", w, False),
-    ]  # fmt: skip
+    ]
 
 
 def _alu_spec(cfg: AcceleratorConfig) -> list[tuple[str, int, bool]]:
@@ -185,12 +185,12 @@ def _alu_spec(cfg: AcceleratorConfig) -> list[tuple[str, int, bool]]:
         ("dst_factor_out", a, False), ("dst_factor_in", a, False),
         ("src_factor_out", a, False), ("src_factor_in", a, False),
         ("alu_opcode", 3, False), ("use_imm", 1, False), ("imm", ALU_IMM_BITS, True),
-    ]  # fmt: skip
+    ]
 
 
 def _uop_spec(cfg: AcceleratorConfig) -> list[tuple[str, int, bool]]:
     return [("dst", cfg.acc_index_bits, False), ("src", cfg.uop_src_bits, False),
-            ("wgt", cfg.wgt_index_bits, False)]  # fmt: skip
+            ("wgt", cfg.wgt_index_bits, False)]
 
 
 @functools.lru_cache(maxsize=64)
@@ -327,7 +327,7 @@ def with_fields(insn: _InsnT, **changes: Any) -> _InsnT:
 
 _BY_OPCODE: dict[int, type] = {c.opcode: c for c in (Load, Store, Gemm, Alu, Finish)}
 _FIELD_NAMES: dict[type, frozenset[str]] = {
-    c: frozenset(f.name for f in dataclasses.fields(c)) for c in _BY_OPCODE.values()}  # fmt: skip
+    c: frozenset(f.name for f in dataclasses.fields(c)) for c in _BY_OPCODE.values()}
 _ENUM_FIELDS = {"memory_type": MemType, "alu_opcode": AluOp}
 _BOOL_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next", "reset", "use_imm"}
 
@@ -429,7 +429,7 @@ def _decoder(cfg: AcceleratorConfig, cls: type[_Insn]) -> list[tuple[str, int, i
          f.name in _ENUM_FIELDS or f.name in _BOOL_FIELDS)
         for f in layouts(cfg)[cls.layout_key].fields
         if f.name in names
-    ]  # fmt: skip
+    ]
 
 
 def _typed(cls: type, name: str, raw: int, word: int) -> object:
@@ -473,7 +473,7 @@ _CLASS_CODE: dict[type[_Insn], int] = {Load: 0, Store: 1, Gemm: 2, Alu: 3, Finis
 
 
 def _encode_class(cls: type[_Insn], insns: list[Insn], cfg: AcceleratorConfig, out: np.ndarray,
-                  rows: np.ndarray) -> bool:  # fmt: skip
+                  rows: np.ndarray) -> bool:
     """Encode `insns` (all of `cls`) into `out[rows]`; False when a value needs `encode_insn`
     (out of its field's range, or not a small integer)."""
     getter, fields = _encoder(cfg, cls)  # type: ignore[arg-type]  # (a class is hashable)

@@ -42,7 +42,7 @@ class Region:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "offset": self.offset, "shape": list(self.shape),
-                "dtype": self.dtype, "role": self.role}  # fmt: skip
+                "dtype": self.dtype, "role": self.role}
 
     def view(self, dram: np.ndarray) -> np.ndarray:
         """The region's array inside `dram` (a uint8 DRAM image), not a copy."""
@@ -53,7 +53,7 @@ class Region:
         array = np.asarray(data)
         if array.size * array.itemsize != self.nbytes or array.dtype != np.dtype(self.dtype):
             raise ProgramError(f"region {self.name!r} holds {self.shape} {self.dtype}, not "
-                               f"{array.shape} {array.dtype}")  # fmt: skip
+                               f"{array.shape} {array.dtype}")
         dram[self.offset : self.offset + self.nbytes] = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
 
 
@@ -145,7 +145,7 @@ class Program:
             "format_version": FORMAT_VERSION, "fingerprint": self.fingerprint,
             "config_name": self.config_name, "dram_bytes": self.dram_bytes,
             "regions": [r.to_json() for r in self.regions],
-        }  # fmt: skip
+        }
         arrays = {f"const__{k}": v for k, v in self.constants.items()}
         with open(path, "wb") as fh:
             np.savez(fh, meta=np.array(json.dumps(meta)), insns=self.insns, **arrays)  # type: ignore[arg-type]
@@ -173,7 +173,7 @@ class Program:
             for r in meta["regions"]
         )
         return cls(meta["fingerprint"], insns, regions, constants, meta["dram_bytes"],
-                   meta.get("config_name", ""))  # fmt: skip
+                   meta.get("config_name", ""))
 
 
 # -- building -----------------------------------------------------------------------------------
@@ -256,7 +256,7 @@ class ProgramBuilder:
 
     def load(self, memory_type: isa.MemType, region: Region, sram_base: int, *,
              y_size: int, x_size: int, x_stride: int | None = None, elem_offset: int = 0,
-             pads: tuple[int, int, int, int] = (0, 0, 0, 0), **flags: Any) -> None:  # fmt: skip
+             pads: tuple[int, int, int, int] = (0, 0, 0, 0), **flags: Any) -> None:
         """2-D strided load of `region` into `memory_type`'s SRAM; pads = (y0, y1, x0, x1)."""
         y0, y1, x0, x1 = pads
         self.emit(isa.Load(
@@ -264,15 +264,15 @@ class ProgramBuilder:
             dram_base=self.dram_base(region, memory_type, elem_offset),
             y_size=y_size, x_size=x_size, x_stride=x_size if x_stride is None else x_stride,
             y_pad_0=y0, y_pad_1=y1, x_pad_0=x0, x_pad_1=x1, **flags,
-        ))  # fmt: skip
+        ))
 
     def store(self, region: Region, sram_base: int, *, y_size: int, x_size: int,
-              x_stride: int | None = None, elem_offset: int = 0, **flags: Any) -> None:  # fmt: skip
+              x_stride: int | None = None, elem_offset: int = 0, **flags: Any) -> None:
         self.emit(isa.Store(
             sram_base=sram_base, dram_base=self.dram_base(region, isa.MemType.OUT, elem_offset),
             y_size=y_size, x_size=x_size, x_stride=x_size if x_stride is None else x_stride,
             **flags,
-        ))  # fmt: skip
+        ))
 
     def gemm(self, **fields: Any) -> None:
         self.emit(isa.Gemm(**fields))
@@ -305,7 +305,7 @@ class ProgramBuilder:
         self._alloc("__insns", words.shape, np.uint64, "insns")
         dram_bytes = -(-self._next // 4096) * 4096
         return Program(self.cfg.fingerprint(), words, tuple(self._regions),
-                       dict(self._constants), dram_bytes, self.cfg.name)  # fmt: skip
+                       dict(self._constants), dram_bytes, self.cfg.name)
 
     def _resolve(self, item: isa.Insn | _PendingUopLoad, uop_region: Region | None) -> isa.Insn:
         if not isinstance(item, _PendingUopLoad):
@@ -315,7 +315,7 @@ class ProgramBuilder:
             memory_type=isa.MemType.UOP, sram_base=item.sram_base,
             dram_base=self.dram_base(uop_region, isa.MemType.UOP, item.span.begin),
             y_size=1, x_size=item.span.count, x_stride=item.span.count, **item.flags,
-        )  # fmt: skip
+        )
 
 
 def verify_tokens(insns: list[isa.Insn], capacity: int | None = None) -> None:
@@ -362,7 +362,7 @@ def _token_signature(insn: isa.Insn) -> _Signature:
     """(module, queues popped, queues pushed) of `insn`, which depend only on its class, memory
     type and flags: cached by those (a program may hold 10^5 instructions)."""
     key = (type(insn), getattr(insn, "memory_type", None), insn.pop_prev, insn.pop_next,
-           insn.push_prev, insn.push_next)  # fmt: skip
+           insn.push_prev, insn.push_next)
     found = _SIGNATURES.get(key)
     if found is None:
         pops, pushes = isa.token_queues(insn)
@@ -371,7 +371,7 @@ def _token_signature(insn: isa.Insn) -> _Signature:
 
 
 def _check_order(insns: list[isa.Insn], signatures: list[_Signature], pushers: list[list[int]],
-                 poppers: list[list[int]], capacity: int | None) -> None:  # fmt: skip
+                 poppers: list[list[int]], capacity: int | None) -> None:
     """The happens-before graph: program order within a module, the k-th push of a queue
     before its k-th pop and, with `capacity`, the k-th pop before the (k + capacity)-th push.
     Each queue has one pushing and one popping module, so the graph is three chains and the
@@ -387,7 +387,7 @@ def _check_order(insns: list[isa.Insn], signatures: list[_Signature], pushers: l
         raise ProgramError(f"token dependencies form a cycle (a certain deadlock{room}) through {names}")
     for module in (isa.Module.LOAD, isa.Module.STORE):
         if chains[module] and not _reaches_compute(chains[module][-1], signatures, pushers, poppers,
-                                                   capacity):  # fmt: skip
+                                                   capacity):
             i = chains[module][-1]
             raise ProgramError(
                 f"instruction #{i} {isa.format_insn(insns[i])} is not ordered before FINISH by "
@@ -409,7 +409,7 @@ def _blocked(signatures: list[_Signature], chains: list[list[int]], capacity: in
             while i < len(chain):
                 _, pops, pushes = signatures[chain[i]]
                 if any(pushed[q] <= popped[q] for q in pops) or any(pushed[q] - popped[q] >= room
-                                                                    for q in pushes):  # fmt: skip
+                                                                    for q in pushes):
                     break
                 for q in pops:
                     popped[q] += 1
@@ -422,14 +422,14 @@ def _blocked(signatures: list[_Signature], chains: list[list[int]], capacity: in
 
 
 def _reaches_compute(node: int, signatures: list[_Signature], pushers: list[list[int]],
-                     poppers: list[list[int]], capacity: int | None) -> bool:  # fmt: skip
+                     poppers: list[list[int]], capacity: int | None) -> bool:
     """Whether the last instruction of the load or store module has a happens-before edge to
     the compute module, whose chain ends at FINISH (those modules' only edges go there)."""
     _, pops, pushes = signatures[node]
     if pushes:  # balanced queues: its push has a pop
         return True
     return capacity is not None and any(
-        poppers[q].index(node) + capacity < len(pushers[q]) for q in pops)  # fmt: skip
+        poppers[q].index(node) + capacity < len(pushers[q]) for q in pops)
 
 
 def _queue_name(q: isa.Queue) -> str:

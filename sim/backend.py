@@ -60,7 +60,7 @@ class Stats:
             "acc_load_nbytes": self.acc_load_bytes, "uop_load_nbytes": self.uop_load_bytes,
             "out_store_nbytes": self.out_store_bytes, "gemm_counter": self.gemm_uops,
             "alu_counter": self.alu_uops,
-        }  # fmt: skip
+        }
 
 
 @dataclass

@@ -66,7 +66,7 @@ class SuiteReport:
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "config": self.config,
                 "results": [r.to_json() for r in self.results],
-                "passed": self.passed, "failed": self.failed}  # fmt: skip
+                "passed": self.passed, "failed": self.failed}
 
 
 def attempt(backend: Backend, case: Case) -> tuple[CaseProgram, RunResult] | CaseResult:
@@ -117,7 +117,7 @@ def _first_difference(got: np.ndarray, want: np.ndarray) -> str:
 def run_suite(backend: Backend, names: list[str] | None = None) -> SuiteReport:
     selected = [c for c in CASES if names is None or c.name in names]
     return SuiteReport(backend.name, backend.config.name,
-                       [run_case(backend, c) for c in selected])  # fmt: skip
+                       [run_case(backend, c) for c in selected])
 
 
 # -- numpy references ---------------------------------------------------------------------------
@@ -130,7 +130,7 @@ def wrap(values: np.ndarray, bits: int) -> np.ndarray:
 
 
 def alu_reference(op: isa.AluOp, a: np.ndarray, b: np.ndarray | np.integer | int,
-                  acc_bits: int) -> np.ndarray:  # fmt: skip
+                  acc_bits: int) -> np.ndarray:
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     if op == isa.AluOp.SHR:
         width = acc_bits.bit_length()  # log2(acc_bits) + 1 bits of b, signed
@@ -138,7 +138,7 @@ def alu_reference(op: isa.AluOp, a: np.ndarray, b: np.ndarray | np.integer | int
         result = np.where(amount >= 0, a >> np.clip(amount, 0, None), a << np.clip(-amount, 0, None))
     else:
         fn = {isa.AluOp.MIN: np.minimum, isa.AluOp.MAX: np.maximum,
-              isa.AluOp.ADD: np.add, isa.AluOp.MUL: np.multiply}[op]  # fmt: skip
+              isa.AluOp.ADD: np.add, isa.AluOp.MUL: np.multiply}[op]
         result = fn(a, b)
     return wrap(result, acc_bits)
 
@@ -172,7 +172,7 @@ class _Writer:
         """Hand the out buffer to store (compute NOP push), store, and hand it back."""
         self.b.nop(isa.Module.COMPUTE, push_next=True, pop_next=self.reclaim())
         self.b.store(region, sram_base, y_size=y, x_size=x, x_stride=x_stride,
-                     pop_prev=True, push_prev=True)  # fmt: skip
+                     pop_prev=True, push_prev=True)
         self.out_lent = True
 
     def observe(self, name: str, n: int, values: np.ndarray) -> dict[str, np.ndarray]:
@@ -189,14 +189,14 @@ class _Writer:
         return expected
 
     def alu_loop(self, op: isa.AluOp, n: int, *, imm: int | None = None, src: int = 0,
-                 **flags: bool) -> None:  # fmt: skip
+                 **flags: bool) -> None:
         """acc[d] = op(acc[d], imm or acc[d + src]) for d < n, through both loop levels."""
         half = n // 2
         span = self.b.uops([isa.Uop(dst=0, src=src)])
         self.b.load_uops(span, sram_base=span.begin)
         self.b.alu(uop_bgn=span.begin, uop_end=span.begin + 1, iter_out=2, iter_in=half,
                    dst_factor_out=half, dst_factor_in=1, src_factor_out=half, src_factor_in=1,
-                   alu_opcode=op, use_imm=imm is not None, imm=imm or 0, **flags)  # fmt: skip
+                   alu_opcode=op, use_imm=imm is not None, imm=imm or 0, **flags)
 
     def finish(self) -> Program:
         self.b.finish(pop_next=self.reclaim())
@@ -204,7 +204,7 @@ class _Writer:
 
 
 def _acc_load(w: _Writer, region: Region, sram_base: int, y: int, x: int, stride: int,
-              pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> None:  # fmt: skip
+              pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> None:
     w.b.load(isa.MemType.ACC, region, sram_base, y_size=y, x_size=x, x_stride=stride, pads=pads)
 
 
@@ -230,7 +230,7 @@ def _load_store(cfg: AcceleratorConfig) -> CaseProgram:
     expected = np.zeros(out.shape, dtype=int_dtype(cfg.out_bits))
     expected[:, :5] = wrap(data[:, :5], cfg.out_bits)
     stats = {"acc_load_bytes": 15 * cfg.acc_elem_bytes, "out_store_bytes": 15 * cfg.out_elem_bytes,
-             "store_insns": 1, "compute_insns": 3}  # fmt: skip
+             "store_insns": 1, "compute_insns": 3}
     return CaseProgram(w.finish(), {"src": data}, {"out": expected}, stats)
 
 
@@ -271,7 +271,7 @@ def _gemm_case(*, reset: bool, pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -
         span = b.uops([isa.Uop(dst=n, src=k, wgt=n * cols + k) for n in range(2) for k in range(cols)])
         b.load_uops(span)
         b.gemm(reset=reset, uop_bgn=0, uop_end=span.count, iter_out=rows, dst_factor_out=2,
-               src_factor_out=cols, pop_prev=True)  # fmt: skip
+               src_factor_out=cols, pop_prev=True)
         out = w.out_region("out", rows, 2)
         w.store(out, 0, rows, 2)
         a = np.zeros((rows, cols, cfg.batch, cfg.block_in), dtype=np.int64)
@@ -316,7 +316,7 @@ def _prefix_sum(cfg: AcceleratorConfig) -> CaseProgram:
     span = w.b.uops([isa.Uop(dst=1, src=0)])
     w.b.load_uops(span, sram_base=span.begin)
     w.b.alu(uop_bgn=span.begin, uop_end=span.begin + 1, iter_out=_N - 1, dst_factor_out=1,
-            src_factor_out=1, alu_opcode=isa.AluOp.ADD)  # fmt: skip
+            src_factor_out=1, alu_opcode=isa.AluOp.ADD)
     expected = w.observe("out", _N, np.cumsum(data[0].astype(np.int64), axis=0))
     shifts = _N * (cfg.acc_bits // cfg.out_bits - 1)
     return CaseProgram(w.finish(), {"src": data}, expected, {"alu_uops": _N - 1 + shifts})
@@ -333,14 +333,14 @@ def _acc_8bit_padded(cfg: AcceleratorConfig) -> CaseProgram:
     _acc_load(w, old, 0, 1, n, n)
     src, data = _int8_input(w, "src", 3, 5)
     w.b.load(isa.MemType.ACC_8BIT, src, base, y_size=y, x_size=x, x_stride=5, elem_offset=1,
-             pads=(y0, y1, x0, x1))  # fmt: skip
+             pads=(y0, y1, x0, x1))
     window = np.zeros((rows, cols, *w.acc_shape), dtype=np.int64)
     window[y0 : y0 + y, x0 : x0 + x] = data[:2, 1 : 1 + x]  # elements 1.. of rows 0 and 1
     acc = old_data[0].astype(np.int64)
     acc[base : base + rows * cols] = window.reshape(-1, *w.acc_shape)
     expected = w.observe("out", n, acc)
     stats = {"acc_load_bytes": n * cfg.acc_elem_bytes + y * x * cfg.acc_8bit_elem_bytes,
-             "alu_uops": n * (cfg.acc_bits // cfg.out_bits - 1)}  # fmt: skip
+             "alu_uops": n * (cfg.acc_bits // cfg.out_bits - 1)}
     return CaseProgram(w.finish(), {"old": old_data, "src": data}, expected, stats)
 
 
@@ -356,7 +356,7 @@ def _acc_8bit_add(cfg: AcceleratorConfig) -> CaseProgram:
     expected = w.observe("out", _N, total)
     shifts = _N * (cfg.acc_bits // cfg.out_bits - 1)
     stats = {"acc_load_bytes": _N * (cfg.acc_elem_bytes + cfg.acc_8bit_elem_bytes),
-             "alu_uops": _N + shifts}  # fmt: skip
+             "alu_uops": _N + shifts}
     return CaseProgram(w.finish(), {"acc": acc, "res": res}, expected, stats)
 
 
@@ -396,4 +396,4 @@ CASES: list[Case] = [
     Case("acc_8bit_load_padded", _acc_8bit_padded),
     Case("acc_8bit_residual_add", _acc_8bit_add),
     Case("deadlock", _deadlock),
-]  # fmt: skip
+]

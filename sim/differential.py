@@ -11,7 +11,7 @@ from sim.backend import RunResult
 
 
 def first_difference(program: Program, cfg: AcceleratorConfig, ref: RunResult,
-                     dut: RunResult) -> str | None:  # fmt: skip
+                     dut: RunResult) -> str | None:
     """None when outputs, final DRAM and functional counters agree; else what differs first.
 
     A DRAM difference is traced to the first STORE, in program order, that wrote a byte where

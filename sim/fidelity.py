@@ -70,7 +70,7 @@ def random_programs(cfg: AcceleratorConfig, count: int = 200, seed: int = 0) -> 
         lat, bw = grid[i % len(grid)]
         rp = random_program(cfg, seed + i)
         out.append(CorpusProgram(f"random_{seed + i}", "random", rp.program, rp.inputs, lat,
-                                 max(1, int(bw * cfg.bus_bytes))))  # fmt: skip
+                                 max(1, int(bw * cfg.bus_bytes))))
     return out
 
 
@@ -79,7 +79,7 @@ def gemm_programs(cfg: AcceleratorConfig, tilings: Mapping[str, GemmTiling]) -> 
     from sim.workloads import blocked_gemm
 
     return [CorpusProgram(name, "gemm", w.program, w.inputs, long=True)
-            for name, w in ((n, blocked_gemm(cfg, t, seed=0)) for n, t in tilings.items())]  # fmt: skip
+            for name, w in ((n, blocked_gemm(cfg, t, seed=0)) for n, t in tilings.items())]
 
 
 # The classes every config has; `codesign bench fidelity` adds the long GEMMs of `codesign
@@ -88,13 +88,13 @@ SOURCES: Mapping[str, Source] = {"conformance": conformance_programs, "random": 
 
 
 def corpus(cfg: AcceleratorConfig, *, classes: Sequence[str] | None = None,
-           extra: Mapping[str, Source] | None = None) -> list[CorpusProgram]:  # fmt: skip
+           extra: Mapping[str, Source] | None = None) -> list[CorpusProgram]:
     """The programs of `classes` (default: every source, the `extra` ones included)."""
     sources = {**SOURCES, **(extra or {})}
     unknown = sorted(set(classes or ()) - set(sources))
     if unknown:
         raise ValueError(f"unknown program class(es) {', '.join(unknown)}; "
-                         f"known: {', '.join(sorted(sources))}")  # fmt: skip
+                         f"known: {', '.join(sorted(sources))}")
     out: list[CorpusProgram] = []
     for name, source in sources.items():
         if classes is None or name in classes:
@@ -129,7 +129,7 @@ class ProgramFidelity:
                 "busy_errors": self.busy_errors, "functional_equal": self.functional_equal,
                 "seconds_rtl": self.seconds_rtl, "seconds_timing": self.seconds_timing,
                 "long": self.long, "dram_latency_cycles": self.dram_latency_cycles,
-                "dram_bytes_per_cycle": self.dram_bytes_per_cycle}  # fmt: skip
+                "dram_bytes_per_cycle": self.dram_bytes_per_cycle}
 
 
 @dataclass
@@ -141,7 +141,7 @@ class FidelityReport:
     def _summary(rows: Sequence[ProgramFidelity]) -> dict[str, Any]:
         errors = np.abs([r.error for r in rows]) if rows else np.zeros(0)
         return {"count": len(rows), "mape": float(errors.mean()) if rows else 0.0,
-                "max_error": float(errors.max()) if rows else 0.0}  # fmt: skip
+                "max_error": float(errors.max()) if rows else 0.0}
 
     @property
     def mape(self) -> float:
@@ -174,11 +174,11 @@ class FidelityReport:
         return {"config": self.config, "programs": [r.to_json() for r in self.programs],
                 "mape": self.mape, "max_error": self.max_error, "classes": self.classes(),
                 "busy_errors": self.busy_errors(), "speed_ratio": self.speed_ratio,
-                "functional_mismatches": self.functional_mismatches()}  # fmt: skip
+                "functional_mismatches": self.functional_mismatches()}
 
 
 def compare(cfg: AcceleratorConfig, programs: Sequence[CorpusProgram], *, timing_repeats: int = 3,
-            progress: Callable[[str], None] | None = None) -> FidelityReport:  # fmt: skip
+            progress: Callable[[str], None] | None = None) -> FidelityReport:
     """Run each program on timing (best of `timing_repeats` wall-clock times), rtl and fsim."""
     report = FidelityReport(cfg.name)
     for p in programs:
@@ -208,7 +208,7 @@ def compare_one(cfg: AcceleratorConfig, p: CorpusProgram, *, timing_repeats: int
     functional = FunctionalSimulator(cfg).run(p.program, p.inputs).stats.functional()
     return ProgramFidelity(p.name, p.klass, rtl.cycles or 0, timing.cycles or 0, _busy_errors(timing, rtl),
                            timing.functional() == functional, seconds_rtl, min(seconds), p.long,
-                           lat, bw)  # fmt: skip
+                           lat, bw)
 
 
 def _busy_errors(timing: Stats, rtl: Stats) -> dict[str, float]:

@@ -62,7 +62,7 @@ def decoded_uops(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Gemm | is
 
 
 def check_affine(spads: Scratchpads, m: isa.MemType, what: str, insn: isa.Gemm | isa.Alu,
-                 base: np.ndarray, field: str) -> None:  # fmt: skip
+                 base: np.ndarray, field: str) -> None:
     """Bounds of base[k] + i*factor_out + j*factor_in, from the extremes (factors are >= 0)."""
     if not insn.uop_iterations:
         return
@@ -83,7 +83,7 @@ class GemmUnit:
         """Run `insn`; returns the micro-ops counted (reset GEMMs count none)."""
         key = (insn.reset, insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in,
                insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out,
-               insn.src_factor_in, insn.wgt_factor_out, insn.wgt_factor_in)  # fmt: skip
+               insn.src_factor_in, insn.wgt_factor_out, insn.wgt_factor_in)
         plan = self.plans.get(key)
         if plan is None:
             plan = self.plans[key] = self._plan(insn)

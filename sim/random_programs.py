@@ -51,7 +51,7 @@ class _Generator:
         shapes = {"A": (cfg.batch, cfg.block_in, cfg.inp_bits),
                   "W": (cfg.block_out, cfg.block_in, cfg.wgt_bits),
                   "X": (cfg.batch, cfg.block_out, cfg.acc_bits),
-                  "X8": (cfg.batch, cfg.block_out, cfg.inp_bits)}  # fmt: skip
+                  "X8": (cfg.batch, cfg.block_out, cfg.inp_bits)}
         self.inputs = {}
         self.regions: dict[str, Region] = {}
         for name, (rows, cols, bits) in shapes.items():
@@ -79,7 +79,7 @@ class _Generator:
             for i, op in enumerate(ops):
                 first, last = i == 0, i == len(ops) - 1
                 flags = {"pop_prev": first, "pop_next": first and self._reclaim(),
-                         "push_prev": last and t + 2 < tasks, "push_next": last}  # fmt: skip
+                         "push_prev": last and t + 2 < tasks, "push_next": last}
                 getattr(self, f"_{op}")(half, flags)
             self._store()
         self.b.finish(pop_next=self._reclaim())
@@ -124,7 +124,7 @@ class _Generator:
             self.b.nop(isa.Module.STORE, pop_prev=True)
         self.b.store(self.regions["C"], self.rng.randint(0, _SPAN - y * x), y_size=y, x_size=x,
                      x_stride=stride, elem_offset=offset, pop_prev=not relay,
-                     push_prev=True)  # fmt: skip
+                     push_prev=True)
         self.out_lent = True
 
     # -- compute -------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ class _Generator:
         uops = [isa.Uop(dst=r.randint(0, _SPAN - 1 - reach["dst"]),
                         src=half * _SPAN + r.randint(0, _SPAN - 1 - reach["src"]),
                         wgt=half * _SPAN + r.randint(0, _SPAN - 1 - reach["wgt"]))
-                for _ in range(r.randint(1, 4))]  # fmt: skip
+                for _ in range(r.randint(1, 4))]
         bgn, end = self._kernel(uops)
         self.b.gemm(reset=r.random() < 0.2, uop_bgn=bgn, uop_end=end, **fields, **flags)
 
@@ -174,7 +174,7 @@ class _Generator:
         imm = r.randint(-40, 40) if op == isa.AluOp.SHR else r.randint(-(1 << 15), (1 << 15) - 1)
         uops = [isa.Uop(dst=r.randint(0, _SPAN - 1 - reach["dst"]),
                         src=r.randint(0, _SPAN - 1 - reach["src"]))
-                for _ in range(r.randint(1, 3))]  # fmt: skip
+                for _ in range(r.randint(1, 3))]
         bgn, end = self._kernel(uops)
         self.b.alu(uop_bgn=bgn, uop_end=end, alu_opcode=op, use_imm=r.random() < 0.5, imm=imm,
-                   **fields, **flags)  # fmt: skip
+                   **fields, **flags)

@@ -86,7 +86,7 @@ class Scratchpads:
         return np.ndarray(
             (insn.y_size, insn.x_size, elem), np.uint8, buffer=self.dram,
             offset=insn.dram_base * elem, strides=(insn.x_stride * elem, elem, 1),
-        )  # fmt: skip
+        )
 
     def load(self, insn: isa.Load) -> int:
         """Execute a LOAD with zero padding; returns the bytes read from DRAM.

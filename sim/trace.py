@@ -63,22 +63,22 @@ class Activity:
         events: list[dict[str, Any]] = [
             {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
              "args": {"name": f"accelerator ({self.backend})"}},
-        ]  # fmt: skip
+        ]
         for tid, track in enumerate(TRACKS, start=1):
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                           "args": {"name": track}})  # fmt: skip
+                           "args": {"name": track}})
             events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                           "args": {"sort_index": tid}})  # fmt: skip
+                           "args": {"sort_index": tid}})
             for i in self.tracks[track]:
                 events.append({"ph": "X", "name": i.label or track, "pid": pid, "tid": tid,
-                               "ts": i.start / 1000, "dur": i.cycles / 1000})  # fmt: skip
+                               "ts": i.start / 1000, "dur": i.cycles / 1000})
         for queue in QUEUES:
             for cycle, count in self.tokens[queue]:
                 events.append({"ph": "C", "name": f"tokens {queue}", "pid": pid,
-                               "ts": cycle / 1000, "args": {"tokens": count}})  # fmt: skip
+                               "ts": cycle / 1000, "args": {"tokens": count}})
         return {"traceEvents": events, "displayTimeUnit": "ns",
                 "otherData": {"backend": self.backend, "cycles": self.cycles,
-                              "time_unit": "1 ns in the UI = 1 cycle"}}  # fmt: skip
+                              "time_unit": "1 ns in the UI = 1 cycle"}}
 
     def write(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_chrome()) + "\n")
@@ -111,7 +111,7 @@ _MEM_NAMES = ("UOP", "WGT", "INP", "ACC", "OUT", "ACC_8BIT")
 
 
 def insn_label(index: int, opcode: int, memory_type: int = 0, x_size: int = 1,
-               reset: bool = False) -> str:  # fmt: skip
+               reset: bool = False) -> str:
     """A short name for instruction `index`: '#12 LOAD WGT', '#5 GEMM reset', '#7 NOP'."""
     name = ("LOAD", "STORE", "GEMM", "FINISH", "ALU")[opcode] if opcode < 5 else f"op{opcode}"
     if opcode in (0, 1):
@@ -123,7 +123,7 @@ def insn_label(index: int, opcode: int, memory_type: int = 0, x_size: int = 1,
 
 
 def split_at_starts(busy: list[tuple[int, int]], starts: list[int],
-                    labels: list[str]) -> list[Interval]:  # fmt: skip
+                    labels: list[str]) -> list[Interval]:
     """Busy runs cut at each instruction start, each piece labelled with the instruction that
     started last at or before it."""
     out = []

@@ -39,11 +39,11 @@ class GemmTiling:
                 raise ValueError(f"{name}_blocks={blocks} is not a multiple of {name}_tile={tile}")
         vt = self.virtual_threads
         need = {"inp": vt * self.m_tile * self.k_tile, "wgt": vt * self.n_tile * self.k_tile,
-                "acc": self.m_tile * self.n_tile}  # fmt: skip
+                "acc": self.m_tile * self.n_tile}
         for kind, elems in need.items():
             if elems > getattr(cfg, f"{kind}_depth"):
                 raise ValueError(f"tiles need {elems} {kind} elements, the buffer holds "
-                                 f"{getattr(cfg, f'{kind}_depth')}")  # fmt: skip
+                                 f"{getattr(cfg, f'{kind}_depth')}")
 
 
 @dataclass(frozen=True)
@@ -90,11 +90,11 @@ class _BlockedGemmWriter:
         self.cfg, self.t = cfg, t
         self.b = ProgramBuilder(cfg)
         self.a_region = self.b.region("A", (t.m_blocks, t.k_blocks, cfg.batch, cfg.block_in),
-                                      np.dtype(int_dtype(cfg.inp_bits)), "input")  # fmt: skip
+                                      np.dtype(int_dtype(cfg.inp_bits)), "input")
         self.b_region = self.b.region("B", (t.n_blocks, t.k_blocks, cfg.block_out, cfg.block_in),
-                                      np.dtype(int_dtype(cfg.wgt_bits)), "input")  # fmt: skip
+                                      np.dtype(int_dtype(cfg.wgt_bits)), "input")
         self.c_region = self.b.region("C", (t.m_blocks, t.n_blocks, cfg.batch, cfg.block_out),
-                                      np.dtype(int_dtype(cfg.out_bits)), "output")  # fmt: skip
+                                      np.dtype(int_dtype(cfg.out_bits)), "output")
         self.tiles = (t.m_blocks // t.m_tile) * (t.n_blocks // t.n_tile) * (t.k_blocks // t.k_tile)
         fits = 2 * t.m_tile * t.n_tile <= cfg.acc_depth
         self.acc_halves = 2 if t.virtual_threads == 2 and fits else 1
@@ -106,7 +106,7 @@ class _BlockedGemmWriter:
         """Reset kernels per acc half; GEMM kernels per (inp/wgt half, acc half)."""
         t, b = self.t, self.b
         resets = [b.uops([isa.Uop(dst=self._acc_base(a) + n) for n in range(t.n_tile)])
-                  for a in range(self.acc_halves)]  # fmt: skip
+                  for a in range(self.acc_halves)]
         gemms = {}
         for half in range(t.virtual_threads):
             inp0, wgt0 = half * t.m_tile * t.k_tile, half * t.n_tile * t.k_tile
@@ -114,7 +114,7 @@ class _BlockedGemmWriter:
                 gemms[half, a] = b.uops([
                     isa.Uop(dst=self._acc_base(a) + n, src=inp0, wgt=wgt0 + n * t.k_tile)
                     for n in range(t.n_tile)
-                ])  # fmt: skip
+                ])
         return resets, gemms
 
     def build(self) -> Program:
@@ -128,7 +128,7 @@ class _BlockedGemmWriter:
             reset = resets[acc_half]
             b.gemm(reset=True, uop_bgn=reset.begin, uop_end=reset.begin + reset.count,
                    iter_out=t.m_tile, dst_factor_out=t.n_tile,
-                   pop_next=index >= self.acc_halves)  # fmt: skip
+                   pop_next=index >= self.acc_halves)
             k_tiles = t.k_blocks // t.k_tile
             for kk in range(k_tiles):
                 self._load_tile(i, j, kk, q)
@@ -137,7 +137,7 @@ class _BlockedGemmWriter:
                 q += 1
             b.store(self.c_region, self._acc_base(index), y_size=t.m_tile, x_size=t.n_tile,
                     x_stride=t.n_blocks, elem_offset=i * t.m_tile * t.n_blocks + j * t.n_tile,
-                    pop_prev=True, push_prev=True)  # fmt: skip
+                    pop_prev=True, push_prev=True)
         for _ in range(min(self.acc_halves, len(blocks)) - 1):  # drain the stores' tokens
             b.nop(isa.Module.COMPUTE, pop_next=True)
         b.finish(pop_next=True)
@@ -149,10 +149,10 @@ class _BlockedGemmWriter:
         b.load(isa.MemType.WGT, self.b_region, half * t.n_tile * t.k_tile,
                y_size=t.n_tile, x_size=t.k_tile, x_stride=t.k_blocks,
                elem_offset=j * t.n_tile * t.k_blocks + kk * t.k_tile,
-               pop_next=q >= t.virtual_threads)  # fmt: skip
+               pop_next=q >= t.virtual_threads)
         b.load(isa.MemType.INP, self.a_region, half * t.m_tile * t.k_tile,
                y_size=t.m_tile, x_size=t.k_tile, x_stride=t.k_blocks,
-               elem_offset=i * t.m_tile * t.k_blocks + kk * t.k_tile, push_next=True)  # fmt: skip
+               elem_offset=i * t.m_tile * t.k_blocks + kk * t.k_tile, push_next=True)
 
     def _gemm_tile(self, span: UopSpan, q: int, *, last: bool) -> None:
         t = self.t
@@ -160,11 +160,11 @@ class _BlockedGemmWriter:
                     iter_out=t.k_tile, src_factor_out=1, wgt_factor_out=1,
                     iter_in=t.m_tile, dst_factor_in=t.n_tile, src_factor_in=t.k_tile,
                     pop_prev=True, push_prev=q + t.virtual_threads < self.tiles,
-                    push_next=last)  # fmt: skip
+                    push_next=last)
 
 
 def resident_gemm(cfg: AcceleratorConfig, *, m_tile: int, k_tile: int, n_tile: int,
-                  repeats: int, seed: int = 0) -> Workload:  # fmt: skip
+                  repeats: int, seed: int = 0) -> Workload:
     """Operands loaded once, then `repeats` GEMMs over them: GEMM core throughput in isolation.
 
     The result is `repeats` times the product (accumulated without reset) of one tile.
@@ -178,11 +178,11 @@ def resident_gemm(cfg: AcceleratorConfig, *, m_tile: int, k_tile: int, n_tile: i
     w._load_tile(0, 0, 0, 0)
     span = gemms[0, 0]
     b.gemm(reset=True, uop_bgn=reset.begin, uop_end=reset.begin + reset.count,
-           iter_out=m_tile, dst_factor_out=n_tile)  # fmt: skip
+           iter_out=m_tile, dst_factor_out=n_tile)
     for r in range(repeats):
         b.gemm(uop_bgn=span.begin, uop_end=span.begin + span.count, iter_out=k_tile,
                src_factor_out=1, wgt_factor_out=1, iter_in=m_tile, dst_factor_in=n_tile,
-               src_factor_in=k_tile, pop_prev=r == 0, push_next=r == repeats - 1)  # fmt: skip
+               src_factor_in=k_tile, pop_prev=r == 0, push_next=r == repeats - 1)
     b.store(w.c_region, 0, y_size=m_tile, x_size=n_tile, pop_prev=True, push_prev=True)
     b.finish(pop_next=True)
     inputs = random_operands(cfg, t, seed)

@@ -51,11 +51,11 @@ class Layer:
 def run(cfg: AcceleratorConfig, measurer: Measurer, *, seeds: int = 5, batch: int = 4,
         fraction: float = 0.05, min_trials: int = 16, layers: list[str] | None = None,
         max_insns: int = MAX_INSNS, cut_sample: int = 6, confirm: bool = False,
-        progress: Report | None = None) -> dict[str, Any]:  # fmt: skip
+        progress: Report | None = None) -> dict[str, Any]:
     target = AcceleratorTarget(cfg)
     specs = [(n, s) for n, s in conv_specs(BENCH_EPILOGUE)[1:] if not layers or n in layers]
     spaces = [(n, build_space(Conv2d(s, target), max_insns=max_insns, cache=measurer.store))  # type: ignore[arg-type]
-              for n, s in specs]  # fmt: skip
+              for n, s in specs]
     rows = exhaustive(cfg, measurer, spaces, progress)
     out_layers, budgeted, logs, budgets = [], {}, {}, {}
     for k, layer in enumerate(rows):
@@ -75,7 +75,7 @@ def run(cfg: AcceleratorConfig, measurer: Measurer, *, seeds: int = 5, batch: in
             "trials_to_98_model": _mean_trials(model, layer),
             "trials_to_98_random": _mean_trials(random, layer),
             "best_knobs": knobs.to_json(),
-        })  # fmt: skip
+        })
         if progress is not None:
             progress("search", k + 1, len(rows))
     transfer = _transfer(rows, cfg, measurer, budgeted, budgets, seeds, batch, progress)
@@ -99,11 +99,11 @@ def run(cfg: AcceleratorConfig, measurer: Measurer, *, seeds: int = 5, batch: in
         },
         "cut": _cut_sample(rows, cfg, measurer, cut_sample),
         "resnet18": resnet18(cfg, measurer, logs, max_insns),
-    }  # fmt: skip
+    }
 
 
 def exhaustive(cfg: AcceleratorConfig, measurer: Measurer, spaces: list[tuple[str, Space]],
-               progress: Report | None = None) -> list[Layer]:  # fmt: skip
+               progress: Report | None = None) -> list[Layer]:
     """Measure every point of every space (and each default schedule), in one pool run."""
     tasks, owner = [], []
     for k, (_, space) in enumerate(spaces):
@@ -127,13 +127,13 @@ def exhaustive(cfg: AcceleratorConfig, measurer: Measurer, spaces: list[tuple[st
 
 
 def _search(layer: Layer, cfg: AcceleratorConfig, measurer: Measurer, method: str, seed: int,
-            batch: int, min_trials: int, prior: Prior | None = None) -> TuneResult:  # fmt: skip
+            batch: int, min_trials: int, prior: Prior | None = None) -> TuneResult:
     return tune(layer.space, cfg, measurer, trials=len(layer.space), method=method, batch=batch,
-                seed=seed, until=layer.target, min_trials=min_trials, prior=prior)  # fmt: skip
+                seed=seed, until=layer.target, min_trials=min_trials, prior=prior)
 
 
 def _confirm(cfg: AcceleratorConfig, measurer: Measurer, layer: Layer, run: TuneResult,
-             budget: int) -> dict[str, Any]:  # fmt: skip
+             budget: int) -> dict[str, Any]:
     """The tuned point on fsim and rtl with seeded data: exact, and rtl's cycles against the
     timing model's (which is cycle-exact with rtl on compiled programs)."""
     timing, knobs = _best_within(run, budget)
@@ -141,7 +141,7 @@ def _confirm(cfg: AcceleratorConfig, measurer: Measurer, layer: Layer, run: Tune
     (fsim, rtl) = [res for _, res, _ in sorted(measurer.run(tasks), key=lambda t: t[0])]
     cycles = rtl.get("cycles") or 0
     return {"fsim_correct": fsim.get("correct"), "rtl_correct": rtl.get("correct"),
-            "rtl_cycles": cycles, "rtl_over_timing": cycles / timing}  # fmt: skip
+            "rtl_cycles": cycles, "rtl_over_timing": cycles / timing}
 
 
 def _best_within(run: TuneResult, trials: int) -> tuple[int, Any]:
@@ -157,7 +157,7 @@ def _mean_trials(results: list[TuneResult], layer: Layer) -> float:
 
 def _transfer(rows: list[Layer], cfg: AcceleratorConfig, measurer: Measurer,
               budgeted: dict[str, TuneResult], budgets: dict[str, int], seeds: int, batch: int,
-              progress: Report | None) -> list[float]:  # fmt: skip
+              progress: Report | None) -> list[float]:
     """Trials to 98% with a model pre-trained on the other layers' tuning logs (their budgeted
     seed-0 runs), averaged over seeds, per layer."""
     out = []
@@ -197,11 +197,11 @@ def _cut_sample(rows: list[Layer], cfg: AcceleratorConfig, measurer: Measurer, n
             name = rows[owner[j]].name
             ratios[name] = min(ratios.get(name, math.inf), res["cycles"] / rows[owner[j]].best)
     return {"per_layer": n, "measured": len(tasks), "min_over_best": min(ratios.values(), default=None),
-            "by_layer": ratios}  # fmt: skip
+            "by_layer": ratios}
 
 
 def resnet18(cfg: AcceleratorConfig, measurer: Measurer, logs: dict[str, list[dict[str, Any]]],
-             max_insns: int = MAX_INSNS, batch: int = 4, trials: int = 32) -> dict[str, Any]:  # fmt: skip
+             max_insns: int = MAX_INSNS, batch: int = 4, trials: int = 32) -> dict[str, Any]:
     """Total accelerator cycles of ResNet-18's convolutions and classifier, default schedules
     against the best in the tuning logs.  Layers without a log (conv1, the classifier) are
     tuned here with `trials` model-guided trials."""
@@ -232,13 +232,13 @@ def _cycles(measurer: Measurer, cfg: AcceleratorConfig, op: Operator, knobs: Any
 def table(result: dict[str, Any]) -> str:
     """The human-readable form of `run`'s result."""
     head = f"{'layer':<13}{'points':>7}{'best':>10}{'exhaustive':>11}{'gap':>7}{'frac':>7}{'default':>9}" \
-           f"{'t98 model':>10}{'random':>8}{'transfer':>9}"  # fmt: skip
+           f"{'t98 model':>10}{'random':>8}{'transfer':>9}"
     lines = [head]
     for r in result["layers"]:
         lines.append(f"{r['name']:<13}{r['space_points']:>7}{r['best_cycles']:>10}"
                      f"{r['exhaustive_best_cycles']:>11}{r['gap']:>7.3f}{r['fraction_evaluated']:>7.3f}"
                      f"{r['default_gap'] or 0:>9.3f}{r['trials_to_98_model']:>10.1f}"
-                     f"{r['trials_to_98_random']:>8.1f}{r['trials_to_98_transfer']:>9.1f}")  # fmt: skip
+                     f"{r['trials_to_98_random']:>8.1f}{r['trials_to_98_transfer']:>9.1f}")
     t, rn = result["transfer"], result["resnet18"]
     lines += [f"median gap {result['median_gap']:.4f}, median fraction evaluated "
               f"{result['median_fraction_evaluated']:.4f}, random/model trials "
@@ -246,5 +246,5 @@ def table(result: dict[str, Any]) -> str:
               f"transfer: {t['trials_to_98_pretrained']:.1f} trials pre-trained vs "
               f"{t['trials_to_98_scratch']:.1f} from scratch",
               f"ResNet-18 cycles: default {rn['default_cycles']}, tuned {rn['tuned_cycles']}, "
-              f"ratio {rn['ratio']:.4f}"]  # fmt: skip
+              f"ratio {rn['ratio']:.4f}"]
     return "\n".join(lines)

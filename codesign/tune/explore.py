@@ -69,7 +69,7 @@ class GridExplorer(Explorer):
 
 class ModelExplorer(Explorer):
     def __init__(self, space: Space, seed: int = 0, *, epsilon: float = 0.1, objective: str = "log",
-                 prior: Prior | None = None, chains: int = 16, steps: int = 40) -> None:  # fmt: skip
+                 prior: Prior | None = None, chains: int = 16, steps: int = 40) -> None:
         self.space, self.seed, self.epsilon = space, seed, epsilon
         self.rng = np.random.default_rng(seed)
         self.model = CostModel(objective, seed)
@@ -83,7 +83,7 @@ class ModelExplorer(Explorer):
         self._fit(index, cycles)
         explore = round(self.epsilon * n) if len(index) >= 2 else 0
         picked = anneal(self.space, self._score, history, n - explore, self.rng, self.chains, self.steps,
-                        starts=[int(i) for i in index[np.argsort(cycles)[: self.chains // 2]]])  # fmt: skip
+                        starts=[int(i) for i in index[np.argsort(cycles)[: self.chains // 2]]])
         seen = {**history.cycles, **dict.fromkeys(picked)}
         return picked + self.random.propose(History(seen), n - len(picked))  # type: ignore[arg-type]
 
@@ -103,7 +103,7 @@ class ModelExplorer(Explorer):
 
 
 def anneal(space: Space, score: Callable[[list[int]], np.ndarray], history: History, n: int,
-           rng: np.random.Generator, chains: int, steps: int, starts: list[int]) -> list[int]:  # fmt: skip
+           rng: np.random.Generator, chains: int, steps: int, starts: list[int]) -> list[int]:
     """Simulated annealing on the neighbour graph of `space`: the `n` best-scoring unmeasured
     points visited by `chains` walks of `steps` steps (from `starts`, then random points)."""
     if n <= 0:

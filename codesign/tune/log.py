@@ -21,7 +21,7 @@ VERSION = 1
 
 
 def record(workload: Workload, cfg: AcceleratorConfig, backend: str, knobs: dict[str, int],
-           result: dict[str, Any], *, method: str, trial: int, cached: bool) -> dict[str, Any]:  # fmt: skip
+           result: dict[str, Any], *, method: str, trial: int, cached: bool) -> dict[str, Any]:
     return {
         "version": VERSION, "time": time.time(), "workload": workload.to_json(),
         "workload_key": workload.key,
@@ -33,7 +33,7 @@ def record(workload: Workload, cfg: AcceleratorConfig, backend: str, knobs: dict
         "compile_s": result.get("compile_s"), "run_s": result.get("run_s"),
         "instructions": result.get("instructions"), "schedule": result.get("schedule"),
         "cached": cached,
-    }  # fmt: skip
+    }
 
 
 def append(path: str | Path, records: list[dict[str, Any]]) -> None:
@@ -60,17 +60,17 @@ def read(path: str | Path) -> list[dict[str, Any]]:
             raise ValueError(f"{path} line {n}: not JSON") from None
         if not isinstance(data, dict) or not {"workload_key", "config", "knobs", "status"} <= set(data):
             raise ValueError(f"{path} line {n}: not a tuning record "
-                             "(needs workload_key, config, knobs, status)")  # fmt: skip
+                             "(needs workload_key, config, knobs, status)")
         out.append(data)
     return out
 
 
 def matching(records: list[dict[str, Any]], workload: Workload, cfg: AcceleratorConfig,
-             backend: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+             backend: str | None = None) -> list[dict[str, Any]]:
     """The records of `workload` on `cfg` (same measurement key), optionally of one backend."""
     key = config_key(cfg.to_dict())
     return [r for r in records if r["workload_key"] == workload.key and r["config"].get("key") == key
-            and (backend is None or r.get("backend") == backend)]  # fmt: skip
+            and (backend is None or r.get("backend") == backend)]
 
 
 def best(records: list[dict[str, Any]], workload: Workload, cfg: AcceleratorConfig) -> dict[str, Any] | None:

@@ -40,7 +40,7 @@ class Task:
 
     def key(self) -> str:
         return ":".join((source_digest(self.backend), self.workload.key, config_key(self.config),
-                         self.backend, str(self.check), json.dumps(self.knobs, sort_keys=True)))  # fmt: skip
+                         self.backend, str(self.check), json.dumps(self.knobs, sort_keys=True)))
 
 
 @functools.lru_cache(maxsize=8)
@@ -54,13 +54,13 @@ def measure(task: Task) -> Result:
     cfg = AcceleratorConfig.from_dict(task.config)
     op = task.workload.make(AcceleratorTarget(cfg))
     out: Result = {"status": "ok", "error": None, "cycles": None, "stats": None, "correct": None,
-                   "compile_s": None, "run_s": None, "instructions": None, "schedule": None}  # fmt: skip
+                   "compile_s": None, "run_s": None, "instructions": None, "schedule": None}
     try:
         compiled = compile_op(op, knobs=knobs_from_json(op, task.knobs))
     except (ScheduleError, ProgramError) as exc:
         return {**out, "status": "schedule_error", "error": f"{type(exc).__name__}: {exc}"}
     out.update(compile_s=compiled.compile_s, instructions=int(compiled.built.program.insns.shape[0]),
-               schedule=compiled.schedule_json())  # fmt: skip
+               schedule=compiled.schedule_json())
     start = time.perf_counter()
     try:
         inputs = op.random_inputs(0) if task.check or task.backend != "timing" else None
@@ -126,7 +126,7 @@ class Measurer:
 
 
 def task_for(workload: Workload, cfg: AcceleratorConfig, knobs: Any, backend: str = "timing",
-             check: bool = False) -> Task:  # fmt: skip
+             check: bool = False) -> Task:
     data = knobs if isinstance(knobs, dict) else knobs.to_json()
     return Task(workload, cfg.to_dict(), dict(data), backend, check)
 

@@ -48,7 +48,7 @@ class CostModel:
         model = HistGradientBoostingRegressor(
             max_iter=self.trees, learning_rate=0.1, max_leaf_nodes=15, min_samples_leaf=2,
             l2_regularization=1e-3, early_stopping=False, random_state=self.seed,
-        )  # fmt: skip
+        )
         # One thread: the data is small (OpenMP start-up and spinning cost more than they
         # save), the pool's workers have the other cores, and results are then reproducible.
         with threadpool_limits(1):

@@ -59,7 +59,7 @@ class Pool:
     forking parent may hold (BLAS, OpenMP in the cost model) are never used in them."""
 
     def __init__(self, fn: Callable[[Any], Result], *, workers: int = 2, timeout_s: float = 60.0,
-                 context: str = "fork") -> None:  # fmt: skip
+                 context: str = "fork") -> None:
         if workers < 0:
             raise ValueError(f"workers must be at least 0, not {workers}")
         if timeout_s <= 0:

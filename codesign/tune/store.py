@@ -24,10 +24,10 @@ _ROOT = Path(__file__).resolve().parents[2]
 _COMPILER = ("compiler/build.py", "compiler/errors.py", "compiler/codegen/emit.py",
              "compiler/codegen/stream.py", "compiler/lower/*.py", "compiler/passes/*.py",
              "compiler/schedule/*.py", "compiler/target/*.py", "compiler/te/*.py", "compiler/tir/*.py",
-             "compiler/ops/*.py", "hw/*.py")  # fmt: skip
+             "compiler/ops/*.py", "hw/*.py")
 _FEATURES = ("compiler/tune/*.py",)  # features also depend on their own code
 _BACKEND = {"timing": ("sim/timing/*",), "fsim": ("sim/*.py",),
-            "rtl": ("hw/rtl/**/*.py", "sim/rtl/*")}  # fmt: skip
+            "rtl": ("hw/rtl/**/*.py", "sim/rtl/*")}
 
 
 @functools.cache

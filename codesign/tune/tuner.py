@@ -47,7 +47,7 @@ def tune(space: Space, cfg: AcceleratorConfig, measurer: Measurer, *, trials: in
          batch: int = 4, seed: int = 0, backend: str = "timing", log_path: str | Path | None = None,
          resume: list[dict[str, Any]] | None = None, prior: Prior | None = None,
          until: float | None = None, min_trials: int = 0, objective: str = "log",
-         progress: Progress | None = None) -> TuneResult:  # fmt: skip
+         progress: Progress | None = None) -> TuneResult:
     """Search `space` for at most `trials` trials (those in `resume`, earlier records of this
     workload, config and backend, included), or, once `min_trials` are done, until a point of at
     most `until` cycles was measured."""
@@ -83,7 +83,7 @@ def tune(space: Space, cfg: AcceleratorConfig, measurer: Measurer, *, trials: in
 
 def _measure(space: Space, cfg: AcceleratorConfig, measurer: Measurer, picked: list[int],
              history: History, result: TuneResult, backend: str, method: str,
-             log_path: str | Path | None) -> None:  # fmt: skip
+             log_path: str | Path | None) -> None:
     tasks = [task_for(space.workload, cfg, space.points[i], backend) for i in picked]
     outcomes: dict[int, tuple[dict[str, Any], bool]] = {}
     for j, res, cached in measurer.run(tasks):
@@ -96,7 +96,7 @@ def _measure(space: Space, cfg: AcceleratorConfig, measurer: Measurer, picked: l
         result.order.append(i)
         result.cycles.append(history.cycles[i])
         lines.append(log.record(space.workload, cfg, backend, tasks[j].knobs, res, method=method,
-                                trial=len(result.order), cached=cached))  # fmt: skip
+                                trial=len(result.order), cached=cached))
     result.records += lines
     if log_path is not None:
         log.append(log_path, lines)

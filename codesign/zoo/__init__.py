@@ -21,7 +21,7 @@ from codesign.zoo.errors import ZooError
 from codesign.zoo.registry import DEFAULT_OPSET, MAX_OPSET, MODELS, ModelInfo, check_request, lookup
 
 __all__ = ["DEFAULT_OPSET", "MAX_OPSET", "DigitsSplit", "ModelInfo", "ZooError", "build", "digits_split",
-           "info", "names", "sample_inputs"]  # fmt: skip
+           "info", "names", "sample_inputs"]
 
 
 def names() -> list[str]:

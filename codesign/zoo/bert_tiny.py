@@ -47,7 +47,7 @@ def build(*, seed: int, opset: int, seq_len: int = DEFAULT_SEQ_LEN) -> onnx.Mode
     g.output(layers.classifier(g, rng, pooled, pooled.data, name="classifier", classes=CLASSES), "logits")
     metadata = {"zoo.name": "bert-tiny", "zoo.seed": str(seed), "zoo.seq_len": str(seq_len)}
     return g.to_model(doc=f"BERT-tiny classifier, seeded weights (seed {seed}), sequence length {seq_len}",
-                      metadata=metadata)  # fmt: skip
+                      metadata=metadata)
 
 
 def check_seq_len(seq_len: int) -> None:
@@ -56,7 +56,7 @@ def check_seq_len(seq_len: int) -> None:
 
 
 def _dense(g: GraphWriter, rng: np.random.Generator, x: Value, name: str, units: int, *, gain: float = 1.0,
-           gemm: bool = False) -> Value:  # fmt: skip
+           gemm: bool = False) -> Value:
     """MatMul + Add (Gemm when `gemm`); weights normal with variance gain / fan_in, so the output
     keeps the input's scale times `gain`; biases small."""
     fan_in = x.data.shape[-1]
@@ -71,7 +71,7 @@ def _layer_norm(g: GraphWriter, rng: np.random.Generator, x: Value, name: str) -
     gamma = rng.uniform(*layers.GAMMA_RANGE, HIDDEN).astype(np.float32)
     beta = (rng.standard_normal(HIDDEN) * layers.BETA_STD).astype(np.float32)
     return ops.layer_norm(g, x, g.param(f"{name}.weight", gamma), g.param(f"{name}.bias", beta), name=name,
-                          eps=LN_EPS)  # fmt: skip
+                          eps=LN_EPS)
 
 
 def _embeddings(g: GraphWriter, rng: np.random.Generator, ids: Value, seq_len: int) -> Value:
@@ -101,7 +101,7 @@ def _mask_bias(g: GraphWriter, mask: Value) -> Value:
 
 
 def _encoder_layer(g: GraphWriter, rng: np.random.Generator, x: Value, mask_bias: Value, name: str,
-                   seq_len: int) -> Value:  # fmt: skip
+                   seq_len: int) -> Value:
     attended = _self_attention(g, rng, x, mask_bias, f"{name}.attention", seq_len)
     inter = _dense(g, rng, attended, f"{name}.intermediate.dense", INTERMEDIATE)
     inter = ops.gelu(g, inter, name=f"{name}.intermediate.gelu")
@@ -111,20 +111,20 @@ def _encoder_layer(g: GraphWriter, rng: np.random.Generator, x: Value, mask_bias
 
 
 def _self_attention(g: GraphWriter, rng: np.random.Generator, x: Value, mask_bias: Value, name: str,
-                    seq_len: int) -> Value:  # fmt: skip
+                    seq_len: int) -> Value:
     # With unit-variance inputs, q and k elements have variance `gain`, so q.k / sqrt(HEAD_DIM) has
     # standard deviation `gain`.
     qk_gain = SCORE_STD
     heads = []
     for part, gain, perm in (("query", qk_gain, (0, 2, 1, 3)), ("key", qk_gain, (0, 2, 3, 1)),
-                             ("value", 1.0, (0, 2, 1, 3))):  # fmt: skip
+                             ("value", 1.0, (0, 2, 1, 3))):
         proj = _dense(g, rng, x, f"{name}.self.{part}", HIDDEN, gain=gain)
         split = ops.reshape(g, proj, [1, seq_len, HEADS, HEAD_DIM], name=f"{name}.self.{part}.split")
         heads.append(ops.transpose(g, split, perm, name=f"{name}.self.{part}.heads"))
     q, k_t, v = heads
     scores = ops.matmul(g, q, k_t, name=f"{name}.self.scores")
     scores = ops.div(g, scores, g.constant(np.float32(np.sqrt(HEAD_DIM)), "sqrt_head_dim"),
-                     name=f"{name}.self.scale")  # fmt: skip
+                     name=f"{name}.self.scale")
     scores = ops.add(g, scores, mask_bias, name=f"{name}.self.mask")
     probs = ops.softmax(g, scores, name=f"{name}.self.softmax")
     context = ops.matmul(g, probs, v, name=f"{name}.self.context")

@@ -65,17 +65,17 @@ def build(*, seed: int, opset: int) -> onnx.ModelProto:
     for layer in (1, 2):
         x = ops.conv(g, x, g.param(f"conv{layer}.weight", weights[f"conv{layer}.weight"]),
                      g.param(f"conv{layer}.bias", weights[f"conv{layer}.bias"]), name=f"conv{layer}",
-                     pad=1)  # fmt: skip
+                     pad=1)
         x = ops.relu(g, x, name=f"relu{layer}")
     x = ops.max_pool(g, x, name="pool", kernel=2, stride=2)
     x = ops.flatten(g, x, name="flatten")
     x = ops.gemm(g, x, g.param("fc.weight", weights["fc.weight"]), g.param("fc.bias", weights["fc.bias"]),
-                 name="fc")  # fmt: skip
+                 name="fc")
     accuracy = float((x.data.argmax(axis=1) == digits_split().test_labels).mean())
     g.output(x, "logits")
     return g.to_model(doc=f"digits CNN trained with seed {seed}; held-out fp32 accuracy {accuracy:.4f}",
                       metadata={"zoo.name": "digits", "zoo.seed": str(seed),
-                                "zoo.heldout_accuracy": f"{accuracy:.4f}"})  # fmt: skip
+                                "zoo.heldout_accuracy": f"{accuracy:.4f}"})
 
 
 def sample_inputs(count: int, seed: int) -> list[dict[str, np.ndarray]]:

@@ -54,7 +54,7 @@ def depthwise_weight(rng: np.random.Generator, channels: int, kernel: int) -> np
 
 
 def calibrated_batch_norm(g: GraphWriter, rng: np.random.Generator, x: Value, *, name: str,
-                          gamma_range: tuple[float, float] = GAMMA_RANGE) -> Value:  # fmt: skip
+                          gamma_range: tuple[float, float] = GAMMA_RANGE) -> Value:
     """BatchNormalization `name` whose running statistics are those of `x` on the calibration batch."""
     axes = (0, *range(2, x.data.ndim))
     channels = int(x.data.shape[1])
@@ -64,12 +64,12 @@ def calibrated_batch_norm(g: GraphWriter, rng: np.random.Generator, x: Value, *,
     beta = (rng.standard_normal(channels) * BETA_STD).astype(np.float32)
     return ops.batch_norm(g, x, g.param(f"{name}.weight", gamma), g.param(f"{name}.bias", beta),
                           g.param(f"{name}.running_mean", mean), g.param(f"{name}.running_var", var),
-                          name=name, eps=BN_EPS)  # fmt: skip
+                          name=name, eps=BN_EPS)
 
 
 def conv_bn(g: GraphWriter, rng: np.random.Generator, x: Value, *, conv: str, bn: str, out_channels: int,
             kernel: int, stride: int = 1, group: int = 1,
-            gamma_range: tuple[float, float] = GAMMA_RANGE) -> Value:  # fmt: skip
+            gamma_range: tuple[float, float] = GAMMA_RANGE) -> Value:
     """Bias-free Conv (padding kernel // 2) followed by its calibrated, unfolded BatchNormalization."""
     in_channels = x.data.shape[1]
     if group == in_channels == out_channels and group > 1:
@@ -82,7 +82,7 @@ def conv_bn(g: GraphWriter, rng: np.random.Generator, x: Value, *, conv: str, bn
 
 
 def classifier(g: GraphWriter, rng: np.random.Generator, features: Value, samples: np.ndarray, *,
-               name: str, classes: int) -> Value:  # fmt: skip
+               name: str, classes: int) -> Value:
     """Gemm (transB=1) from `features` [n, K] to `classes` logits that discriminate between inputs.
 
     A trained classifier reads the few directions in which features vary from input to input
@@ -99,7 +99,7 @@ def classifier(g: GraphWriter, rng: np.random.Generator, features: Value, sample
     weight32 = numeric.round_significant(weight)
     bias = numeric.round_significant(-(f.mean(axis=0) @ weight32.T.astype(np.float64)))
     return ops.gemm(g, features, g.param(f"{name}.weight", weight32), g.param(f"{name}.bias", bias),
-                    name=name)  # fmt: skip
+                    name=name)
 
 
 def principal_directions(samples: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:

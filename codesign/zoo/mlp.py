@@ -29,11 +29,11 @@ def build(*, seed: int, opset: int) -> onnx.ModelProto:
     x = ops.relu(g, _hidden(g, rng, x, "fc2", HIDDEN[1], as_gemm=False), name="relu2")
     g.output(layers.classifier(g, rng, x, x.data, name="fc3", classes=CLASSES), "logits")
     return g.to_model(doc=f"MLP 64-256-128-10, seeded weights (seed {seed})",
-                      metadata={"zoo.name": "mlp", "zoo.seed": str(seed)})  # fmt: skip
+                      metadata={"zoo.name": "mlp", "zoo.seed": str(seed)})
 
 
 def _hidden(g: GraphWriter, rng: np.random.Generator, x: Value, name: str, units: int, *,
-            as_gemm: bool) -> Value:  # fmt: skip
+            as_gemm: bool) -> Value:
     """He weights; bias = -(mean pre-activation) + BETA_STD standard deviations of noise."""
     weight = layers.he_weight(rng, (units, x.data.shape[1]))
     pre = x.data.astype(np.float64) @ weight.T.astype(np.float64)
@@ -42,7 +42,7 @@ def _hidden(g: GraphWriter, rng: np.random.Generator, x: Value, name: str, units
     if as_gemm:
         return ops.gemm(g, x, g.param(f"{name}.weight", weight), g.param(f"{name}.bias", bias), name=name)
     return ops.linear(g, x, g.param(f"{name}.weight", np.ascontiguousarray(weight.T)),
-                      g.param(f"{name}.bias", bias), name=name)  # fmt: skip
+                      g.param(f"{name}.bias", bias), name=name)
 
 
 def sample_inputs(count: int, seed: int) -> list[dict[str, np.ndarray]]:

@@ -18,7 +18,7 @@ from codesign.zoo.writer import GraphWriter, Value
 MIN_OPSET = 9
 # (expansion t, output channels c, repeats n, stride of the first repeat s), the paper's table 2.
 SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
-            (6, 320, 1, 1))  # fmt: skip
+            (6, 320, 1, 1))
 STEM_CHANNELS = 32
 LAST_CHANNELS = 1280
 CLASSES = 1000
@@ -43,19 +43,19 @@ def build(*, seed: int, opset: int) -> onnx.ModelProto:
     x = ops.flatten(g, x, name="flatten")
     g.output(layers.classifier(g, rng, x, samples, name="classifier.1", classes=CLASSES), "logits")
     return g.to_model(doc=f"MobileNetV2 1.0, seeded weights (seed {seed}), batch norms unfolded",
-                      metadata={"zoo.name": "mobilenetv2", "zoo.seed": str(seed)})  # fmt: skip
+                      metadata={"zoo.name": "mobilenetv2", "zoo.seed": str(seed)})
 
 
 def _conv_bn_relu6(g: GraphWriter, rng: np.random.Generator, x: Value, name: str, channels: int, *,
-                   kernel: int, stride: int = 1, group: int = 1) -> Value:  # fmt: skip
+                   kernel: int, stride: int = 1, group: int = 1) -> Value:
     """torchvision's Conv2dNormActivation: `name`.0 conv, `name`.1 BN, `name`.2 ReLU6."""
     y = layers.conv_bn(g, rng, x, conv=f"{name}.0", bn=f"{name}.1", out_channels=channels, kernel=kernel,
-                       stride=stride, group=group)  # fmt: skip
+                       stride=stride, group=group)
     return ops.clip(g, y, 0.0, 6.0, name=f"{name}.2")
 
 
 def _inverted_residual(g: GraphWriter, rng: np.random.Generator, x: Value, name: str, expansion: int,
-                       channels: int, stride: int) -> Value:  # fmt: skip
+                       channels: int, stride: int) -> Value:
     """Expand (unless t = 1), depthwise 3x3, project linearly; add the input when shapes allow."""
     in_channels = x.data.shape[1]
     hidden = in_channels * expansion
@@ -68,7 +68,7 @@ def _inverted_residual(g: GraphWriter, rng: np.random.Generator, x: Value, name:
     # The projection's batch norm is the residual branch's last one when the block adds its input.
     gamma = layers.RESIDUAL_GAMMA if residual else layers.GAMMA_RANGE
     y = layers.conv_bn(g, rng, y, conv=f"{name}.conv.{part + 1}", bn=f"{name}.conv.{part + 2}",
-                       out_channels=channels, kernel=1, gamma_range=gamma)  # fmt: skip
+                       out_channels=channels, kernel=1, gamma_range=gamma)
     return ops.add(g, x, y, name=f"{name}.add") if residual else y
 
 

@@ -13,7 +13,7 @@ FloatArray = np.ndarray
 
 
 def conv2d(x: FloatArray, weight: FloatArray, bias: FloatArray | None, *,
-           stride: int, pad: int, group: int) -> FloatArray:  # fmt: skip
+           stride: int, pad: int, group: int) -> FloatArray:
     """ONNX Conv with square kernels, symmetric padding, dilation 1; `group` is 1 or C (depthwise)."""
     channels = x.shape[1]
     if group == 1:
@@ -68,7 +68,7 @@ def max_pool(x: FloatArray, *, kernel: int, stride: int, pad: int) -> FloatArray
 
 
 def batch_norm(x: FloatArray, gamma: FloatArray, beta: FloatArray, mean: FloatArray,
-               var: FloatArray, eps: float) -> FloatArray:  # fmt: skip
+               var: FloatArray, eps: float) -> FloatArray:
     """ONNX BatchNormalization in inference mode, channels on axis 1."""
     shape = (1, -1) + (1,) * (x.ndim - 2)
     scale = gamma / np.sqrt(var + eps)

@@ -20,20 +20,20 @@ GELU_OP_SINCE = 20
 
 
 def conv(g: GraphWriter, x: Value, weight: Value, bias: Value | None, *, name: str, stride: int = 1,
-         pad: int = 0, group: int = 1) -> Value:  # fmt: skip
+         pad: int = 0, group: int = 1) -> Value:
     kernel = weight.data.shape[2]
     data = numeric.conv2d(x.data, weight.data, None if bias is None else bias.data,
-                          stride=stride, pad=pad, group=group)  # fmt: skip
+                          stride=stride, pad=pad, group=group)
     inputs = [x, weight] if bias is None else [x, weight, bias]
     return g.node("Conv", inputs, data, name=name, kernel_shape=[kernel, kernel], strides=[stride, stride],
-                  pads=[pad] * 4, dilations=[1, 1], group=group)  # fmt: skip
+                  pads=[pad] * 4, dilations=[1, 1], group=group)
 
 
 def batch_norm(g: GraphWriter, x: Value, gamma: Value, beta: Value, mean: Value, var: Value, *,
-               name: str, eps: float = 1e-5) -> Value:  # fmt: skip
+               name: str, eps: float = 1e-5) -> Value:
     data = numeric.batch_norm(x.data, gamma.data, beta.data, mean.data, var.data, eps)
     return g.node("BatchNormalization", [x, gamma, beta, mean, var], data, name=name, epsilon=eps,
-                  momentum=0.9)  # fmt: skip
+                  momentum=0.9)
 
 
 def relu(g: GraphWriter, x: Value, *, name: str) -> Value:
@@ -72,7 +72,7 @@ def tanh(g: GraphWriter, x: Value, *, name: str) -> Value:
 def max_pool(g: GraphWriter, x: Value, *, name: str, kernel: int, stride: int, pad: int = 0) -> Value:
     data = numeric.max_pool(x.data, kernel=kernel, stride=stride, pad=pad)
     return g.node("MaxPool", [x], data, name=name, kernel_shape=[kernel, kernel], strides=[stride, stride],
-                  pads=[pad] * 4)  # fmt: skip
+                  pads=[pad] * 4)
 
 
 def global_average_pool(g: GraphWriter, x: Value, *, name: str) -> Value:
@@ -131,7 +131,7 @@ def softmax(g: GraphWriter, x: Value, *, name: str) -> Value:
 
 
 def layer_norm(g: GraphWriter, x: Value, gamma: Value, beta: Value, *, name: str,
-               eps: float = 1e-12) -> Value:  # fmt: skip
+               eps: float = 1e-12) -> Value:
     data = numeric.layer_norm(x.data, gamma.data, beta.data, eps)
     return g.node("LayerNormalization", [x, gamma, beta], data, name=name, axis=-1, epsilon=eps)
 

@@ -64,7 +64,7 @@ MODELS: dict[str, ModelInfo] = {
                   (("input", "float32", (1, 1, 8, 8)),), (1, 10), digits.PARAMETERS, digits.MIN_OPSET, (),
                   digits.build, digits.sample_inputs),
     )
-}  # fmt: skip
+}
 
 
 def lookup(name: str) -> ModelInfo:

@@ -35,22 +35,22 @@ def build(*, seed: int, opset: int) -> onnx.ModelProto:
     x = ops.flatten(g, x, name="flatten")
     g.output(layers.classifier(g, rng, x, samples, name="fc", classes=CLASSES), "logits")
     return g.to_model(doc=f"ResNet-18, seeded weights (seed {seed}), batch norms unfolded",
-                      metadata={"zoo.name": "resnet18", "zoo.seed": str(seed)})  # fmt: skip
+                      metadata={"zoo.name": "resnet18", "zoo.seed": str(seed)})
 
 
 def _basic_block(g: GraphWriter, rng: np.random.Generator, x: Value, name: str, channels: int,
-                 stride: int) -> Value:  # fmt: skip
+                 stride: int) -> Value:
     """relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut); the shortcut is a 1x1 conv + BN when the
     shape changes, else x."""
     y = layers.conv_bn(g, rng, x, conv=f"{name}.conv1", bn=f"{name}.bn1", out_channels=channels,
-                       kernel=3, stride=stride)  # fmt: skip
+                       kernel=3, stride=stride)
     y = ops.relu(g, y, name=f"{name}.relu1")
     y = layers.conv_bn(g, rng, y, conv=f"{name}.conv2", bn=f"{name}.bn2", out_channels=channels, kernel=3,
-                       gamma_range=layers.RESIDUAL_GAMMA)  # fmt: skip
+                       gamma_range=layers.RESIDUAL_GAMMA)
     shortcut = x
     if stride != 1 or x.data.shape[1] != channels:
         shortcut = layers.conv_bn(g, rng, x, conv=f"{name}.downsample.0", bn=f"{name}.downsample.1",
-                                  out_channels=channels, kernel=1, stride=stride)  # fmt: skip
+                                  out_channels=channels, kernel=1, stride=stride)
     return ops.relu(g, ops.add(g, y, shortcut, name=f"{name}.add"), name=f"{name}.relu2")
 
 

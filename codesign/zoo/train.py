@@ -74,7 +74,7 @@ def forward(weights: dict[str, np.ndarray], images: np.ndarray) -> tuple[np.ndar
 
 
 def gradients(weights: dict[str, np.ndarray], images: np.ndarray,
-              labels: np.ndarray) -> tuple[float, dict[str, np.ndarray]]:  # fmt: skip
+              labels: np.ndarray) -> tuple[float, dict[str, np.ndarray]]:
     """Mean softmax cross-entropy of the batch and its gradient for every weight."""
     logits, cache = forward(weights, images)
     shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
@@ -103,7 +103,7 @@ def gradients(weights: dict[str, np.ndarray], images: np.ndarray,
 
 
 def train(images: np.ndarray, labels: np.ndarray, *, seed: int,
-          config: TrainConfig = TrainConfig()) -> dict[str, np.ndarray]:  # fmt: skip
+          config: TrainConfig = TrainConfig()) -> dict[str, np.ndarray]:
     """Weights after `config.epochs` of Adam on shuffled mini-batches; deterministic for a seed.
 
     Runs BLAS on one thread: the summation order, hence the weights, then do not depend on the
@@ -131,7 +131,7 @@ def _train(images: np.ndarray, labels: np.ndarray, seed: int, config: TrainConfi
 
 
 def _adam_step(weights: dict[str, np.ndarray], grads: dict[str, np.ndarray],
-               moments: dict[str, tuple[np.ndarray, np.ndarray]], lr: float, step: int) -> None:  # fmt: skip
+               moments: dict[str, tuple[np.ndarray, np.ndarray]], lr: float, step: int) -> None:
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     for name, w in weights.items():
         m, v = moments[name]

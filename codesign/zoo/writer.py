@@ -69,7 +69,7 @@ class GraphWriter:
         return self._constants[key]
 
     def node(self, op_type: str, inputs: Sequence[Value | None], data: np.ndarray, *, name: str,
-             **attrs: Any) -> Value:  # fmt: skip
+             **attrs: Any) -> Value:
         """One node with one output named `name`; `data` is that output on the calibration batch.
 
         A None input is written as the empty name ONNX uses for an omitted optional input.
@@ -95,10 +95,10 @@ class GraphWriter:
     def to_model(self, *, doc: str, metadata: Mapping[str, str]) -> onnx.ModelProto:
         """The model, stamped with the lowest IR version that carries this opset (as exporters do)."""
         graph = helper.make_graph(self._nodes, self.graph_name, self._inputs, self._outputs,
-                                  self._initializers)  # fmt: skip
+                                  self._initializers)
         opsets = [helper.make_opsetid("", self.opset)]
         model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER,
-                                  ir_version=helper.find_min_ir_version_for(opsets))  # fmt: skip
+                                  ir_version=helper.find_min_ir_version_for(opsets))
         model.doc_string = doc
         helper.set_model_props(model, dict(metadata))
         return model

@@ -51,7 +51,7 @@ class UopPlan:
             self.uops.extend(isa.Uop(int(d), int(s), int(w)) for d, s, w in zip(dst, src, wgt, strict=True))
             if len(self.uops) > self.depth:
                 raise ScheduleError(f"micro-op kernels need more than {self.depth} entries, the size of "
-                                    "the micro-op buffer; use smaller tiles")  # fmt: skip
+                                    "the micro-op buffer; use smaller tiles")
         return begin, begin + len(dst)
 
 
@@ -107,7 +107,7 @@ class _Emitter:
 
         def fail() -> None:
             raise ScheduleError(f"cannot emit {name}: a pass left it in the IR "
-                                "(is a pragma or tensorize missing?)")  # fmt: skip
+                                "(is a pragma or tensorize missing?)")
 
         return fail
 
@@ -159,7 +159,7 @@ class _Emitter:
             return cls(memory_type=d.memory_type, sram_base=sram,  # type: ignore[no-any-return]
                        dram_base=elem_base + dram + y0 * d.y_stride + x0, y_size=y_valid,
                        x_size=x_valid, x_stride=d.y_stride if d.y_size > 1 else x_valid,
-                       y_pad_0=y0, y_pad_1=y1, x_pad_0=x0, x_pad_1=x1)  # fmt: skip
+                       y_pad_0=y0, y_pad_1=y1, x_pad_0=x0, x_pad_1=x1)
 
         def run() -> None:
             key = tuple([_value(f, values) for f in forms])
@@ -194,7 +194,7 @@ class _Emitter:
         (n_out, d_out, s_out, w_out), (n_in, d_in, s_in, w_in) = loops
         common: dict[str, Any] = dict(uop_bgn=begin, uop_end=end, iter_out=n_out, iter_in=n_in,
                       dst_factor_out=d_out, dst_factor_in=d_in, src_factor_out=s_out,
-                      src_factor_in=s_in)  # fmt: skip
+                      src_factor_in=s_in)
         u = k.uop
         if u.kind == "gemm":
             return isa.Gemm(reset=u.reset, wgt_factor_out=w_out, wgt_factor_in=w_in, **common)
@@ -224,7 +224,7 @@ def _value(form: _Form, values: list[int]) -> int:
 
 
 def _pad(pad: S.DmaPad | None, size: int, start: int, d: S.Dma,
-         target: AcceleratorTarget) -> tuple[int, int, int]:  # fmt: skip
+         target: AcceleratorTarget) -> tuple[int, int, int]:
     """(zeros before, elements read, zeros after) of one DMA dimension at this tile, whose
     first element has source index `start`."""
     if pad is None:
@@ -234,10 +234,10 @@ def _pad(pad: S.DmaPad | None, size: int, start: int, d: S.Dma,
     valid = size - before - after
     if valid <= 0:
         raise ScheduleError(f"dma_copy of stage {d.stage}: a tile lies entirely in the padding; "
-                            "use larger tiles")  # fmt: skip
+                            "use larger tiles")
     if max(before, after) > target.max_pad:
         raise ScheduleError(f"dma_copy of stage {d.stage}: {max(before, after)} padding elements, more "
-                            f"than the DMA's {target.max_pad}")  # fmt: skip
+                            f"than the DMA's {target.max_pad}")
     return before, valid, after
 
 

@@ -17,7 +17,7 @@ from compiler.graph.opdefs import OPS
 
 
 def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray], keep: Iterable[str] = (),
-              given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+              given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """The graph's outputs, by name, for `inputs` (every graph input, exact shape and dtype),
     and the values named in `keep` (intermediates the caller inspects). A value named in `given`
     takes that array instead of the one its node computes (another executor's result, so that

@@ -58,7 +58,7 @@ def leaf_loops(st: Stage, domain: list[Domain]) -> tuple[list[LoopAxis], dict[E.
             outer, inner = rel.factor, n // rel.factor
         if n % rel.factor:
             raise ScheduleError(f"{what}: axis {rel.parent} has extent {n} here, which "
-                                f"{rel.factor} does not divide")  # fmt: skip
+                                f"{rel.factor} does not divide")
         extents[rel.outer], extents[rel.inner] = outer, inner
     var = {name: E.Var(f"{st.name}.{name}") for name in extents}
     value: dict[str, E.Expr] = {name: var[name] for name in st.leaves}
@@ -78,7 +78,7 @@ def leaf_loops(st: Stage, domain: list[Domain]) -> tuple[list[LoopAxis], dict[E.
         LoopAxis(name, var[name], extents[name], name in st.reduce_names,
                  "vthread" if name in st.vthreads else st.loop_kinds.get(name, "serial"))
         for name in st.leaves
-    ]  # fmt: skip
+    ]
     return leaves, index
 
 
@@ -88,14 +88,14 @@ def _simplify(e: E.Expr) -> E.Expr:
 
 
 def region_of(stage: str, reader: str, indices: list[E.Expr], symbolic: set[E.Var],
-              extents: dict[E.Var, int]) -> list[Domain]:  # fmt: skip
+              extents: dict[E.Var, int]) -> list[Domain]:
     """The region `indices` cover when every variable outside `symbolic` ranges fully."""
     out = []
     for dim, e in enumerate(indices):
         form = affine(e)
         if form is None:
             raise ScheduleError(f"stage {stage}: {reader} reads it at index {e} (dimension {dim}), "
-                                "which is not affine: its region cannot be bounded")  # fmt: skip
+                                "which is not affine: its region cannot be bounded")
         low, high = form.const, form.const
         keep = {}
         for v, c in form.coeffs.items():
@@ -104,7 +104,7 @@ def region_of(stage: str, reader: str, indices: list[E.Expr], symbolic: set[E.Va
                 continue
             if v not in extents:
                 raise ScheduleError(f"stage {stage}: {reader} reads it with loop {v.name}, which "
-                                    "is not inside the attach point")  # fmt: skip
+                                    "is not inside the attach point")
             span = c * (extents[v] - 1)
             low, high = low + min(0, span), high + max(0, span)
         out.append(Domain(Affine(keep, low), high - low + 1))

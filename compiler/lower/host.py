@@ -55,16 +55,16 @@ class _HostLowering(_Lowering):
                 what = f"{kind}({st.name}, {axis})"
                 if axis not in st.leaves:
                     raise ScheduleError(f"{what}: {axis} is no longer a loop of {st.name} (split "
-                                        f"or fused later); its loops are {', '.join(st.leaves)}")  # fmt: skip
+                                        f"or fused later); its loops are {', '.join(st.leaves)}")
                 if st.leaves[-1] != axis:
                     raise ScheduleError(f"{what}: {axis} is not the innermost loop of {st.name}; "
-                                        f"its loops are {', '.join(st.leaves)}")  # fmt: skip
+                                        f"its loops are {', '.join(st.leaves)}")
                 if (st.name, axis) in self.children:
                     raise ScheduleError(f"{what}: a stage is computed inside {axis}")
 
 
 def lower_host(sched: Schedule, name: str = "main",
-               inputs: Sequence[Tensor] | None = None) -> LoweredFunc:  # fmt: skip
+               inputs: Sequence[Tensor] | None = None) -> LoweredFunc:
     """The host loop IR of `sched`.  `inputs` fixes the order of the input tensors (the kernel's
     argument order); it must name every placeholder the schedule reads, once."""
     _check_host(sched)
@@ -118,17 +118,17 @@ def _check_host(sched: Schedule) -> None:
     for st in sched.stages.values():
         if st.scope != "global":
             raise ScheduleError(f"stage {st.name} is in scope {st.scope}: the host has no "
-                                "scratchpads; remove its cache_read/cache_write/set_scope")  # fmt: skip
+                                "scratchpads; remove its cache_read/cache_write/set_scope")
         if st.pragmas:
             axis, pragma = next(iter(st.pragmas.items()))
             raise ScheduleError(f"pragma({st.name}, {axis}, {pragma}) is an accelerator record; "
-                                "the host lowering does not take it")  # fmt: skip
+                                "the host lowering does not take it")
         if st.tensorize is not None:
             raise ScheduleError(f"tensorize({st.name}, {st.tensorize[0]}) is an accelerator "
-                                "record; the host lowering does not take it")  # fmt: skip
+                                "record; the host lowering does not take it")
         if st.vthreads:
             raise ScheduleError(f"virtual_thread on stage {st.name} is an accelerator record; the "
-                                "host lowering does not take it")  # fmt: skip
+                                "host lowering does not take it")
 
 
 def _input_order(sched: Schedule, inputs: Sequence[Tensor] | None) -> list[Tensor]:
@@ -138,7 +138,7 @@ def _input_order(sched: Schedule, inputs: Sequence[Tensor] | None) -> list[Tenso
     names = [t.name for t in inputs]
     if sorted(names) != sorted(t.name for t in used):
         raise ScheduleError(f"inputs {names} do not match the schedule's placeholders "
-                            f"{[t.name for t in used]}")  # fmt: skip
+                            f"{[t.name for t in used]}")
     return [sched.inputs[n] for n in names]
 
 

@@ -70,7 +70,7 @@ class _Lowering:
         parent_name, axis = st.attach
         if parent_name not in self.loops:
             raise ScheduleError(f"stage {st.name} is computed at {parent_name}, which is inlined "
-                                "or does not consume it")  # fmt: skip
+                                "or does not consume it")
         parent = self.loops[parent_name]
         names = [lp.name for lp in parent.leaves]
         return parent.outer + parent.leaves[: names.index(axis) + 1]
@@ -84,7 +84,7 @@ class _Lowering:
             assert st.attach is not None
             raise ScheduleError(f"stage {st.name} is computed at {st.attach[0]}.{st.attach[1]}, but "
                                 f"{reader} reads it outside that loop; compute it at a loop that "
-                                f"encloses every reader")  # fmt: skip
+                                f"encloses every reader")
 
     def _domain(self, st: Stage, outer: list[LoopAxis]) -> list[Domain]:
         full = [Domain(Affine({}, 0), a.extent) for a in st.axes]
@@ -163,10 +163,10 @@ class _Lowering:
         for load in E.loads(self.bodies[st.name]):
             prod = self.sched.stages.get(load.tensor.name)
             if (prod is None or prod.inline or prod.scope != "acc" or prod.name not in self.buffers
-                    or prod.attach != st.attach or load.indices != ident):  # fmt: skip
+                    or prod.attach != st.attach or load.indices != ident):
                 continue
             readers = [r for r in self.live if any(ld.tensor is prod.tensor
-                                                   for ld in E.loads(self.bodies[r.name]))]  # fmt: skip
+                                                   for ld in E.loads(self.bodies[r.name]))]
             same = self.loops[prod.name].domain == self.loops[st.name].domain
             if same and [r.name for r in readers] == [st.name]:
                 return prod.name
@@ -180,7 +180,7 @@ class _Lowering:
     def _check_placement(self, st: Stage) -> None:
         if st.scope == "global" and not self.sched.is_output(st.name):
             raise ScheduleError(f"stage {st.name} would be stored in DRAM: only outputs are; set "
-                                "its scope or inline it")  # fmt: skip
+                                "its scope or inline it")
 
     def _stage_stmt(self, st: Stage) -> S.Stmt:
         self._check_placement(st)
@@ -201,7 +201,7 @@ class _Lowering:
         return self._nest(st, sl, 0, update, init, first_reduce, tensorize_at)
 
     def _nest(self, st: Stage, sl: _StageLoops, k: int, update: S.Stmt, init: S.Stmt | None,
-              first_reduce: int | None, tensorize_at: int | None) -> S.Stmt:  # fmt: skip
+              first_reduce: int | None, tensorize_at: int | None) -> S.Stmt:
         if k == len(sl.leaves):
             return update
         lp = sl.leaves[k]
@@ -217,7 +217,7 @@ class _Lowering:
         return loop
 
     def _init_nest(self, st: Stage, sl: _StageLoops, target: Tensor, idx: tuple[E.Expr, ...],
-                   first_reduce: int, tensorize_at: int | None) -> S.Stmt:  # fmt: skip
+                   first_reduce: int, tensorize_at: int | None) -> S.Stmt:
         body = self.bodies[st.name]
         assert isinstance(body, E.Reduce)
         node: S.Stmt = S.Store(target, idx, body.identity)
@@ -263,13 +263,13 @@ def _check_accelerator(sched: Schedule) -> None:
     for st in sched.stages.values():
         if isinstance(st.body, E.Reduce) and st.body.op != "sum":
             raise ScheduleError(f"stage {st.name}: the accelerator computes sum reductions only, "
-                                f"not {st.body.op}")  # fmt: skip
+                                f"not {st.body.op}")
         if E.is_float(st.tensor.dtype):
             raise ScheduleError(f"stage {st.name}: the accelerator computes on integers, not "
-                                f"{st.tensor.dtype}")  # fmt: skip
+                                f"{st.tensor.dtype}")
         for axis, kind in st.loop_kinds.items():
             raise ScheduleError(f"{kind}({st.name}, {axis}) is a host record; the accelerator "
-                                "lowering does not take it")  # fmt: skip
+                                "lowering does not take it")
 
 
 def _to_buffers(e: E.Expr, buffers: dict[str, S.Buffer], loops: dict[str, _StageLoops]) -> E.Expr:

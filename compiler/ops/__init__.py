@@ -70,4 +70,4 @@ def knobs_from_json(op: Operator, data: dict[str, Any]) -> Any:
 
 __all__ = ["CompiledOp", "Conv2d", "Conv2dKnobs", "Conv2dSpec", "Dense", "DenseKnobs", "DenseSpec",
            "Eltwise", "EltwiseKnobs", "EltwiseSpec", "Epilogue", "Operator", "compile_op",
-           "knobs_from_json"]  # fmt: skip
+           "knobs_from_json"]

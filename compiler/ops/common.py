@@ -81,9 +81,9 @@ class Epilogue:
         if not self.split:
             return
         if not (self.bias and self.channel_multiplier and self.round) or self.scaled_bias \
-                or self.residual is not None or self.multiplier is not None:  # fmt: skip
+                or self.residual is not None or self.multiplier is not None:
             raise ValueError("epilogue split (precise requantization) needs bias, channel_multiplier and "
-                             "round, and takes no scaled_bias, residual or immediate multiplier")  # fmt: skip
+                             "round, and takes no scaled_bias, residual or immediate multiplier")
         if self.split >= self.shift:
             raise ValueError(f"epilogue split {self.split} must be below the shift {self.shift}")
 
@@ -99,7 +99,7 @@ class Epilogue:
             return 13 + 2 * int(self.clip is not None)
         return (int(self.bias) + int(self.multiplier is not None) + int(self.channel_multiplier)
                 + int(self.round and self.shift > 0) + int(self.shift > 0)
-                + 2 * int(self.clip is not None) + self.residual_ops)  # fmt: skip
+                + 2 * int(self.clip is not None) + self.residual_ops)
 
     @property
     def residual_ops(self) -> int:
@@ -140,7 +140,7 @@ class Epilogue:
         if self.split:
             return ("bias", *PRECISE_VECTORS, *("round",) * self.round_vector)
         return (("bias",) * self.bias + ("mult",) * self.channel_multiplier + ("round",) * self.round_vector
-                + ("rmult",) * self.residual_vector)  # fmt: skip
+                + ("rmult",) * self.residual_vector)
 
     def vector_values(self, name: str, channels: int, rng: np.random.Generator | None = None) -> np.ndarray:
         """Values of vector input `name`: the rounding constant, or seeded test values."""
@@ -151,7 +151,7 @@ class Epilogue:
         assert rng is not None, f"{name} needs values from the caller or an rng"
         low, high = {"bias": (-(1 << 16), 1 << 16), "mult": (-(1 << 10), 1 << 10),
                      "clamp_lo": (-(1 << 17), 1 << 10), "clamp_hi": (-(1 << 10), 1 << 17),
-                     "mult_lo": (0, 1 << self.split), "mult_hi": (0, 1 << 10)}[name]  # fmt: skip
+                     "mult_lo": (0, 1 << self.split), "mult_hi": (0, 1 << 10)}[name]
         return rng.integers(low, high, channels)
 
     def scaled_residual(self, res: E.Expr, vectors: Mapping[str, E.Expr], acc_dtype: str) -> E.Expr:
@@ -202,7 +202,7 @@ class Epilogue:
         return x
 
     def apply(self, acc: np.ndarray, vectors: Mapping[str, np.ndarray],
-              residual: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+              residual: np.ndarray | None = None) -> np.ndarray:
         """The numpy reference of `expr` on int32 accumulators (wrapping like the hardware);
         `vectors` broadcast against `acc`, `residual` (int8) has its shape."""
         x = acc.astype(np.int64)
@@ -255,14 +255,14 @@ class Epilogue:
 
 
 def precise_tensors(ep: Epilogue, shape: tuple[int, ...], acc: Any, vec: Mapping[str, Any],
-                    channel: Callable[[tuple[Any, ...]], tuple[Any, ...]]) -> Any:  # fmt: skip
+                    channel: Callable[[tuple[Any, ...]], tuple[Any, ...]]) -> Any:
     """The TE stages of a precise epilogue over accumulator tensor `acc`; `channel` maps an
     output index to the index of the per-channel vectors `vec`.  Returns the `epi` tensor."""
     done: dict[str, Any] = {"acc": acc}
 
     def body(stage: str, ready: dict[str, Any]) -> Callable[..., E.Expr]:
         return lambda *i: ep.precise_expr(stage, {name: t[i] for name, t in ready.items()},
-                                          {v: vec[v][channel(i)] for v in vec})  # fmt: skip
+                                          {v: vec[v][channel(i)] for v in vec})
 
     for stage in PRECISE_STAGES:
         done[stage] = compute(shape, body(stage, dict(done)), stage)
@@ -271,7 +271,7 @@ def precise_tensors(ep: Epilogue, shape: tuple[int, ...], acc: Any, vec: Mapping
 
 # the stage of a precise epilogue that reads each of its vectors
 PRECISE_READERS = {"bias": "clamped", "clamp_lo": "clamped", "clamp_hi": "clamped", "mult_lo": "low",
-                   "mult_hi": "high", "round": "epi"}  # fmt: skip
+                   "mult_hi": "high", "round": "epi"}
 
 
 def stage_epilogue(s: Schedule, ep: Epilogue, readers: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -294,7 +294,7 @@ def load_vector(s: Schedule, name: str, reader: str) -> None:
 
 
 def load_into_acc(s: Schedule, name: str, reader: str, at: tuple[str, str], scaled: str | None = None,
-                  ) -> None:  # fmt: skip
+                  ) -> None:
     """Schedule int8 input `name` into acc for stage `reader` (sign-extended by the 8-bit
     accumulator load), one tile per iteration of loop `at` = (stage, axis); `scaled`, if given,
     is the ALU stage that multiplies the loaded tile in place before `reader` uses it."""

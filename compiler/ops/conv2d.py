@@ -51,7 +51,7 @@ class Conv2dSpec:
             raise ValueError(f"conv2d pad must be >= 0, not {self.pad}")
         if self.out_height < 1 or self.out_width < 1:
             raise ValueError(f"conv2d kernel {self.kernel} is larger than the padded input "
-                             f"{self.height + 2 * self.pad}x{self.width + 2 * self.pad}")  # fmt: skip
+                             f"{self.height + 2 * self.pad}x{self.width + 2 * self.pad}")
 
     @property
     def out_height(self) -> int:
@@ -64,11 +64,11 @@ class Conv2dSpec:
     @property
     def macs(self) -> int:
         return (self.batch * self.out_channels * self.out_height * self.out_width
-                * self.in_channels * self.kernel * self.kernel)  # fmt: skip
+                * self.in_channels * self.kernel * self.kernel)
 
     def name(self) -> str:
         return (f"conv2d_{self.height}x{self.width}_{self.in_channels}to{self.out_channels}"
-                f"_k{self.kernel}s{self.stride}p{self.pad}")  # fmt: skip
+                f"_k{self.kernel}s{self.stride}p{self.pad}")
 
 
 @dataclass(frozen=True)
@@ -146,14 +146,14 @@ class Conv2d:
                 return E.if_then_else(inside, value, 0)
 
             src = compute((self.nb, self.cb, rows, w + 2 * p, t.batch, t.block_in), padded,
-                          "data_pad" if p else "data_rows")  # fmt: skip
+                          "data_pad" if p else "data_rows")
         ic, ry, rx = reduce_axis(self.cb, "ic"), reduce_axis(r, "ry"), reduce_axis(r, "rx")
         ii = reduce_axis(t.block_in, "ii")
         shape = (self.nb, self.kb, s.out_height, s.out_width, t.batch, t.block_out)
         y_step = st // row_step
         conv = compute(shape, lambda n, o, y, x, bi, oi: sum(
             E.cast(acc, src[n, ic, y * y_step + ry, x * st + rx, bi, ii])
-            * E.cast(acc, kernel[o, ic, ry, rx, oi, ii]), [ic, ry, rx, ii]), "conv")  # fmt: skip
+            * E.cast(acc, kernel[o, ic, ry, rx, oi, ii]), [ic, ry, rx, ii]), "conv")
         result = conv
         ep = s.epilogue
         if ep.alu_ops:
@@ -177,7 +177,7 @@ class Conv2d:
             out["res"] = placeholder(shape, t.out_dtype, "res")
             res = out["res"] if ep.residual == 1 else compute(shape, lambda n, o, y, x, bi, oi: (
                 ep.scaled_residual(out["res"][n, o, y, x, bi, oi], {"rmult": vec["rmult"][o, bi, oi]}
-                                   if ep.residual_vector else {}, acc)), "res_scaled")  # fmt: skip
+                                   if ep.residual_vector else {}, acc)), "res_scaled")
 
         def body(n, o, y, x, bi, oi):  # type: ignore[no-untyped-def]
             r = None if res is None else E.cast(acc, res[n, o, y, x, bi, oi])
@@ -192,7 +192,7 @@ class Conv2d:
             "tile_b": divisors(self.nb), "tile_h": divisors(s.out_height),
             "tile_w": divisors(s.out_width), "tile_oc": divisors(self.kb),
             "tile_ic": divisors(self.cb), "oc_threads": [1, 2, 4], "h_threads": [1, 2, 4],
-        }  # fmt: skip
+        }
 
     def points(self) -> list[Conv2dKnobs]:
         return grid(Conv2dKnobs, self.space())  # type: ignore[no-any-return]
@@ -240,7 +240,7 @@ class Conv2d:
         load = steps * ((inp_bytes + wgt_bytes) / bandwidth + dmas * cfg.dram_latency_cycles)
         acc_elems = k.tile_b * k.tile_oc * k.tile_h * k.tile_w
         compute = (steps * (acc_elems * k.tile_ic * s.kernel**2 + 10)
-                   + tiles * acc_elems * (s.epilogue.alu_ops + 1))  # fmt: skip
+                   + tiles * acc_elems * (s.epilogue.alu_ops + 1))
         if k.threads == 1:
             return compute + load
         return max(compute, load) + 0.5 * min(compute, load) + load / steps * k.threads
@@ -299,7 +299,7 @@ class Conv2d:
             out[name] = self.pack_bias(vector)
         if s.epilogue.residual is not None:
             out["res"] = self.pack_output(rng.integers(-128, 128, (s.batch, s.out_channels, s.out_height,
-                                                                    s.out_width)))  # fmt: skip
+                                                                    s.out_width)))
         return out
 
     def pack_output(self, x: np.ndarray) -> np.ndarray:
@@ -347,7 +347,7 @@ class Conv2d:
 
     def describe(self) -> dict[str, Any]:
         return {"op": self.op, **{k: v for k, v in asdict(self.spec).items() if k != "epilogue"},
-                "epilogue": self.spec.epilogue.to_json()}  # fmt: skip
+                "epilogue": self.spec.epilogue.to_json()}
 
 
 def _pack_nchw(x: np.ndarray, nb: int, batch: int, blocks: int, block: int, dtype: str) -> np.ndarray:
@@ -359,7 +359,7 @@ def _pack_nchw(x: np.ndarray, nb: int, batch: int, blocks: int, block: int, dtyp
 
 
 def _pads_ok(out: int, tile: int, stride: int, kernel: int, pad: int, size: int,
-             target: AcceleratorTarget) -> bool:  # fmt: skip
+             target: AcceleratorTarget) -> bool:
     """Every input tile along one axis reads at least one real row and pads at most max_pad."""
     span = (tile - 1) * stride + kernel
     for start in range(0, out, tile):

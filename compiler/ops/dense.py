@@ -93,13 +93,13 @@ class Dense:
                 result = precise_tensors(ep, shape, gemm, vec, lambda i: (i[1], i[2], i[3]))
             else:
                 result = compute(shape, lambda m, n, bi, oi: ep.expr(
-                    gemm[m, n, bi, oi], {v: vec[v][n, bi, oi] for v in vec}), "epi")  # fmt: skip
+                    gemm[m, n, bi, oi], {v: vec[v][n, bi, oi] for v in vec}), "epi")
         out["out"] = compute(shape, lambda m, n, bi, oi: E.cast(t.out_dtype, result[m, n, bi, oi]), "out")
         return out
 
     def space(self) -> dict[str, list[int]]:
         return {"tile_m": divisors(self.mb), "tile_k": divisors(self.kb), "tile_n": divisors(self.nb),
-                "n_threads": [1, 2, 4], "m_threads": [1, 2, 4]}  # fmt: skip
+                "n_threads": [1, 2, 4], "m_threads": [1, 2, 4]}
 
     def points(self) -> list[DenseKnobs]:
         return grid(DenseKnobs, self.space())  # type: ignore[no-any-return]
@@ -107,7 +107,7 @@ class Dense:
     def footprint(self, k: DenseKnobs) -> dict[str, int]:
         vectors = self.nb * len(self.spec.epilogue.vectors)
         return {"inp": k.threads * k.tile_m * k.tile_k, "wgt": k.threads * k.tile_n * k.tile_k,
-                "acc": k.threads * k.tile_m * k.tile_n * self.spec.epilogue.acc_tiles + vectors}  # fmt: skip
+                "acc": k.threads * k.tile_m * k.tile_n * self.spec.epilogue.acc_tiles + vectors}
 
     def fits(self, k: DenseKnobs) -> bool:
         if self.nb % (k.tile_n * k.n_threads) or self.mb % (k.tile_m * k.m_threads):
@@ -126,7 +126,7 @@ class Dense:
         steps = tiles * (self.kb // k.tile_k)
         step_bytes = k.tile_m * k.tile_k * cfg.inp_elem_bytes + k.tile_n * k.tile_k * cfg.wgt_elem_bytes
         load = steps * (step_bytes / min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
-                        + 2 * cfg.dram_latency_cycles)  # fmt: skip
+                        + 2 * cfg.dram_latency_cycles)
         acc_elems = k.tile_m * k.tile_n
         compute = steps * (acc_elems * k.tile_k + 10) + tiles * acc_elems * (self.spec.epilogue.alu_ops + 1)
         if k.threads == 1:
@@ -167,7 +167,7 @@ class Dense:
         s = self.spec
         rng = np.random.default_rng(seed)
         out = {"data": self.pack_data(rng.integers(-128, 128, (s.m, s.k))),
-               "weight": self.pack_weight(rng.integers(-128, 128, (s.n, s.k)))}  # fmt: skip
+               "weight": self.pack_weight(rng.integers(-128, 128, (s.n, s.k)))}
         for name, vector in random_vectors(s.epilogue, rng, s.n).items():
             out[name] = self.pack_bias(vector)
         return out
@@ -191,11 +191,11 @@ class Dense:
 
     def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         acc = np.einsum("mkbi,nkoi->mbno", inputs["data"].astype(np.int64),
-                        inputs["weight"].astype(np.int64))  # fmt: skip
+                        inputs["weight"].astype(np.int64))
         vectors = {v: inputs[v][None, :, :, :].transpose(0, 2, 1, 3) for v in self.spec.epilogue.vectors}
         y = self.spec.epilogue.apply(acc, vectors)  # (mb, b, nb, co)
         return np.ascontiguousarray(y.transpose(0, 2, 1, 3))
 
     def describe(self) -> dict[str, Any]:
         return {"op": self.op, "m": self.spec.m, "k": self.spec.k, "n": self.spec.n,
-                "epilogue": self.spec.epilogue.to_json()}  # fmt: skip
+                "epilogue": self.spec.epilogue.to_json()}

@@ -105,7 +105,7 @@ class Eltwise:
         if "b" in ins:  # b times a multiplier is its own ALU stage: the ALU adds loaded tensors
             b_term = ins["b"] if s.mult_b == 1 else compute(
                 shape, lambda n, c, y, x, bi, oi: E.cast(acc, ins["b"][n, c, y, x, bi, oi]) * mult(
-                    "mult_b", c, bi, oi), "b_scaled")  # fmt: skip
+                    "mult_b", c, bi, oi), "b_scaled")
 
         def body(n, c, y, x, bi, oi):  # type: ignore[no-untyped-def]
             v = E.cast(acc, ins["a"][n, c, y, x, bi, oi])
@@ -131,7 +131,7 @@ class Eltwise:
         rows = self.spec.height // k.tile_h
         need = k.threads * len(self.operands) * k.tile_h * self.spec.width + self.cb * len(self.spec.vectors)
         return (rows % k.threads == 0 and need <= self.target.scope("acc").depth
-                and k.threads <= self.target.token_capacity)  # fmt: skip
+                and k.threads <= self.target.token_capacity)
 
     def estimate(self, k: EltwiseKnobs) -> float | None:
         if not self.fits(k):
@@ -172,7 +172,7 @@ class Eltwise:
         """The multiplier vectors (see EltwiseSpec), packed (C/co, batch, co) int32."""
         t = self.target
         return {v: np.full((self.cb, t.batch, t.block_out), getattr(self.spec, v), t.acc_dtype)
-                for v in self.spec.vectors}  # fmt: skip
+                for v in self.spec.vectors}
 
     def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         s = self.spec

@@ -8,4 +8,4 @@ from compiler.passes.tensorize import tensorize
 from compiler.passes.virtual_threads import inject_virtual_threads
 
 __all__ = ["fold_kernels", "inject_dma", "inject_virtual_threads", "insert_tokens", "lower_alu",
-           "tensorize"]  # fmt: skip
+           "tensorize"]

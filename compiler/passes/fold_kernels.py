@@ -39,7 +39,7 @@ def _visit(node: S.Stmt, target: AcceleratorTarget, limit: int) -> S.Stmt:
 
 
 def _kernel(loops: list[tuple[E.Var, int]], uop: S.Uop, target: AcceleratorTarget,
-            limit: int) -> S.Stmt:  # fmt: skip
+            limit: int) -> S.Stmt:
     for var, extent in loops:
         if extent == 1:  # a loop of one iteration: its variable is 0
             uop = dataclasses.replace(uop, dst=bind_affine(uop.dst, var, 0),

@@ -45,7 +45,7 @@ def _copy(node: S.Attr, target: AcceleratorTarget) -> S.Stmt:
     loops, store = perfect_nest(node.body)
     if not isinstance(store, S.Store):
         raise ScheduleError(f"{where}: the loops from the pragma inward must hold only the copy "
-                            "(move the pragma inside the attached stages)")  # fmt: skip
+                            "(move the pragma inside the attached stages)")
     value, cond = _unwrap(store.value, where)
     if not isinstance(value, E.Load):
         raise ScheduleError(f"{where}: the value {store.value} is not a copy of a tensor")
@@ -58,14 +58,14 @@ def _copy(node: S.Attr, target: AcceleratorTarget) -> S.Stmt:
         mem = isa.MemType.OUT
         if src.scope != "acc" or dst.dtype != target.out_dtype:
             raise ScheduleError(f"{where}: a store copies an acc buffer into a {target.out_dtype} "
-                                f"tensor, not {src.scope} into {dst.dtype}")  # fmt: skip
+                                f"tensor, not {src.scope} into {dst.dtype}")
         if cond is not None:
             raise ScheduleError(f"{where}: a store cannot pad")
     else:
         raise ScheduleError(f"{where}: a DMA copies between DRAM and a scratchpad, not from "
-                            f"{src.name} to {dst.name}")  # fmt: skip
+                            f"{src.name} to {dst.name}")
     return _pattern(node.stage, where, loops, load, mem, sram_t, sram_idx, dram_t, dram_idx, cond,
-                    target)  # fmt: skip
+                    target)
 
 
 def _unwrap(value: E.Expr, where: str) -> tuple[E.Expr, E.Expr | None]:
@@ -96,19 +96,19 @@ def _load_type(dst: S.Buffer, src: Tensor, target: AcceleratorTarget, where: str
 def _pattern(stage: str, where: str, loops: list[tuple[E.Var, int]], load: bool, mem: isa.MemType,
              sram_t: S.Buffer, sram_idx: tuple[E.Expr, ...], dram_t: Tensor,
              dram_idx: tuple[E.Expr, ...], cond: E.Expr | None,
-             target: AcceleratorTarget) -> S.Stmt:  # fmt: skip
+             target: AcceleratorTarget) -> S.Stmt:
     if len(loops) < 2:
         raise ScheduleError(f"{where}: the pragma must enclose the element's two lane loops")
     lanes = [v for v, _ in loops[-2:]]
     for name, idx in (("scratchpad", sram_idx), ("DRAM", dram_idx)):
         if list(idx[-2:]) != lanes or any(lanes[0] in E.free_vars(i) or lanes[1] in E.free_vars(i)
-                                          for i in idx[:-2]):  # fmt: skip
+                                          for i in idx[:-2]):
             raise ScheduleError(f"{where}: the two innermost loops must run over the element's "
                                 f"lanes in the {name} tensor, which is indexed "
-                                f"[{', '.join(map(str, idx))}]")  # fmt: skip
+                                f"[{', '.join(map(str, idx))}]")
     if dram_t.shape[-2:] != sram_t.shape[-2:]:
         raise ScheduleError(f"{where}: {dram_t.name}'s elements {dram_t.shape[-2:]} differ from the "
-                            f"scratchpad's {sram_t.shape[-2:]}")  # fmt: skip
+                            f"scratchpad's {sram_t.shape[-2:]}")
     dram, sram = flat_index(dram_t, dram_idx, where), flat_index(sram_t, sram_idx, where)
     inner_vars = {v for v, _ in loops[:-2]}
     pads = _pads(cond, dram_idx, where, dram_t, inner_vars) if cond is not None else {}
@@ -126,7 +126,7 @@ def _pattern(stage: str, where: str, loops: list[tuple[E.Var, int]], load: bool,
     if len(dims) > target.dma_max_dims:
         shown = ", ".join(f"{d.var}<{d.extent} (dram stride {d.dram}, sram stride {d.sram})" for d in dims)
         raise ScheduleError(f"{where}: the copy needs {len(dims)} dimensions ({shown}), more than the "
-                            f"DMA's {target.dma_max_dims}; put the pragma on an inner axis")  # fmt: skip
+                            f"DMA's {target.dma_max_dims}; put the pragma on an inner axis")
     strip = {v for v, _ in loops}
     return _dma(stage, where, load, mem, sram_t, dram_t, dram, sram, dims, dram_idx, strip)
 
@@ -137,7 +137,7 @@ def _merge(dims: list[_Dim]) -> list[_Dim]:
         if out:
             o = out[-1]
             if (o.pad is None and d.pad is None and o.dram == d.dram * d.extent
-                    and o.sram == d.sram * d.extent):  # fmt: skip
+                    and o.sram == d.sram * d.extent):
                 out[-1] = _Dim(d.var, o.extent * d.extent, d.dram, d.sram)
                 continue
         out.append(d)
@@ -146,16 +146,16 @@ def _merge(dims: list[_Dim]) -> list[_Dim]:
 
 def _dma(stage: str, where: str, load: bool, mem: isa.MemType, sram_t: S.Buffer, dram_t: Tensor,
          dram: Affine, sram: Affine, dims: list[_Dim], dram_idx: tuple[E.Expr, ...],
-         strip: set[E.Var]) -> S.Stmt:  # fmt: skip
+         strip: set[E.Var]) -> S.Stmt:
     """The Dma statement; addresses are taken with every loop inside the pragma at 0."""
     dims = [_Dim(E.Var("_"), 1, 0, 1)] * (2 - len(dims)) + dims
     y, x = dims
     if x.extent > 1 and (x.dram != 1 or x.sram != 1):
         raise ScheduleError(f"{where}: the innermost copied dimension ({x.var}) must be contiguous in "
-                            f"DRAM and in the scratchpad (strides {x.dram} and {x.sram})")  # fmt: skip
+                            f"DRAM and in the scratchpad (strides {x.dram} and {x.sram})")
     if y.extent > 1 and y.sram != x.extent:
         raise ScheduleError(f"{where}: the scratchpad rows are {y.sram} elements apart, the DMA "
-                            f"writes them {x.extent} apart")  # fmt: skip
+                            f"writes them {x.extent} apart")
     if y.extent > 1 and y.dram < 0:
         raise ScheduleError(f"{where}: rows of the copy go backwards in DRAM (stride {y.dram})")
     pads: list[S.DmaPad | None] = []
@@ -173,7 +173,7 @@ def _dma(stage: str, where: str, load: bool, mem: isa.MemType, sram_t: S.Buffer,
 
 
 def _pads(cond: E.Expr, idx: tuple[E.Expr, ...], where: str, src: Tensor,
-          loop_vars: set[E.Var]) -> dict[int, tuple[E.Var, int, int]]:  # fmt: skip
+          loop_vars: set[E.Var]) -> dict[int, tuple[E.Var, int, int]]:
     """Per padded source dimension: (the loop driving it, valid low, valid high) of the index."""
     bounds: dict[int, list[int]] = {}
     forms = [affine(i) for i in idx]
@@ -183,7 +183,7 @@ def _pads(cond: E.Expr, idx: tuple[E.Expr, ...], where: str, src: Tensor,
             raise ScheduleError(f"{where}: padding condition {term} is not affine")
         diff = a + b.scale(-1)  # op compares diff with 0
         dim = next((d for d, f in enumerate(forms) if f is not None and f.coeffs and
-                    dict(f.coeffs) == dict(diff.coeffs)), None)  # fmt: skip
+                    dict(f.coeffs) == dict(diff.coeffs)), None)
         if dim is None:
             raise ScheduleError(f"{where}: padding condition {term} does not bound one source index")
         f = forms[dim]
@@ -200,13 +200,13 @@ def _pads(cond: E.Expr, idx: tuple[E.Expr, ...], where: str, src: Tensor,
     for dim, (lo, hi) in bounds.items():
         if lo < 0 or hi > src.shape[dim]:
             raise ScheduleError(f"{where}: the padding condition lets dimension {dim} of {src.name} "
-                                f"be read at [{lo}, {hi}), outside its extent {src.shape[dim]}")  # fmt: skip
+                                f"be read at [{lo}, {hi}), outside its extent {src.shape[dim]}")
         f = forms[dim]
         assert f is not None
         drivers = [v for v in f.coeffs if v in loop_vars]
         if len(drivers) != 1 or f.coeffs[drivers[0]] != 1:
             raise ScheduleError(f"{where}: padded index {idx[dim]} must step by 1 along one loop "
-                                "inside the pragma")  # fmt: skip
+                                "inside the pragma")
         out[dim] = (drivers[0], lo, hi)
     return out
 

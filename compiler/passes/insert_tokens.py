@@ -100,7 +100,7 @@ def _push(src: str, dst: str) -> list[S.Stmt]:
     """Push from `src` to `dst`; through compute when they are not neighbours."""
     if abs(_ORDER[src] - _ORDER[dst]) == 2:
         return [S.Sync("push", src, "compute"), S.Sync("pop", src, "compute"),
-                S.Sync("push", "compute", dst)]  # fmt: skip
+                S.Sync("push", "compute", dst)]
     return [S.Sync("push", src, dst)]
 
 

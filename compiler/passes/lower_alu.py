@@ -66,17 +66,17 @@ def _alu(node: S.Attr, target: AcceleratorTarget) -> S.Stmt:
 
 
 def _uop(stage: str, where: str, op: _Op, dst: Affine, lanes: list[E.Var],
-         target: AcceleratorTarget) -> S.Uop:  # fmt: skip
+         target: AcceleratorTarget) -> S.Uop:
     if op.src is None:
         low, high = target.imm_range
         if not low <= op.imm <= high:  # type: ignore[operator]
             raise ScheduleError(f"{where}: immediate {op.imm} of {op.op.name} does not fit the ALU's "
-                                f"16-bit field [{low}, {high}]")  # fmt: skip
+                                f"16-bit field [{low}, {high}]")
         return S.Uop("alu", dst, alu_op=op.op, use_imm=True, imm=op.imm or 0, stage=stage)
     src = op.src
     if not isinstance(src.tensor, S.Buffer) or src.tensor.scope != "acc":
         raise ScheduleError(f"{where}: tensor operand {src} must be in the acc scope (cache_read it "
-                            "into acc)")  # fmt: skip
+                            "into acc)")
     if list(src.indices[-2:]) != lanes:
         raise ScheduleError(f"{where}: tensor operand {src} must be indexed by the lanes last")
     return S.Uop("alu", dst, elem_index(src.tensor, src.indices, where), alu_op=op.op, stage=stage)
@@ -90,7 +90,7 @@ def _chain(e: E.Expr, where: str, target: AcceleratorTarget) -> tuple[E.Load, li
         return e, []
     if not isinstance(e, E.Bin) or e.op not in (*target.alu_ops, "-", "<<"):
         raise ScheduleError(f"{where}: {e} is not an ALU operation (the ALU has "
-                            f"{', '.join(target.alu_ops)}, and - or << by a constant)")  # fmt: skip
+                            f"{', '.join(target.alu_ops)}, and - or << by a constant)")
     a, b = _strip(e.a), _strip(e.b)
     if isinstance(a, E.Const) and e.op in _COMMUTATIVE:
         a, b = b, a

@@ -22,7 +22,7 @@ def tensorize(body: S.Stmt, target: AcceleratorTarget) -> S.Stmt:
         if isinstance(node, S.Attr) and node.key == "tensorize":
             if node.value != "gemm":
                 raise ScheduleError(f"tensorize({node.stage}): unknown intrinsic {node.value!r}; "
-                                    "the accelerator has 'gemm'")  # fmt: skip
+                                    "the accelerator has 'gemm'")
             return _gemm(node, target)
         return node
 
@@ -41,7 +41,7 @@ def _gemm(node: S.Attr, target: AcceleratorTarget) -> S.Stmt:
     loops, store = perfect_nest(node.body)
     if not isinstance(store, S.Store):
         raise ScheduleError(f"{where}: the loops from the tensorize axis inward must hold only the "
-                            "computation")  # fmt: skip
+                            "computation")
     acc = store.tensor
     if not isinstance(acc, S.Buffer) or acc.scope != "acc":
         raise ScheduleError(f"{where}: the result must be in the acc scope")
@@ -57,7 +57,7 @@ def _gemm(node: S.Attr, target: AcceleratorTarget) -> S.Stmt:
     if len(k_vars) != 1:
         raise ScheduleError(f"{where}: the loops from the tensorize axis inward are "
                             f"{[str(v) for v, _ in loops]}; the gemm intrinsic needs exactly batch, "
-                            "block_out and one block_in reduction loop")  # fmt: skip
+                            "block_out and one block_in reduction loop")
     _check_loops(where, loops, [b, o, k_vars[0]], target, reduce=True)
     intr = target.gemm
     bound = {intr.out.op.axes[0].var: b, intr.out.op.axes[1].var: o,  # type: ignore[union-attr]
@@ -71,7 +71,7 @@ def _gemm(node: S.Attr, target: AcceleratorTarget) -> S.Stmt:
 
 
 def _check_loops(where: str, loops: list[tuple[E.Var, int]], want: list[E.Expr],
-                 target: AcceleratorTarget, reduce: bool) -> None:  # fmt: skip
+                 target: AcceleratorTarget, reduce: bool) -> None:
     sizes = [target.batch, target.block_out, target.block_in][: len(want)]
     have = {v: n for v, n in loops}
     ok = len(loops) == len(want) and all(
@@ -81,7 +81,7 @@ def _check_loops(where: str, loops: list[tuple[E.Var, int]], want: list[E.Expr],
         shown = ", ".join(f"{v}<{n}" for v, n in loops)
         raise ScheduleError(f"{where}: the loops from the tensorize axis inward are [{shown}]; the "
                             f"intrinsic needs batch x block_out{' x block_in' if reduce else ''} = "
-                            f"{' x '.join(map(str, sizes))} over the lanes")  # fmt: skip
+                            f"{' x '.join(map(str, sizes))} over the lanes")
 
 
 def _scope_of(e: E.Expr) -> str | None:
@@ -95,7 +95,7 @@ def _scope_of(e: E.Expr) -> str | None:
 
 def _match(pattern: E.Expr, e: E.Expr, bound: dict[E.Var, E.Expr],
            operands: dict[str, tuple[Tensor, tuple[E.Expr, ...]]], where: str,
-           target: AcceleratorTarget) -> None:  # fmt: skip
+           target: AcceleratorTarget) -> None:
     """Structural match of the stage's expression against the intrinsic's."""
     fail = ScheduleError(f"{where}: {e} does not match the intrinsic's {pattern}")
     if isinstance(pattern, E.Load):
@@ -104,17 +104,17 @@ def _match(pattern: E.Expr, e: E.Expr, bound: dict[E.Var, E.Expr],
         scope = pattern.tensor.name
         if e.tensor.scope != scope:
             raise ScheduleError(f"{where}: operand {e.tensor.name} is in scope {e.tensor.scope}, "
-                                f"the intrinsic reads it from {scope}")  # fmt: skip
+                                f"the intrinsic reads it from {scope}")
         want = [bound[i] for i in pattern.indices]  # type: ignore[index]
         if list(e.indices[-2:]) != want:
             raise ScheduleError(f"{where}: {e} must be indexed by the lanes [{', '.join(map(str, want))}] "
-                                "last")  # fmt: skip
+                                "last")
         lanes = set(want) | set(bound.values())
         if any(E.free_vars(i) & lanes for i in e.indices[:-2]):  # type: ignore[arg-type]
             raise ScheduleError(f"{where}: {e} uses lane loops in its outer indices")
         if e.dtype != pattern.dtype:
             raise ScheduleError(f"{where}: {e.tensor.name} is {e.dtype}, the intrinsic reads "
-                                f"{pattern.dtype}")  # fmt: skip
+                                f"{pattern.dtype}")
         operands[scope] = (e.tensor, e.indices)
         return
     if type(pattern) is not type(e):

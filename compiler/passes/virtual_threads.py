@@ -60,7 +60,7 @@ def _check_thread_count(body: S.Stmt, target: AcceleratorTarget) -> None:
                 raise ScheduleError(
                     f"virtual threads {names} = {total} threads can leave {total} tokens "
                     f"outstanding on one queue; the token counters hold {target.token_capacity} "
-                    f"(token_counter_bits={target.cfg.token_counter_bits})")  # fmt: skip
+                    f"(token_counter_bits={target.cfg.token_counter_bits})")
         for child in _children(node):
             visit(child, nest)
 
@@ -143,7 +143,7 @@ def bind(node: S.Stmt, var: E.Var, value: int) -> S.Stmt:
         u = node.uop
         uop = dataclasses.replace(u, dst=bind_affine(u.dst, var, value),
                                   src=bind_affine(u.src, var, value),
-                                  wgt=bind_affine(u.wgt, var, value))  # fmt: skip
+                                  wgt=bind_affine(u.wgt, var, value))
         return S.Kernel(uop, node.folded, node.explicit)
     if isinstance(node, S.For):
         return S.For(node.var, node.extent, bind(node.body, var, value), node.kind)

@@ -75,13 +75,13 @@ def agreement(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray]) 
     if len(reference) != len(candidate) or not reference:
         raise ValueError(f"need equally many outputs, at least one: {len(reference)} and {len(candidate)}")
     pairs = [(np.ravel(r).astype(np.float64), np.ravel(c).astype(np.float64))
-             for r, c in zip(reference, candidate, strict=True)]  # fmt: skip
+             for r, c in zip(reference, candidate, strict=True)]
     cos = [cosine(r, c) for r, c in pairs]
     hits = sum(int(np.argmax(r)) == int(np.argmax(c)) for r, c in pairs)
     err = np.concatenate([c - r for r, c in pairs])
     return Agreement(len(cos), float(np.mean(cos)), float(np.min(cos)), hits / len(cos),
                      float(np.max(np.abs(err))), float(np.sqrt(np.mean(err**2))),
-                     wilson_interval(hits, len(cos)))  # fmt: skip
+                     wilson_interval(hits, len(cos)))
 
 
 def wilson_interval(hits: int, count: int, z: float = 1.959964) -> tuple[float, float]:
@@ -151,5 +151,5 @@ def classification_accuracy(graph: Graph, images: np.ndarray, labels: np.ndarray
     """Fraction of `images` (batch-1 slices of [n, ...]) whose argmax equals the label."""
     name = graph.inputs[0]
     hits = [int(np.argmax(run_graph(graph, {name: image[None]})[graph.outputs[0]])) == int(label)
-            for image, label in zip(images, labels, strict=True)]  # fmt: skip
+            for image, label in zip(images, labels, strict=True)]
     return float(np.mean(hits))

@@ -53,7 +53,7 @@ def _pattern(g: Graph, add: Node) -> tuple[Node | None, int, str, int]:
     ma, mb = add.int_attr("mult_a"), add.int_attr("mult_b")
     order = {n.name: i for i, n in enumerate(g.nodes)}
     options = [(conv, m, other, m_other) for name, m, other, m_other in ((a, ma, b, mb), (b, mb, a, ma))
-               if (conv := _fusable(g, name, add)) is not None]  # fmt: skip
+               if (conv := _fusable(g, name, add)) is not None]
     if not options:
         return None, 0, "", 0
     return max(options, key=lambda o: order[o[0].name])
@@ -87,6 +87,6 @@ def _fused(g: Graph, conv: Node, add: Node, mult_conv: int, residual: str, mult_
     mult, shift = choose_shift(reals, fits, f"{conv.name} + {add.name}")
     name = g.add_const(f"{conv.name}.mult_fused", mult[:-1].astype(np.int32))
     attrs = {**conv.attrs, "shift": shift, "mult_r": int(mult[-1]), "clip_lo": add.int_attr("clip_lo"),
-             "clip_hi": add.int_attr("clip_hi"), "out_scale": add.float_attr("out_scale")}  # fmt: skip
+             "clip_hi": add.int_attr("clip_hi"), "out_scale": add.float_attr("out_scale")}
     inputs = (*conv.inputs[:3], name, residual)
     return Node("QConv", inputs, add.outputs, attrs, f"{conv.name}+{add.name}")

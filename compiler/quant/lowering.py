@@ -169,7 +169,7 @@ def channel_scaled_streams(
 
 
 def _stream_member(graph: Graph, users: Mapping[str, list[Node]], name: str, stage: Collection[str],
-                   kept: Collection[str]) -> bool:  # fmt: skip
+                   kept: Collection[str]) -> bool:
     value = graph.values[name]
     producer = graph.producer(name)
     if value.rank != 4 or value.is_const or name in graph.outputs or producer is None or name in kept:
@@ -215,7 +215,7 @@ def unsigned_values(graph: Graph, kept: Collection[str] = ()) -> list[str]:
         if name in graph.outputs or not readers:
             continue
         if all(_absorbs(graph, users, r, name, kept, any_group=True)
-               and (r.int_attr("group") > 1 or not any(r.ints_attr("pads"))) for r in readers):  # fmt: skip
+               and (r.int_attr("group") > 1 or not any(r.ints_attr("pads"))) for r in readers):
             found.append(name)
     return found
 
@@ -226,7 +226,7 @@ def _const_4d(graph: Graph, name: str) -> bool:
 
 
 def _absorbs(graph: Graph, users: Mapping[str, list[Node]], reader: Node, name: str, kept: Collection[str],
-             any_group: bool = False) -> bool:  # fmt: skip
+             any_group: bool = False) -> bool:
     """Whether `reader` is a convolution of `name` (group 1 unless `any_group`) that lowers to a QConv."""
     if reader.op != "Conv" or reader.inputs[0] != name or name in reader.inputs[1:]:
         return False

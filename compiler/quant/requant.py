@@ -208,5 +208,5 @@ def precise_requant(reals: np.ndarray, clip: tuple[int, int], where: str) -> Pre
         for split in range(shift - 1, 0, -1):
             if precise_checks(mult, low, high, shift, split, clip) is None:
                 return PreciseRequant(mult.astype(np.int32), shift, split, low.astype(np.int32),
-                                      high.astype(np.int32))  # fmt: skip
+                                      high.astype(np.int32))
     raise QuantizationError(f"{where}: scale ratios {reals.max():.3g} have no precise requantization")

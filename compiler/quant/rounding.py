@@ -123,7 +123,7 @@ def _picks(total: int, keep: int | None, rng: np.random.Generator | None) -> np.
 
 
 def _patches(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...], pads: tuple[int, ...],
-             group: int, keep: int | None, rng: np.random.Generator | None) -> np.ndarray:  # fmt: skip
+             group: int, keep: int | None, rng: np.random.Generator | None) -> np.ndarray:
     """im2col of an NCHW input: [group, rows, C / group * kh * kw], the rows (N * out_h * out_w,
     or `keep` of them) in (image, y, x) order."""
     n, c = x.shape[:2]

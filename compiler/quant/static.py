@@ -127,7 +127,7 @@ def quantize(
     """
     calibrated = calibrate(graph, calibration_inputs, rounding)
     return quantize_calibrated(calibrated, method, overrides, per_channel, bias_correction, unsigned,
-                               keep_float, stream_method)  # fmt: skip
+                               keep_float, stream_method)
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class Calibrated:
 
 
 def calibrate(graph: Graph, calibration_inputs: Iterable[Mapping[str, np.ndarray]],
-              rounding: str = DEFAULT_ROUNDING) -> Calibrated:  # fmt: skip
+              rounding: str = DEFAULT_ROUNDING) -> Calibrated:
     """`graph` cleaned (`simplify`) and calibrated on `calibration_inputs`, with the moments of
     every layer that `rounding` may round by GPTQ (the first MOMENT_INPUTS inputs)."""
     if rounding not in ROUNDINGS:
@@ -184,7 +184,7 @@ def quantize_calibrated(
             scales[name] = float(_float32(scales[name] * INT8_MAX / UINT8_MAX))
     correction = feeds if bias_correction else []
     params = QuantParams(scales, calibration=calibration, channel_scales=channel, stream_scales=stream,
-                         correction_inputs=correction, unsigned=wide, keep_float=kept)  # fmt: skip
+                         correction_inputs=correction, unsigned=wide, keep_float=kept)
     return lower(g, params)
 
 
@@ -277,7 +277,7 @@ def stream_channel_scales(
     result: dict[str, np.ndarray] = {}
     for stage in stages:
         shares = [calibration.stats[v].axis_absmax[1] / calibration.stats[v].absmax for v in stage
-                  if calibration.stats[v].absmax > 0]  # fmt: skip
+                  if calibration.stats[v].absmax > 0]
         if not shares:
             continue
         share = np.max(shares, axis=0)

@@ -63,7 +63,7 @@ class AccelStep:
     def _packer(self, i: int, shape: tuple[int, ...]) -> Any:
         _, batch, block = self.in_layout(i)
         return compile_host_op("pack", shape=tuple(shape), batch_block=batch, channel_block=block,
-                               dtype="int8")  # fmt: skip
+                               dtype="int8")
 
     def warm(self, shapes: list[tuple[int, ...]]) -> None:
         """Compile the packing kernels now, so that running the step never waits for the JIT."""
@@ -71,7 +71,7 @@ class AccelStep:
             self._packer(i, shape)
         t = self.op.target
         compile_host_op("unpack", shape=self.out_shape, batch_block=t.batch, channel_block=t.block_out,
-                        dtype="int8")  # fmt: skip
+                        dtype="int8")
 
     def pack(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
         """The Program's inputs for these activations (NCHW or [M, K] int8)."""
@@ -83,7 +83,7 @@ class AccelStep:
     def unpack(self, packed: np.ndarray) -> np.ndarray:
         t = self.op.target
         kernel = compile_host_op("unpack", shape=self.out_shape, batch_block=t.batch,
-                                 channel_block=t.block_out, dtype="int8")  # fmt: skip
+                                 channel_block=t.block_out, dtype="int8")
         return _one(kernel(np.ascontiguousarray(packed)))
 
 
@@ -103,19 +103,19 @@ class Precise:
 
 
 def _vectors(op: Any, ep: Epilogue, bias: np.ndarray, mult: np.ndarray,
-             precise: Precise | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+             precise: Precise | None = None) -> dict[str, np.ndarray]:
     """The requantization's per-channel inputs, packed: the multiplier, the bias scaled by it
     with the rounding folded in (see `requant_epilogue`), and a residual's multiplier when it is
     not an immediate; for a precise one the bias, the clamp bounds and the two multiplier parts."""
     given: dict[str, np.ndarray] = {"bias": ep.scale_bias(bias, mult), "mult": mult}
     if precise is not None:
         given = {"bias": bias, "clamp_lo": precise.clamp_lo, "clamp_hi": precise.clamp_hi,
-                 **ep.split_mult(mult)}  # fmt: skip
+                 **ep.split_mult(mult)}
     return {v: op.pack_bias(given[v] if v in given else ep.vector_values(v, len(mult))) for v in ep.vectors}
 
 
 def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, residual: int | None = None,
-                     split: int = 0) -> Epilogue:  # fmt: skip
+                     split: int = 0) -> Epilogue:
     """The quantized ops' requantization, clip(((acc + bias) * mult [+ res * residual] +
     2**(shift-1)) >> shift), as acc * mult + (bias * mult + 2**(shift-1)) [+ res * residual]: the
     same int32 modulo 2**32, with one ALU instruction fewer.  With `split` > 0 the precise one,
@@ -123,13 +123,13 @@ def requant_epilogue(shift: int, clip_lo: int, clip_hi: int, residual: int | Non
     if split:
         return Epilogue(bias=True, shift=shift, clip=None, channel_multiplier=True, round=True, split=split)
     return Epilogue(bias=True, shift=shift, clip=(clip_lo, clip_hi), channel_multiplier=True,
-                    scaled_bias=True, residual=residual)  # fmt: skip
+                    scaled_bias=True, residual=residual)
 
 
 def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], weight: np.ndarray,
               bias: np.ndarray, mult: np.ndarray, *, strides: tuple[int, ...], pads: tuple[int, ...],
               shift: int, clip: tuple[int, int], residual: int | None = None,
-              knobs_for: KnobsFor | None = None, precise: Precise | None = None) -> AccelStep:  # fmt: skip
+              knobs_for: KnobsFor | None = None, precise: Precise | None = None) -> AccelStep:
     """A QConv with one group, a square kernel, equal strides and symmetric padding; with
     `residual` (its multiplier), the step's second activation is added in the epilogue; with
     `precise`, the precise requantization."""
@@ -138,7 +138,7 @@ def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], we
     if c_w != c or r != s or len(set(strides)) != 1 or len(set(pads)) != 1:
         raise ScheduleError(f"{name}: the accelerator runs square kernels with one group, equal "
                             f"strides and symmetric padding (kernel {r}x{s}, strides {strides}, "
-                            f"pads {pads}, {c // c_w} groups)")  # fmt: skip
+                            f"pads {pads}, {c // c_w} groups)")
     if n % target.batch:
         raise ScheduleError(f"{name}: batch {n} is not a multiple of the core's batch {target.batch}")
     split = precise.split if precise else 0
@@ -149,12 +149,12 @@ def conv_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], we
     out_shape = (n, k, spec.out_height, spec.out_width)
     fused = residual is not None
     return AccelStep(name, op, compiled, consts, ("data", "res") if fused else ("data",), out_shape,
-                     {"macs": spec.macs}, (4, 4) if fused else (4,), (0, 4) if fused else (0,))  # fmt: skip
+                     {"macs": spec.macs}, (4, 4) if fused else (4,), (0, 4) if fused else (0,))
 
 
 def dense_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], weight: np.ndarray,
                bias: np.ndarray, mult: np.ndarray, *, shift: int, clip: tuple[int, int],
-               knobs_for: KnobsFor | None = None, precise: Precise | None = None) -> AccelStep:  # fmt: skip
+               knobs_for: KnobsFor | None = None, precise: Precise | None = None) -> AccelStep:
     m, k = x_shape
     n, k_w = weight.shape
     if k_w != k:
@@ -169,7 +169,7 @@ def dense_step(name: str, target: AcceleratorTarget, x_shape: tuple[int, ...], w
 
 
 def add_step(name: str, target: AcceleratorTarget, shape: tuple[int, ...], *, mult_a: int, mult_b: int,
-             shift: int, clip: tuple[int, int], knobs_for: KnobsFor | None = None) -> AccelStep:  # fmt: skip
+             shift: int, clip: tuple[int, int], knobs_for: KnobsFor | None = None) -> AccelStep:
     if len(shape) != 4:
         raise ScheduleError(f"{name}: the accelerator adds NCHW tensors, not shape {shape}")
     n, c, h, w = shape
@@ -178,4 +178,4 @@ def add_step(name: str, target: AcceleratorTarget, shape: tuple[int, ...], *, mu
     op = Eltwise(EltwiseSpec("add", n, c, h, w, clip, mult_a, mult_b, shift), target)
     compiled = compile_op(op, knobs=knobs_for(op) if knobs_for else None)
     return AccelStep(name, op, compiled, op.constants(), ("a", "b"), tuple(shape), {"macs": 0}, (4, 4),
-                     (0, 1))  # fmt: skip
+                     (0, 1))

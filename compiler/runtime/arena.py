@@ -41,7 +41,7 @@ def align_bytes(cfg: AcceleratorConfig) -> int:
 
 
 def relocate(program: Program, offsets: Mapping[str, int], cfg: AcceleratorConfig,
-             dram_bytes: int) -> Program:  # fmt: skip
+             dram_bytes: int) -> Program:
     """`program` with each region named in `offsets` moved to that byte offset (the others stay)
     in a DRAM of `dram_bytes`: every LOAD and STORE (micro-op loads included) addresses its
     region at the new place.  Raises ProgramError when a region would leave the DRAM, when a
@@ -56,7 +56,7 @@ def relocate(program: Program, offsets: Mapping[str, int], cfg: AcceleratorConfi
     for r in moved:
         if r.offset < 0 or r.offset + r.nbytes > dram_bytes:
             raise ProgramError(f"region {r.name!r} at offset {r.offset} ({r.nbytes} bytes) does not fit "
-                               f"a {dram_bytes}-byte DRAM")  # fmt: skip
+                               f"a {dram_bytes}-byte DRAM")
     insns = _relocate_insns(program, moved, cfg)
     return Program(program.fingerprint, insns, moved, program.constants, dram_bytes, program.config_name)
 
@@ -104,13 +104,13 @@ def _relocate_one(insn: isa.Insn, index: int, finder: _RegionFinder, cfg: Accele
     found = finder.find(address)
     if found is None:
         raise ProgramError(f"instruction #{index} ({isa.format_insn(insn)}): DMA address {address} "
-                           "lies in no region of the program")  # fmt: skip
+                           "lies in no region of the program")
     old, new = found
     delta = new.offset - old.offset
     if delta % elem_bytes:
         raise ProgramError(f"region {old.name!r} cannot move from offset {old.offset} to {new.offset}: "
                            f"{delta} bytes is not a multiple of the {elem_bytes}-byte "
-                           f"{insn.memory_type.name} elements that address it")  # fmt: skip
+                           f"{insn.memory_type.name} elements that address it")
     return isa.with_fields(insn, dram_base=insn.dram_base + delta // elem_bytes) if delta else insn
 
 
@@ -185,7 +185,7 @@ def plan_arena(uses: Sequence[AccelUse], cfg: AcceleratorConfig) -> ArenaPlan:
 
 
 def _activation_lives(uses: Sequence[AccelUse], regions: dict[int, dict[str, str]],
-                      align: int) -> tuple[dict[str, tuple[int, int, int]], dict[int, set[str]]]:  # fmt: skip
+                      align: int) -> tuple[dict[str, tuple[int, int, int]], dict[int, set[str]]]:
     """(aligned bytes, first step, last step) of every activation buffer, the steps' regions
     pointed at them, and the input regions each step reads in place."""
     lives: dict[str, tuple[int, int, int]] = {}
@@ -243,10 +243,10 @@ class DeviceArena:
     the static part (written once into each run's DRAM)."""
 
     def __init__(self, uses: Sequence[AccelUse], cfg: AcceleratorConfig,
-                 constants: Mapping[int, Mapping[str, np.ndarray]]) -> None:  # fmt: skip
+                 constants: Mapping[int, Mapping[str, np.ndarray]]) -> None:
         self.plan = plan_arena(uses, cfg)
         self.programs = {u.index: relocate(u.program, self.plan.offsets(u.index), cfg, self.plan.arena_bytes)
-                         for u in uses}  # fmt: skip
+                         for u in uses}
         self.per_step_peak_bytes = max((u.program.dram_bytes for u in uses), default=0)
         self.per_step_total_bytes = sum(u.program.dram_bytes for u in uses)
         self.static_image = np.zeros(self.plan.static_bytes, np.uint8)

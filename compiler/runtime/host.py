@@ -71,7 +71,7 @@ def _max_pool(graph: Graph, node: Node) -> Spec:
         return None
     kernel, stride, pad = win
     return "max_pool2d", {"shape": _shape(graph, node), "kernel": kernel, "stride": stride, "pad": pad,
-                          "dtype": _dtype(graph, node)}, 1  # fmt: skip
+                          "dtype": _dtype(graph, node)}, 1
 
 
 def _global_avg_pool(graph: Graph, node: Node) -> Spec:
@@ -107,12 +107,12 @@ def _layer_norm(graph: Graph, node: Node) -> Spec:
 
 def _quantize(graph: Graph, node: Node) -> Spec:
     return "quantize", {"shape": _shape(graph, node), "scale": node.float_attr("scale"),
-                        "zero_point": node.int_attr("zero_point")}, 1  # fmt: skip
+                        "zero_point": node.int_attr("zero_point")}, 1
 
 
 def _dequantize(graph: Graph, node: Node) -> Spec:
     return "dequantize", {"shape": _shape(graph, node), "scale": node.float_attr("scale"),
-                          "dtype": _dtype(graph, node)}, 1  # fmt: skip
+                          "dtype": _dtype(graph, node)}, 1
 
 
 def _binary(name: str) -> Callable[[Graph, Node], Spec]:
@@ -127,7 +127,7 @@ def _binary(name: str) -> Callable[[Graph, Node], Spec]:
 
 def _epilogue(node: Node) -> dict[str, Any]:
     return {"shift": node.int_attr("shift"), "clip_lo": node.int_attr("clip_lo"),
-            "clip_hi": node.int_attr("clip_hi")}  # fmt: skip
+            "clip_hi": node.int_attr("clip_hi")}
 
 
 def _vectors(node: Node) -> tuple[int, bool] | None:
@@ -146,7 +146,7 @@ def _qconv(graph: Graph, node: Node) -> Spec:
     return "qconv2d", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
                        "strides": node.ints_attr("strides"), "pads": node.ints_attr("pads"),
                        "group": node.int_attr("group"), "precise": precise,
-                       "pad_value": node.int_attr("pad_value"), **_epilogue(node)}, arity  # fmt: skip
+                       "pad_value": node.int_attr("pad_value"), **_epilogue(node)}, arity
 
 
 def _qgemm(graph: Graph, node: Node) -> Spec:
@@ -155,22 +155,22 @@ def _qgemm(graph: Graph, node: Node) -> Spec:
         return None
     arity, precise = form
     return "qgemm", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
-                     "precise": precise, **_epilogue(node)}, arity  # fmt: skip
+                     "precise": precise, **_epilogue(node)}, arity
 
 
 def _qadd(graph: Graph, node: Node) -> Spec:
     return "qadd", {"shape": _shape(graph, node), "mult_a": node.int_attr("mult_a"),
-                    "mult_b": node.int_attr("mult_b"), **_epilogue(node)}, 2  # fmt: skip
+                    "mult_b": node.int_attr("mult_b"), **_epilogue(node)}, 2
 
 
 def _qglobal_avg_pool(graph: Graph, node: Node) -> Spec:
     return "qglobal_avg_pool", {"shape": _shape(graph, node), "mult": node.int_attr("mult"),
-                                **_epilogue(node)}, 1  # fmt: skip
+                                **_epilogue(node)}, 1
 
 
 def _transpose(graph: Graph, node: Node) -> Spec:
     return ("transpose", {"shape": _shape(graph, node), "perm": node.ints_attr("perm"),
-                          "dtype": _dtype(graph, node)}, 1)  # fmt: skip
+                          "dtype": _dtype(graph, node)}, 1)
 
 
 def _gather(graph: Graph, node: Node) -> Spec:
@@ -179,19 +179,19 @@ def _gather(graph: Graph, node: Node) -> Spec:
         return None
     return ("gather", {"shape": shape, "indices_shape": _shape(graph, node, 1) or (1,),
                        "axis": node.int_attr("axis") % len(shape), "dtype": _dtype(graph, node),
-                       "index_dtype": _dtype(graph, node, 1)}, 2)  # fmt: skip
+                       "index_dtype": _dtype(graph, node, 1)}, 2)
 
 
 def _cast(graph: Graph, node: Node) -> Spec:
     return ("cast", {"shape": _shape(graph, node) or (1,), "dtype": _dtype(graph, node),
-                     "to": str(node.attrs["to"])}, 1)  # fmt: skip
+                     "to": str(node.attrs["to"])}, 1)
 
 
 def _matmul(graph: Graph, node: Node) -> Spec:
     if _dtype(graph, node, 0) != _dtype(graph, node, 1):
         return None
     return ("matmul", {"a_shape": _shape(graph, node, 0), "b_shape": _shape(graph, node, 1),
-                       "dtype": _dtype(graph, node)}, 2)  # fmt: skip
+                       "dtype": _dtype(graph, node)}, 2)
 
 
 def _floats(graph: Graph, node: Node) -> bool:
@@ -206,7 +206,7 @@ def _gemm(graph: Graph, node: Node) -> Spec:
     if len(node.inputs) == 3 and (len(weight) != 2 or _shape(graph, node, 2) != weight[:1]):
         return None
     return ("gemm", {"shape": _shape(graph, node), "weight_shape": weight,
-                     "bias": len(node.inputs) == 3}, len(node.inputs))  # fmt: skip
+                     "bias": len(node.inputs) == 3}, len(node.inputs))
 
 
 def _float_unary(name: str, *attrs: str) -> Callable[[Graph, Node], Spec]:
@@ -232,7 +232,7 @@ def _conv(graph: Graph, node: Node) -> Spec:
         return None
     return ("conv2d", {"shape": data, "weight_shape": weight, "strides": node.ints_attr("strides"),
                        "pads": node.ints_attr("pads"), "group": node.int_attr("group"), "bias": bias},
-            len(node.inputs))  # fmt: skip
+            len(node.inputs))
 
 
 _MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
@@ -262,7 +262,7 @@ _MAPPINGS: dict[str, Callable[[Graph, Node], Spec]] = {
 # `codesign run` checks the integer part exactly and float outputs within a tolerance.
 _MAPPINGS.update({"Gemm": _gemm, "Tanh": _float_unary("tanh"),
                   "HardSigmoid": _float_unary("hard_sigmoid", "alpha", "beta"),
-                  "HardSwish": _float_unary("hard_swish")})  # fmt: skip
+                  "HardSwish": _float_unary("hard_swish")})
 
 # A first convolution the quantizer keeps in float, and its activation: Conv within float32
 # rounding of numpy's (another summation order, compiler.ops.host.convf), Clip and Relu bit for bit.

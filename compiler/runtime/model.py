@@ -96,7 +96,7 @@ class CompiledModel:
     """The steps of one quantized graph on one accelerator target."""
 
     def __init__(self, graph: Graph, target: AcceleratorTarget, steps: list[Step],
-                 offload_shallow: bool = False) -> None:  # fmt: skip
+                 offload_shallow: bool = False) -> None:
         self.graph, self.target, self.steps = graph, target, steps
         self.offload_shallow = offload_shallow
         self.unpacked = _needs_unpacked(graph, steps)
@@ -111,7 +111,7 @@ class CompiledModel:
     @classmethod
     def compile(cls, graph: Graph, target: AcceleratorTarget, *, offload: bool = True,
                 offload_shallow: bool = False, knobs_for: KnobsFor | None = None,
-                ) -> CompiledModel:  # fmt: skip
+                ) -> CompiledModel:
         """`knobs_for(op)`: the schedule point of an accelerator operator (a tuning log's best),
         or None for its default schedule; `offload_shallow`: shallow convolutions too (see the
         module doc)."""
@@ -151,7 +151,7 @@ class CompiledModel:
             if step.accel is not None:
                 unpack = step.node.outputs[0] in self.unpacked
                 outputs, record = _execute_accel(self.graph, step, step.accel, self.device.at(index), env,
-                                                 dram, backend, unpack)  # fmt: skip
+                                                 dram, backend, unpack)
             else:
                 arrays = [env[x] for x in step.node.inputs]
                 outputs, record = _execute(self.graph, step, arrays, backend)
@@ -172,7 +172,7 @@ class CompiledModel:
 
 
 def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool, offload_shallow: bool,
-          knobs_for: KnobsFor | None) -> Step:  # fmt: skip
+          knobs_for: KnobsFor | None) -> Step:
     start = time.perf_counter()
     step: Step
     if node.op in _VIEWS:
@@ -196,7 +196,7 @@ def is_shallow(graph: Graph, node: Node, target: AcceleratorTarget) -> bool:
 
 
 def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget,
-                knobs_for: KnobsFor | None) -> AccelStep | None:  # fmt: skip
+                knobs_for: KnobsFor | None) -> AccelStep | None:
     """The node as an accelerator step, or None when the accelerator cannot run it."""
     shape = graph.values[node.inputs[0]].shape
     clip = (node.int_attr("clip_lo"), node.int_attr("clip_hi")) if "clip_lo" in node.attrs else (0, 0)
@@ -211,17 +211,17 @@ def _accel_step(graph: Graph, node: Node, target: AcceleratorTarget,
             return conv_step(node.name, target, shape, w, b, m, strides=node.ints_attr("strides"),
                              pads=node.ints_attr("pads"), shift=node.int_attr("shift"), clip=clip,
                              residual=residual, knobs_for=knobs_for,
-                             precise=_precise(graph, node))  # fmt: skip
+                             precise=_precise(graph, node))
         if node.op == "QGemm":
             w, b, m = (graph.const_data(x) for x in node.inputs[1:4])
             if w is None or b is None or m is None:
                 return None
             return dense_step(node.name, target, shape, w, b, m, shift=node.int_attr("shift"), clip=clip,
-                              knobs_for=knobs_for, precise=_precise(graph, node))  # fmt: skip
+                              knobs_for=knobs_for, precise=_precise(graph, node))
         if node.op == "QAdd" and len(shape) == 4:
             return add_step(node.name, target, shape, mult_a=node.int_attr("mult_a"),
                             mult_b=node.int_attr("mult_b"), shift=node.int_attr("shift"),
-                            clip=clip, knobs_for=knobs_for)  # fmt: skip
+                            clip=clip, knobs_for=knobs_for)
     except ScheduleError:
         return None  # not this accelerator's shape: the host runs it
     return None
@@ -246,7 +246,7 @@ def _host_kernel(graph: Graph, node: Node) -> Callable[[list[np.ndarray]], list[
 
 def reference_boundary(graph: Graph, inputs: Mapping[str, np.ndarray],
                        handed_in: Mapping[str, np.ndarray] | None = None,
-                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:  # fmt: skip
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The graph interpreter's outputs and its integer tensors at the Dequantize boundary: the
     integer reference that `ModelResult.boundary` must equal exactly. `handed_in`: the float
     values the run quantized (`ModelResult.handed_in`), quantized here as they were there."""
@@ -281,13 +281,13 @@ def _accel_uses(steps: Sequence[Step]) -> list[AccelUse]:
         pairs = enumerate(zip(a.activations, values, strict=True))
         acts = tuple((region, value, a.in_layout(i)) for i, (region, value) in pairs)
         uses.append(AccelUse(index, a.compiled.built.program, frozenset(a.constants), acts,
-                             ("out", s.node.outputs[0], a.out_layout)))  # fmt: skip
+                             ("out", s.node.outputs[0], a.out_layout)))
     return uses
 
 
 def _execute_accel(graph: Graph, step: Step, accel: AccelStep, device: StepInArena,
                    env: dict[str, np.ndarray], dram: np.ndarray, backend: Backend,
-                   unpack: bool) -> tuple[list[np.ndarray | None], StepRecord]:  # fmt: skip
+                   unpack: bool) -> tuple[list[np.ndarray | None], StepRecord]:
     """Run one accelerator step in the device arena: activations the host holds are packed into
     their regions (those a predecessor stored in the same layout are read in place), and the
     output is unpacked from the arena only when a reader needs it in NCHW."""
@@ -310,7 +310,7 @@ def _execute_accel(graph: Graph, step: Step, accel: AccelStep, device: StepInAre
 
 
 def _execute(graph: Graph, step: Step, arrays: Sequence[np.ndarray],
-             backend: Backend) -> tuple[list[np.ndarray], StepRecord]:  # fmt: skip
+             backend: Backend) -> tuple[list[np.ndarray], StepRecord]:
     node = step.node
     record = StepRecord(node.name, node.op, step.where, macs=node_macs(graph, node))
     start = time.perf_counter()

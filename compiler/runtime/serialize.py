@@ -31,7 +31,7 @@ def save(model: CompiledModel, path: str | Path, extra: dict[str, Any] | None = 
     consts = {f"c{i}": v.data for i, v in enumerate(g.values.values()) if v.data is not None}
     names = iter(consts)
     values = [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype,
-               "const": next(names) if v.data is not None else None} for v in g.values.values()]  # fmt: skip
+               "const": next(names) if v.data is not None else None} for v in g.values.values()]
     meta = {
         "format": FORMAT, "version": VERSION, "graph_name": g.name, "config": model.target.cfg.to_dict(),
         "inputs": list(g.inputs), "outputs": list(g.outputs), "values": values,
@@ -39,7 +39,7 @@ def save(model: CompiledModel, path: str | Path, extra: dict[str, Any] | None = 
                    "attrs": _attrs_json(n.attrs), "name": n.name} for n in g.nodes],
         "placement": [s.where for s in model.steps], "offload_shallow": model.offload_shallow,
         "extra": extra or {},
-    }  # fmt: skip
+    }
     with open(path, "wb") as f:
         np.savez(f, meta=np.array(json.dumps(meta)), **consts)  # type: ignore[arg-type]
 
@@ -54,16 +54,16 @@ def load(path: str | Path, knobs_for: KnobsFor | None = None) -> tuple[CompiledM
         g.values[v["name"]] = Value(v["name"], tuple(v["shape"]), v["dtype"], data)
     g.inputs, g.outputs = list(meta["inputs"]), list(meta["outputs"])
     g.nodes = [Node(n["op"], tuple(n["inputs"]), tuple(n["outputs"]), _attrs_back(n["attrs"]), n["name"])
-               for n in meta["nodes"]]  # fmt: skip
+               for n in meta["nodes"]]
     verify(g)
     cfg = AcceleratorConfig.from_dict(meta["config"], where=f"{path}: config")
     model = CompiledModel.compile(g, AcceleratorTarget(cfg), knobs_for=knobs_for,
-                                  offload_shallow=bool(meta.get("offload_shallow", False)))  # fmt: skip
+                                  offload_shallow=bool(meta.get("offload_shallow", False)))
     placed = [s.where for s in model.steps]
     if placed != meta["placement"]:
         saved, now = meta["placement"].count("accel"), placed.count("accel")
         raise ModelFileError(f"{path}: the steps no longer compile to the saved placement (saved "
-                             f"{saved} accelerator steps, now {now})")  # fmt: skip
+                             f"{saved} accelerator steps, now {now})")
     return model, meta["extra"]
 
 
@@ -81,7 +81,7 @@ def _read(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         raise ModelFileError(f"{path}: not a compiled model file (no metadata)") from None
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise ModelFileError(f"{path}: format {meta.get('format')} version {meta.get('version')}, this "
-                             f"workbench reads {FORMAT} version {VERSION}")  # fmt: skip
+                             f"workbench reads {FORMAT} version {VERSION}")
     return meta, arrays
 
 

@@ -21,4 +21,4 @@ __all__ = [
     "CacheRead", "CacheWrite", "ComputeAt", "ComputeInline", "Fuse", "Pragma", "Record", "Reorder",
     "Schedule", "SetScope", "Split", "Stage", "Tensorize", "Vectorize", "VirtualThread",
     "load_records",
-]  # fmt: skip
+]

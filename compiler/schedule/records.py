@@ -168,12 +168,12 @@ class Vectorize:
 
 
 Record = Union[Split, Reorder, Fuse, ComputeAt, ComputeInline, CacheRead, CacheWrite, SetScope,
-               Tensorize, VirtualThread, Pragma, Vectorize]  # fmt: skip
+               Tensorize, VirtualThread, Pragma, Vectorize]
 RECORD_TYPES: dict[str, type] = {
     cls.kind: cls
     for cls in (Split, Reorder, Fuse, ComputeAt, ComputeInline, CacheRead, CacheWrite, SetScope,
                 Tensorize, VirtualThread, Pragma, Vectorize)
-}  # fmt: skip
+}
 HOST_RECORDS = ("vectorize",)  # records only the host lowering takes
 
 
@@ -204,14 +204,14 @@ def from_json(data: Any, where: str = "schedule") -> Record:
     cls = RECORD_TYPES.get(data["kind"])
     if cls is None:
         raise ScheduleError(f"{where}: unknown record kind {data['kind']!r}; known: "
-                            f"{', '.join(RECORD_TYPES)}")  # fmt: skip
+                            f"{', '.join(RECORD_TYPES)}")
     names = {f.name: f for f in dataclasses.fields(cls)}
     fields = {k: v for k, v in data.items() if k != "kind"}
     unknown = sorted(set(fields) - set(names))
     missing = sorted(n for n, f in names.items() if n not in fields
-                     and f.default is dataclasses.MISSING)  # fmt: skip
+                     and f.default is dataclasses.MISSING)
     if unknown or missing:
         raise ScheduleError(f"{where}: {data['kind']} record has unknown fields {unknown or 'none'}"
-                            f", missing {missing or 'none'}")  # fmt: skip
+                            f", missing {missing or 'none'}")
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
     return cls(**fields)  # type: ignore[no-any-return]

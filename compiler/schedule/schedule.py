@@ -102,7 +102,7 @@ class Schedule:
 
     def readers(self, name: str) -> list[str]:
         return [s.name for s in self.stages.values()
-                if any(ld.tensor.name == name for ld in loads(s.body))]  # fmt: skip
+                if any(ld.tensor.name == name for ld in loads(s.body))]
 
     def is_output(self, name: str) -> bool:
         return any(t.name == name for t in self.outputs)
@@ -174,7 +174,7 @@ class Schedule:
             raise ScheduleError(f"{R.describe(rec)}: the thread count must be a positive int")
         if rec.axis in st.reduce_names:
             raise ScheduleError(f"{R.describe(rec)}: virtual threads cannot split a reduction axis "
-                                "(the threads would write the same accumulators)")  # fmt: skip
+                                "(the threads would write the same accumulators)")
         _split_leaf(st, rec.axis, rec.outer, rec.inner, rec.count, "nparts")
         st.vthreads.add(rec.outer)
 
@@ -238,13 +238,13 @@ class Schedule:
         for r in rec.readers:
             if r not in readers:
                 raise ScheduleError(f"{R.describe(rec)}: {r} does not read {rec.tensor} "
-                                    f"(its readers: {', '.join(readers) or 'none'})")  # fmt: skip
+                                    f"(its readers: {', '.join(readers) or 'none'})")
         if not rec.readers:
             raise ScheduleError(f"{R.describe(rec)}: name at least one reader")
         names = [a.name for a in src.op.axes] if src.op else [f"i{k}" for k in range(src.ndim)]
         axes = tuple(IterVar(Var(n), e) for n, e in zip(names, src.shape, strict=True))
         copy = Tensor(rec.name, src.shape, src.dtype,
-                      ComputeOp(axes, src[tuple(a.var for a in axes)]))  # fmt: skip
+                      ComputeOp(axes, src[tuple(a.var for a in axes)]))
         self._insert_copy(rec, copy)
         for r in rec.readers:
             st = self.stages[r]
@@ -256,7 +256,7 @@ class Schedule:
         st = self.stage(rec.stage)
         if st.relations or st.attach or st.pragmas or st.tensorize:
             raise ScheduleError(f"{R.describe(rec)}: apply cache_write before other records on "
-                                f"{st.name}")  # fmt: skip
+                                f"{st.name}")
         op = ComputeOp(st.axes, st.body)
         cache = Tensor(rec.name, st.tensor.shape, st.tensor.dtype, op)
         self._insert_copy(rec, cache)
@@ -280,7 +280,7 @@ class Schedule:
         st.check_leaf(rec, rec.axis)
         if rec.pragma not in R.PRAGMAS:
             raise ScheduleError(f"{R.describe(rec)}: unknown pragma {rec.pragma!r}; known: "
-                                f"{', '.join(R.PRAGMAS)}")  # fmt: skip
+                                f"{', '.join(R.PRAGMAS)}")
         st.pragmas[rec.axis] = rec.pragma
 
     def _apply_vectorize(self, rec: R.Vectorize) -> None:
@@ -329,7 +329,7 @@ def load_records(path: str | Path) -> list[R.Record]:
 def _check_scope(rec: R.Record, scope: str) -> None:
     if scope not in R.SCOPES:
         raise ScheduleError(f"{R.describe(rec)}: unknown scope {scope!r}; known: "
-                            f"{', '.join(R.SCOPES)}")  # fmt: skip
+                            f"{', '.join(R.SCOPES)}")
 
 
 def _split_leaf(st: Stage, axis: str, outer: str, inner: str, factor: int, mode: str) -> None:

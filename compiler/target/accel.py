@@ -37,7 +37,7 @@ class GemmIntrinsic:
 
 
 ALU_OPS = {"+": isa.AluOp.ADD, "min": isa.AluOp.MIN, "max": isa.AluOp.MAX, ">>": isa.AluOp.SHR,
-           "*": isa.AluOp.MUL}  # fmt: skip
+           "*": isa.AluOp.MUL}
 
 
 class AcceleratorTarget:
@@ -62,7 +62,7 @@ class AcceleratorTarget:
                          self.wgt_dtype),
             "acc": Scope("acc", isa.MemType.ACC, cfg.acc_depth, (cfg.batch, cfg.block_out),
                          self.acc_dtype),
-        }  # fmt: skip
+        }
         self.uop_depth = cfg.uop_depth
         # tokens one queue can hold outstanding: each virtual thread may leave one there
         self.token_capacity = (1 << cfg.token_counter_bits) - 1
@@ -88,7 +88,7 @@ class AcceleratorTarget:
         acc = self.acc_dtype
         out = compute((self.batch, self.block_out),
                       lambda b, o: sum(E.cast(acc, inp[b, k]) * E.cast(acc, wgt[o, k]), k),
-                      "gemm")  # fmt: skip
+                      "gemm")
         return GemmIntrinsic(inp, wgt, out)
 
     def scope(self, name: str) -> Scope:

@@ -54,4 +54,4 @@ __all__ = [
     "erf", "evaluate", "exp", "fabs", "floor", "ge", "gt", "if_then_else", "le", "linear_coeffs",
     "log", "lt", "max_reduce", "maximum", "min_reduce", "minimum", "placeholder", "reduce",
     "reduce_axis", "rint", "rsqrt", "sqrt", "substitute", "sum", "tanh",
-]  # fmt: skip
+]

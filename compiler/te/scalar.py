@@ -48,14 +48,14 @@ INT_OPS: dict[str, Callable[[int, int], int]] = {
     "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b), ">": lambda a, b: int(a > b),
     ">=": lambda a, b: int(a >= b), "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
     "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
-}  # fmt: skip
+}
 
 _FLOAT_OPS: dict[str, Callable[[np.float32, np.float32], object]] = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "/": lambda a, b: a / b, "min": np.minimum, "max": np.maximum,
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-}  # fmt: skip
+}
 _COMPARE = ("<", "<=", ">", ">=", "==", "!=")
 
 
@@ -85,7 +85,7 @@ def cast_value(value: int | float, src: str, dst: str) -> int | float:
 _MATH_F64: dict[str, Callable[[float], float]] = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "erf": math.erf, "tanh": math.tanh, "fabs": abs, "floor": np.floor, "rint": np.rint,
-}  # fmt: skip
+}
 
 
 def math_value(name: str, value: int | float) -> float:

@@ -138,7 +138,7 @@ def min_reduce(expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> Reduce:
 
 
 def compute(shape: Sequence[int], fn: Callable[..., ExprLike], name: str,
-            dtype: str | None = None) -> Tensor:  # fmt: skip
+            dtype: str | None = None) -> Tensor:
     """A tensor whose element at index (i0, i1, ...) is `fn(i0, i1, ...)`.  The axes take the
     names of `fn`'s parameters; `fn` may also take `*i` (any rank), naming them i0, i1, ..."""
     dims = _shape(shape, f"compute {name}")
@@ -176,7 +176,7 @@ def _check_body(name: str, body: Expr, axes: tuple[IterVar, ...]) -> None:
         clash = {a.var for a in body.axes} & {a.var for a in axes}
         if clash:
             raise TensorExprError(f"compute {name}: reduce axis {sorted(v.name for v in clash)} "
-                                  "has the name of a spatial axis")  # fmt: skip
+                                  "has the name of a spatial axis")
     stray = {n for n in nodes if isinstance(n, Var)} - allowed
     if stray:
         names = ", ".join(sorted(v.name for v in stray))

@@ -35,7 +35,7 @@ def describe(node: S.Stmt) -> str:
     if isinstance(node, S.Dma):
         op = "load" if node.load else "store"
         pads = "".join(f" pad_{d}({p.start} in [{p.low},{p.high}))"
-                       for d, p in (("y", node.pad_y), ("x", node.pad_x)) if p)  # fmt: skip
+                       for d, p in (("y", node.pad_y), ("x", node.pad_x)) if p)
         return (f"dma_{op} {node.memory_type.name} {node.tensor}[{node.dram}] <-> sram[{node.sram}]"
                 f" y={node.y_size} x={node.x_size} stride={node.y_stride}{pads}  // {node.queue}")
     if isinstance(node, S.Uop):

@@ -29,7 +29,7 @@ from hw.config import AcceleratorConfig
 # The DMA kinds by queue and memory type, and the token queues, with stable names.
 _DMAS = (("load", isa.MemType.INP), ("load", isa.MemType.WGT), ("compute", isa.MemType.ACC),
          ("compute", isa.MemType.ACC_8BIT), ("compute", isa.MemType.UOP),
-         ("store", isa.MemType.OUT))  # fmt: skip
+         ("store", isa.MemType.OUT))
 _QUEUES = ("load->compute", "compute->load", "compute->store", "store->compute")
 _OUTER_LOOPS = 6  # extents of the outermost loops on the path to the GEMM, outermost first
 
@@ -164,10 +164,10 @@ def features(low: Lowered, target: AcceleratorTarget) -> dict[str, float]:
 def _instruction_features(t: _Tally) -> dict[str, float]:
     load = sum(v for k, v in t.dma_insns.items() if k in ("inp", "wgt"))
     compute = t.gemm_insns + t.alu_insns + sum(v for k, v in t.dma_insns.items()
-                                               if k in ("acc", "acc_8bit", "uop"))  # fmt: skip
+                                               if k in ("acc", "acc_8bit", "uop"))
     store = t.dma_insns.get("out", 0.0)
     out = {"insns_load": _log(load), "insns_compute": _log(compute), "insns_store": _log(store),
-           "insns_total": _log(load + compute + store)}  # fmt: skip
+           "insns_total": _log(load + compute + store)}
     for q in _QUEUES:
         out[f"tokens_{q.replace('->', '_to_')}"] = _log(t.tokens.get(q, 0.0))
     pushes = sum(t.tokens.values())
@@ -203,13 +203,13 @@ def _compute_features(t: _Tally) -> dict[str, float]:
         "alu_uops": _log(t.alu_uops), "uops_per_gemm": _log((t.gemm_uops + t.reset_uops) / gemm),
         "uops_per_alu": _log(t.alu_uops / t.alu_insns) if t.alu_insns else 0.0,
         "kernel_uops": _log(t.kernel_uops),
-    }  # fmt: skip
+    }
 
 
 def _loop_features(t: _Tally, threads: int) -> dict[str, float]:
     path = list(t.gemm_path[:_OUTER_LOOPS]) + [1] * (_OUTER_LOOPS - len(t.gemm_path[:_OUTER_LOOPS]))
     out = {"loops": float(t.loops), "loop_depth": float(t.max_depth), "gemm_depth": float(len(t.gemm_path)),
-           "virtual_threads": float(threads), "gemm_trips": _log(math.prod(t.gemm_path))}  # fmt: skip
+           "virtual_threads": float(threads), "gemm_trips": _log(math.prod(t.gemm_path))}
     for i, extent in enumerate(path):
         out[f"loop{i}_extent"] = _log(extent)
     return out
@@ -231,7 +231,7 @@ def _balance_features(t: _Tally, c: AcceleratorConfig) -> dict[str, float]:
     bandwidth = min(c.bus_bytes, c.dram_bytes_per_cycle)
     latency = c.dram_latency_cycles
     load_bytes = sum(t.dma_elems.get(m.name.lower(), 0.0) * c.elem_bytes(m)
-                     for m in (isa.MemType.INP, isa.MemType.WGT))  # fmt: skip
+                     for m in (isa.MemType.INP, isa.MemType.WGT))
     load_dmas = t.dma_insns.get("inp", 0.0) + t.dma_insns.get("wgt", 0.0)
     load_cycles = load_bytes / bandwidth + load_dmas * latency
     compute_cycles = t.gemm_uops + t.reset_uops + t.alu_uops
@@ -245,7 +245,7 @@ def _balance_features(t: _Tally, c: AcceleratorConfig) -> dict[str, float]:
         "compute_share": compute_cycles / busiest,
         "intensity": _log(t.gemm_uops / max(load_bytes, 1.0) * 1024),
         "serial_cycles": _log(load_cycles + compute_cycles + store_cycles),
-    }  # fmt: skip
+    }
 
 
 def static_insns(low: Lowered) -> int:
@@ -288,4 +288,4 @@ _NAMES = (
     *(f"{s}_{k}" for s in ("inp", "wgt", "acc") for k in ("footprint", "fill")),
     "load_cycles", "compute_cycles", "store_cycles", "bound_cycles", "load_over_compute",
     "compute_share", "intensity", "serial_cycles",
-)  # fmt: skip
+)

@@ -97,7 +97,7 @@ def _key(data: dict[str, Any]) -> str:
 
 
 def build_space(op: Operator, *, max_insns: int = MAX_INSNS, cache: FeatureCache | None = None,
-                progress: Callable[[int, int], None] | None = None) -> Space:  # fmt: skip
+                progress: Callable[[int, int], None] | None = None) -> Space:
     """Enumerate, lower and featurize every fitting point of `op` (features from `cache` when
     there, about 4 ms a point when not)."""
     workload = Workload.of(op)

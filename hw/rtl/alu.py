@@ -25,7 +25,7 @@ class TensorAlu(wiring.Component):
         self.cfg = cfg
         w = cfg.acc_elem_bits
         super().__init__({"op": In(3), "a": In(w), "b": In(w), "use_imm": In(1),
-                          "imm": In(cfg.acc_bits), "result": Out(w)})  # fmt: skip
+                          "imm": In(cfg.acc_bits), "result": Out(w)})
 
     def elaborate(self, platform: object) -> Module:
         m = Module()

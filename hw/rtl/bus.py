@@ -17,7 +17,7 @@ def read_bus(bus_bits: int) -> wiring.Signature:
     return wiring.Signature({
         "ar_valid": Out(1), "ar_ready": In(1), "ar_addr": Out(ADDR_BITS), "ar_len": Out(LEN_BITS),
         "r_valid": In(1), "r_ready": Out(1), "r_data": In(bus_bits), "r_last": In(1),
-    })  # fmt: skip
+    })
 
 
 def write_bus(bus_bits: int) -> wiring.Signature:
@@ -26,7 +26,7 @@ def write_bus(bus_bits: int) -> wiring.Signature:
         "aw_valid": Out(1), "aw_ready": In(1), "aw_addr": Out(ADDR_BITS), "aw_len": Out(LEN_BITS),
         "w_valid": Out(1), "w_ready": In(1), "w_data": Out(bus_bits),
         "w_strb": Out(bus_bits // 8), "w_last": Out(1),
-    })  # fmt: skip
+    })
 
 
 def sram_write(addr_bits: int, data_bits: int) -> wiring.Signature:

@@ -17,7 +17,7 @@ def gated_domain(m: Module, name: str, enable: ValueLike) -> None:
     """
     gate = f"{name}_gate"
     m.domains += [ClockDomain(gate, clk_edge="neg", reset_less=True),
-                  ClockDomain(name, reset_less=True)]  # fmt: skip
+                  ClockDomain(name, reset_less=True)]
     latched = Signal(name=f"{name}_enable")
     m.d[gate] += latched.eq(enable)
     m.d.comb += [ClockSignal(gate).eq(ClockSignal()), ClockSignal(name).eq(ClockSignal() & latched)]

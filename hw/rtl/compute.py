@@ -29,7 +29,7 @@ class Kind(enum.Enum, shape=3):  # type: ignore[call-arg]
 def acc_8bit_widening(cfg: AcceleratorConfig) -> Widening:
     """LOAD ACC_8BIT's element: an acc tile of `inp_bits` lanes, sign-extended to `acc_bits`."""
     return Widening(lanes=cfg.batch * cfg.block_out, narrow_bits=cfg.inp_bits,
-                    wide_bits=cfg.acc_bits)  # fmt: skip
+                    wide_bits=cfg.acc_bits)
 
 
 class ComputeModule(wiring.Component):
@@ -67,7 +67,7 @@ class ComputeModule(wiring.Component):
             "ev_busy": Out(1), "ev_stall": Out(1), "ev_insn": Out(1), "ev_gemm_busy": Out(1),
             "ev_gemm_uop": Out(1), "ev_alu_uop": Out(1), "ev_uop_bytes": Out(32),
             "ev_acc_bytes": Out(32),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -110,7 +110,7 @@ class ComputeModule(wiring.Component):
             uop_dma.start.eq(seq.start & (head == Kind.LOAD_UOP)),
             acc_dma.start.eq(seq.start & (head == Kind.LOAD_ACC)),
             gen.start.eq(seq.start & is_loop),
-        ]  # fmt: skip
+        ]
         self._loop_fields(m, gen)
         with m.If(seq.retire & (kind == Kind.FINISH)):
             m.d.sync += self.done.eq(1)
@@ -150,7 +150,7 @@ class ComputeModule(wiring.Component):
                 with m.Elif(mem.memory_type == isa.MemType.UOP):
                     m.d.comb += head.eq(Kind.LOAD_UOP)
                 with m.Elif((mem.memory_type == isa.MemType.ACC)
-                            | (mem.memory_type == isa.MemType.ACC_8BIT)):  # fmt: skip
+                            | (mem.memory_type == isa.MemType.ACC_8BIT)):
                     m.d.comb += head.eq(Kind.LOAD_ACC)
             with m.Case(isa.Opcode.GEMM):
                 m.d.comb += head.eq(Kind.GEMM)
@@ -170,10 +170,10 @@ class ComputeModule(wiring.Component):
             for name in (*common, "src_factor_out", "src_factor_in"):
                 m.d.comb += gen.loop[name].eq(alu[name])
             m.d.comb += [gen.loop.ctrl.alu.eq(1), gen.loop.ctrl.op.eq(alu.alu_opcode),
-                         gen.loop.ctrl.use_imm.eq(alu.use_imm), gen.loop.ctrl.imm.eq(alu.imm)]  # fmt: skip
+                         gen.loop.ctrl.use_imm.eq(alu.use_imm), gen.loop.ctrl.imm.eq(alu.imm)]
         with m.Else():
             for name in (*common, "src_factor_out", "src_factor_in", "wgt_factor_out",
-                         "wgt_factor_in"):  # fmt: skip
+                         "wgt_factor_in"):
                 m.d.comb += gen.loop[name].eq(gemm[name])
             m.d.comb += gen.loop.ctrl.reset.eq(gemm.reset)
 
@@ -182,7 +182,7 @@ class ComputeModule(wiring.Component):
             m.d.comb += getattr(pipe, name).eq(getattr(gen, name))
         for mine, theirs in ((self.uop_rd, pipe.uop), (self.inp_rd, pipe.inp),
                              (self.wgt_rd, pipe.wgt_rd), (self.acc_rd0, pipe.acc_dst),
-                             (self.acc_rd1, pipe.acc_src)):  # fmt: skip
+                             (self.acc_rd1, pipe.acc_src)):
             wiring.connect(m, theirs, wiring.flipped(mine))
         # acc and out are written by the pipeline or by LOAD ACC, never in the same cycle.
         with m.If(acc_dma.sram.en):
@@ -191,7 +191,7 @@ class ComputeModule(wiring.Component):
                 self.acc_wr.data.eq(acc_dma.sram.data),
                 self.out_wr.en.eq(1), self.out_wr.addr.eq(acc_dma.sram.addr),
                 self.out_wr.data.eq(out_lanes(self.cfg, acc_dma.sram.data)),
-            ]  # fmt: skip
+            ]
         with m.Else():
             for mine, theirs in ((self.acc_wr, pipe.acc_wr), (self.out_wr, pipe.out_wr)):
                 m.d.comb += [getattr(mine, n).eq(getattr(theirs, n)) for n in ("en", "addr", "data")]
@@ -212,7 +212,7 @@ class ComputeModule(wiring.Component):
             self.ev_insn.eq(seq.start),
             self.ev_gemm_busy.eq(gemm_now | pipe.gemm_active), self.gemm_read.eq(pipe.gemm_read),
             self.ev_gemm_uop.eq(pipe.ev_gemm_uop), self.ev_alu_uop.eq(pipe.ev_alu_uop),
-        ]  # fmt: skip
+        ]
         elems = Signal(32)  # x_size * y_size of the head LOAD: one multiplier for every count
         m.d.comb += elems.eq(mem.x_size * mem.y_size)
         with m.If(seq.start & (head == Kind.LOAD_UOP)):
@@ -220,4 +220,4 @@ class ComputeModule(wiring.Component):
         with m.If(seq.start & (head == Kind.LOAD_ACC)):
             narrow = mem.memory_type == isa.MemType.ACC_8BIT
             m.d.comb += self.ev_acc_bytes.eq(Mux(narrow, elems << log2(cfg.acc_8bit_elem_bytes),
-                                                 elems << log2(cfg.acc_elem_bytes)))  # fmt: skip
+                                                 elems << log2(cfg.acc_elem_bytes)))

@@ -22,7 +22,7 @@ ADDR = bus.ADDR_BITS
 def burst_request() -> wiring.Signature:
     """A burst request (AR or AW): byte `addr` aligned to the bus word, `len` = beats - 1."""
     return wiring.Signature({"valid": Out(1), "ready": In(1), "addr": Out(ADDR),
-                             "len": Out(bus.LEN_BITS)})  # fmt: skip
+                             "len": Out(bus.LEN_BITS)})
 
 
 class BurstRequester(wiring.Component):
@@ -38,13 +38,13 @@ class BurstRequester(wiring.Component):
     """
 
     def __init__(self, *, elem_bytes: int, bus_bytes: int, max_burst_beats: int,
-                 x_bits: int = 16, narrow_elem_bytes: int | None = None):  # fmt: skip
+                 x_bits: int = 16, narrow_elem_bytes: int | None = None):
         self.elem_bytes, self.bus_bytes, self.max_burst = elem_bytes, bus_bytes, max_burst_beats
         self.narrow_elem_bytes = narrow_elem_bytes
         members = {
             "start": In(1), "dram_base": In(ADDR), "y_size": In(16), "x_size": In(x_bits),
             "x_stride": In(16), "busy": Out(1), "req": Out(burst_request()),
-        }  # fmt: skip
+        }
         if narrow_elem_bytes is not None:
             members["narrow"] = In(1)
         super().__init__(members)
@@ -70,17 +70,17 @@ class BurstRequester(wiring.Component):
         start_byte = Signal(ADDR)
         end_byte = Signal(ADDR)
         m.d.comb += [start_byte.eq(self._shift(row_elem, eb)),
-                     end_byte.eq(start_byte + self._shift(x_size, eb) - 1)]  # fmt: skip
+                     end_byte.eq(start_byte + self._shift(x_size, eb) - 1)]
         with m.FSM():
             with m.State("IDLE"), m.If(self.start):
                 m.d.sync += [row_elem.eq(self.dram_base), rows_left.eq(self.y_size),
-                             x_size.eq(self.x_size), stride.eq(self.x_stride)]  # fmt: skip
+                             x_size.eq(self.x_size), stride.eq(self.x_stride)]
                 with m.If((self.x_size != 0) & (self.y_size != 0)):
                     m.next = "SETUP"
             with m.State("SETUP"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += [word.eq(start_byte >> bb),
-                             words_left.eq((end_byte >> bb) - (start_byte >> bb) + 1)]  # fmt: skip
+                             words_left.eq((end_byte >> bb) - (start_byte >> bb) + 1)]
                 m.next = "BURST"
             with m.State("BURST"):
                 m.d.comb += [self.busy.eq(1), self.req.valid.eq(1)]
@@ -111,7 +111,7 @@ class Unpacker(wiring.Component):
         super().__init__({
             "beat": In(stream.Signature(bus_bits)), "elem": Out(stream.Signature(elem_bits)),
             "idx": In(max(1, log2(self.per_beat))), "row_last": In(1),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -165,7 +165,7 @@ class PadWriter(wiring.Component):
             "elem": In(stream.Signature(elem_bits)),
             "idx": Out(max(1, log2(per_beat))), "row_last": Out(1),
             "sram": Out(bus.sram_write(addr_bits, elem_bits)),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -181,7 +181,7 @@ class PadWriter(wiring.Component):
                 row_len.eq(self.x_pad_0 + self.x_size + self.x_pad_1),
                 y_lo.eq(self.y_pad_0), y_hi.eq(self.y_pad_0 + self.y_size),
                 y_total.eq(self.y_pad_0 + self.y_size + self.y_pad_1),
-            ]  # fmt: skip
+            ]
         data_row = (y >= y_lo) & (y < y_hi)
         is_data = data_row & (x >= x_lo) & (x < x_hi)
         write = busy & (~is_data | self.elem.valid)
@@ -222,7 +222,7 @@ class Widening:
         """Each narrow lane of `value`, sign-extended; lane 0 at the lowest bits."""
         extra = self.wide_bits - self.narrow_bits
         return Cat(*(Cat(lane, lane[-1].replicate(extra))
-                     for lane in lanes(value, self.lanes, self.narrow_bits)))  # fmt: skip
+                     for lane in lanes(value, self.lanes, self.narrow_bits)))
 
 
 class LoadDMA(wiring.Component):
@@ -238,7 +238,7 @@ class LoadDMA(wiring.Component):
     """
 
     def __init__(self, *, mem_layout: data.StructLayout, elem_bytes: int, depth: int,
-                 bus_bits: int, max_burst_beats: int, widening: Widening | None = None):  # fmt: skip
+                 bus_bits: int, max_burst_beats: int, widening: Widening | None = None):
         self.elem_bits = elem_bytes * 8
         self.elem_bytes, self.bus_bits, self.max_burst = elem_bytes, bus_bits, max_burst_beats
         self.addr_bits = max(1, (depth - 1).bit_length())
@@ -247,7 +247,7 @@ class LoadDMA(wiring.Component):
             "start": In(1), "cmd": In(mem_layout), "busy": Out(1),
             "bus": Out(bus.read_bus(bus_bits)),
             "sram": Out(bus.sram_write(self.addr_bits, self.elem_bits)),
-        }  # fmt: skip
+        }
         if widening is not None:
             assert widening.lanes * widening.wide_bits == self.elem_bits, widening
             members["narrow"] = In(1)
@@ -259,12 +259,12 @@ class LoadDMA(wiring.Component):
         narrow_bytes = widening.narrow_elem_bytes if widening else None
         m.submodules.req = req = BurstRequester(
             elem_bytes=self.elem_bytes, bus_bytes=self.bus_bits // 8,
-            max_burst_beats=self.max_burst, narrow_elem_bytes=narrow_bytes)  # fmt: skip
+            max_burst_beats=self.max_burst, narrow_elem_bytes=narrow_bytes)
         m.submodules.unpack = unpack = Unpacker(elem_bits=self.elem_bits, bus_bits=self.bus_bits)
         per_beat = unpack.per_beat
         if narrow_bytes is not None:
             m.submodules.unpack_narrow = narrow_unpack = Unpacker(
-                elem_bits=narrow_bytes * 8, bus_bits=self.bus_bits)  # fmt: skip
+                elem_bits=narrow_bytes * 8, bus_bits=self.bus_bits)
             per_beat = max(per_beat, narrow_unpack.per_beat)
         m.submodules.writer = writer = PadWriter(
             elem_bits=self.elem_bits, addr_bits=self.addr_bits, per_beat=per_beat
@@ -274,7 +274,7 @@ class LoadDMA(wiring.Component):
         for name in ("dram_base", "y_size", "x_size", "x_stride"):
             m.d.comb += getattr(req, name).eq(getattr(cmd, name))
         for name in ("sram_base", "dram_base", "y_size", "x_size", "x_stride",
-                     "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"):  # fmt: skip
+                     "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"):
             m.d.comb += getattr(writer, name).eq(getattr(cmd, name))
         m.d.comb += [
             self.bus.ar_valid.eq(req.req.valid),
@@ -292,7 +292,7 @@ class LoadDMA(wiring.Component):
         return m
 
     def _feed(self, m: Module, unpack: Unpacker, writer: PadWriter,
-              select: Value | None = None) -> None:  # fmt: skip
+              select: Value | None = None) -> None:
         """The R beats into `unpack` (only while `select`, if given); it follows the writer."""
         valid = self.bus.r_valid if select is None else self.bus.r_valid & select
         m.d.comb += [
@@ -308,7 +308,7 @@ class LoadDMA(wiring.Component):
                 m.d.comb += self.bus.r_ready.eq(unpack.beat.ready)
 
     def _feed_two(self, m: Module, wide: Unpacker, narrow_unpack: Unpacker, writer: PadWriter,
-                  req: BurstRequester) -> None:  # fmt: skip
+                  req: BurstRequester) -> None:
         """Beats to the unpacker of the format latched at `start`; its elements, widened when
         narrow, to the writer."""
         assert self.widening is not None
@@ -321,8 +321,8 @@ class LoadDMA(wiring.Component):
         for unpack, selected, payload in (
             (wide, ~narrow, wide.elem.payload),
             (narrow_unpack, narrow, self.widening.widen(narrow_unpack.elem.payload)),
-        ):  # fmt: skip
+        ):
             m.d.comb += unpack.elem.ready.eq(writer.elem.ready & selected)
             with m.If(selected):
                 m.d.comb += [writer.elem.valid.eq(unpack.elem.valid),
-                             writer.elem.payload.eq(payload)]  # fmt: skip
+                             writer.elem.payload.eq(payload)]

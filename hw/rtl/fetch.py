@@ -34,7 +34,7 @@ class Fetch(wiring.Component):
             "go": In(1), "insn_addr": In(bus.ADDR_BITS), "insn_count": In(32),
             "bus": Out(bus.read_bus(cfg.bus_bits)),
             "load_cmd": Out(cmd), "compute_cmd": Out(cmd), "store_cmd": Out(cmd),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -47,12 +47,12 @@ class Fetch(wiring.Component):
         m.d.comb += [
             req.start.eq(self.go), req.dram_base.eq(self.insn_addr >> log2(INSN_BYTES)),
             req.y_size.eq(1), req.x_size.eq(self.insn_count), req.x_stride.eq(0),
-        ]  # fmt: skip
+        ]
         self._credits(m, req, beats)
         m.d.comb += [
             beats.w_en.eq(self.bus.r_valid), beats.w_data.eq(self.bus.r_data),
             self.bus.r_ready.eq(beats.w_rdy),
-        ]  # fmt: skip
+        ]
         wiring.connect(m, beats.r_stream, unpack.beat)
         self._route(m, unpack)
         return m
@@ -65,7 +65,7 @@ class Fetch(wiring.Component):
         m.d.comb += [
             self.bus.ar_valid.eq(req.req.valid & fits), req.req.ready.eq(self.bus.ar_ready & fits),
             self.bus.ar_addr.eq(req.req.addr), self.bus.ar_len.eq(req.req.len),
-        ]  # fmt: skip
+        ]
         asked = self.bus.ar_valid & self.bus.ar_ready
         got = self.bus.r_valid & self.bus.r_ready
         m.d.sync += pending.eq(pending + (asked * beats_asked) - got)
@@ -75,7 +75,7 @@ class Fetch(wiring.Component):
         count, index, first = Signal(32), Signal(32), Signal(32)
         with m.If(self.go):
             m.d.sync += [count.eq(self.insn_count), index.eq(0),
-                         first.eq(self.insn_addr >> log2(INSN_BYTES))]  # fmt: skip
+                         first.eq(self.insn_addr >> log2(INSN_BYTES))]
         m.d.comb += [unpack.idx.eq(first + index), unpack.row_last.eq(index == count - 1)]
         if per_beat == 1:
             m.d.comb += unpack.row_last.eq(0)
@@ -93,7 +93,7 @@ class Fetch(wiring.Component):
         dest = {"store": is_store, "load": is_load, "compute": ~is_store & ~is_load}
         for name, q in queues.items():
             m.d.comb += [q.w_data.eq(unpack.elem.payload),
-                         q.w_en.eq(unpack.elem.valid & dest[name])]  # fmt: skip
+                         q.w_en.eq(unpack.elem.valid & dest[name])]
             with m.If(dest[name]):
                 m.d.comb += unpack.elem.ready.eq(q.w_rdy)
         with m.If(unpack.elem.valid & unpack.elem.ready):

@@ -44,7 +44,7 @@ class GemmDot(wiring.Component):
         self.cfg = cfg
         super().__init__({
             "inp": In(cfg.inp_elem_bits), "wgt": In(cfg.wgt_elem_bits), "dot": Out(cfg.acc_elem_bits),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -58,7 +58,7 @@ class GemmDot(wiring.Component):
         for b in range(cfg.batch):
             for o in range(cfg.block_out):
                 products = [(inp[b * cfg.block_in + c] * wgt[o * cfg.block_in + c])[:bits]
-                            for c in range(cfg.block_in)]  # fmt: skip
+                            for c in range(cfg.block_in)]
                 lane = Signal(bits, name=f"dot_{b}_{o}")
                 m.d.comb += lane.eq(tree_sum(products, bits))
                 out.append(lane)

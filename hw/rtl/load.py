@@ -19,10 +19,10 @@ def addr_bits(depth: int) -> int:
 
 
 def load_dma(cfg: AcceleratorConfig, memory_type: isa.MemType,
-             widening: Widening | None = None) -> LoadDMA:  # fmt: skip
+             widening: Widening | None = None) -> LoadDMA:
     return LoadDMA(mem_layout=insn_struct(cfg, "mem"), elem_bytes=cfg.elem_bytes(memory_type),
                    depth=cfg.depth(memory_type), bus_bits=cfg.bus_bits,
-                   max_burst_beats=cfg.max_burst_beats, widening=widening)  # fmt: skip
+                   max_burst_beats=cfg.max_burst_beats, widening=widening)
 
 
 def byte_count(insn: data.View, elem_bytes: int):  # type: ignore[no-untyped-def]
@@ -50,7 +50,7 @@ class LoadModule(wiring.Component):
             "c2l": Out(bus.token_pop()), "l2c": Out(bus.token_push()),
             "ev_busy": Out(1), "ev_stall": Out(1), "ev_insn": Out(1),
             "ev_inp_bytes": Out(32), "ev_wgt_bytes": Out(32),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -70,7 +70,7 @@ class LoadModule(wiring.Component):
             inp_dma.start.eq(seq.start & real & is_inp),
             wgt_dma.start.eq(seq.start & real & ~is_inp),
             self.ev_busy.eq(seq.busy), self.ev_stall.eq(seq.stall), self.ev_insn.eq(seq.start),
-        ]  # fmt: skip
+        ]
         with m.If(seq.start & is_inp):
             m.d.comb += self.ev_inp_bytes.eq(byte_count(insn, cfg.inp_elem_bytes))
         with m.If(seq.start & ~is_inp):

@@ -14,7 +14,7 @@ def ctrl_layout() -> data.StructLayout:
     """Per-micro-op control that travels down the compute pipeline with the indices."""
     return data.StructLayout({"alu": 1, "reset": 1, "op": 3, "use_imm": 1,
                               "imm": signed(isa.ALU_IMM_BITS),
-                              "last": 1, "push": 2})  # fmt: skip
+                              "last": 1, "push": 2})
     # `last` marks an instruction's final micro-op, which carries its token pushes (`push`:
     # push_prev, push_next) to the write stage: they happen after its last acc write.
 
@@ -27,7 +27,7 @@ def loop_layout(cfg: AcceleratorConfig) -> data.StructLayout:
         "iter_in": isa.LOOP_ITER_BITS, "dst_factor_out": a, "dst_factor_in": a,
         "src_factor_out": s, "src_factor_in": s, "wgt_factor_out": w, "wgt_factor_in": w,
         "ctrl": ctrl_layout(),
-    })  # fmt: skip
+    })
 
 
 class LoopGenerator(wiring.Component):
@@ -47,7 +47,7 @@ class LoopGenerator(wiring.Component):
             "k": Out(cfg.uop_index_bits + 1), "dst": Out(cfg.acc_index_bits),
             "src": Out(cfg.uop_src_bits), "wgt": Out(cfg.wgt_index_bits),
             "ctrl": Out(ctrl_layout()), "empty": Out(1),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -57,7 +57,7 @@ class LoopGenerator(wiring.Component):
         empty = self.empty
         m.d.comb += [self.ctrl.eq(lp.ctrl), self.ctrl.last.eq(self.last)]
         m.d.comb += empty.eq((self.loop.uop_end <= self.loop.uop_bgn) | (self.loop.iter_out == 0)
-                             | (self.loop.iter_in == 0))  # fmt: skip
+                             | (self.loop.iter_in == 0))
         k_last = self.k == lp.uop_end - 1
         j_last = j == lp.iter_in - 1
         i_last = i == lp.iter_out - 1
@@ -77,7 +77,7 @@ class LoopGenerator(wiring.Component):
                         m.d.sync += self.valid.eq(0)
         with m.If(self.start):  # after the advance: a start in the last cycle wins
             m.d.sync += [lp.eq(self.loop), self.valid.eq(~empty), self.k.eq(self.loop.uop_bgn),
-                         i.eq(0), j.eq(0)]  # fmt: skip
+                         i.eq(0), j.eq(0)]
             m.d.sync += [getattr(self, n).eq(0) for n in outer]
             m.d.sync += [o.eq(0) for o in outer.values()]
         return m

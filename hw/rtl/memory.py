@@ -33,7 +33,7 @@ class ReadArbiter(wiring.Component):
         m = Module()
         n = self.clients
         m.submodules.ids = ids = fifo.SyncFIFO(width=max(1, (n - 1).bit_length()),
-                                               depth=self.inflight)  # fmt: skip
+                                               depth=self.inflight)
         last = Signal(range(n), init=n - 1)  # the client granted last
         held = Signal()  # a request is on the bus and not yet accepted
         held_id = Signal(range(n))
@@ -51,7 +51,7 @@ class ReadArbiter(wiring.Component):
                     self.mem.ar_valid.eq(c.ar_valid & ids.w_rdy),
                     self.mem.ar_addr.eq(c.ar_addr), self.mem.ar_len.eq(c.ar_len),
                     c.ar_ready.eq(self.mem.ar_ready & ids.w_rdy),
-                ]  # fmt: skip
+                ]
         fire = self.mem.ar_valid & self.mem.ar_ready
         m.d.comb += [ids.w_en.eq(fire), ids.w_data.eq(sel)]
         with m.If(fire):
@@ -78,7 +78,7 @@ class ReadArbiter(wiring.Component):
             m.d.comb += [
                 c.r_valid.eq(self.mem.r_valid & ids.r_rdy & (head == i)),
                 c.r_data.eq(self.mem.r_data), c.r_last.eq(self.mem.r_last),
-            ]  # fmt: skip
+            ]
             with m.If(head == i):
                 m.d.comb += self.mem.r_ready.eq(ids.r_rdy & c.r_ready)
         m.d.comb += ids.r_en.eq(self.mem.r_valid & self.mem.r_ready & self.mem.r_last)

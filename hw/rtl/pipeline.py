@@ -58,7 +58,7 @@ class UopPipeline(wiring.Component):
             "active": Out(1), "gemm_active": Out(1), "gemm_read": Out(1),
             "ev_gemm_uop": Out(1), "ev_alu_uop": Out(1),
             "ev_push": Out(2),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -69,7 +69,7 @@ class UopPipeline(wiring.Component):
         v1, v2, v3 = Signal(), Signal(), Signal()
         c1, c2, c3 = (Signal(ctrl, reset_less=True, name=f"c{i}") for i in (1, 2, 3))
         off = {n: Signal(len(getattr(self, n)), name=f"{n}_off1", reset_less=True)
-               for n in ("dst", "src", "wgt")}  # fmt: skip
+               for n in ("dst", "src", "wgt")}
         d2, d3 = (Signal(cfg.acc_index_bits, name=n, reset_less=True) for n in ("d2", "d3"))
         s2 = Signal(cfg.uop_src_bits, reset_less=True)
         dot3 = Signal(cfg.acc_elem_bits, reset_less=True)
@@ -82,12 +82,12 @@ class UopPipeline(wiring.Component):
         u = data.View(uop_struct(cfg), self.uop.data)
         d1, s1 = (u.dst + off["dst"])[: cfg.acc_index_bits], (u.src + off["src"])[: cfg.uop_src_bits]
         m.d.comb += [self.inp.addr.eq(s1), self.wgt_rd.addr.eq(u.wgt + off["wgt"]),
-                     self.gemm_read.eq(v1 & ~c1.alu & ~c1.reset)]  # fmt: skip
+                     self.gemm_read.eq(v1 & ~c1.alu & ~c1.reset)]
         m.d.sync += [v2.eq(v1), c2.eq(c1), d2.eq(d1), s2.eq(s1)]
         # S2: dot products, acc reads
         m.submodules.dot = dot = GemmDot(cfg)
         m.d.comb += [dot.inp.eq(self.inp.data), dot.wgt.eq(self.wgt_rd.data),
-                     self.acc_dst.addr.eq(d2), self.acc_src.addr.eq(s2)]  # fmt: skip
+                     self.acc_dst.addr.eq(d2), self.acc_src.addr.eq(s2)]
         m.d.sync += [v3.eq(v2), c3.eq(c2), d3.eq(d2), dot3.eq(dot.dot), imm3.eq(c2.imm)]
         # S3: result and write-back
         result = self._result(m, c3, dot3, imm3)
@@ -99,7 +99,7 @@ class UopPipeline(wiring.Component):
                                 | (v3 & ~c3.alu & ~c3.reset)),
             self.ev_gemm_uop.eq(v3 & ~c3.alu & ~c3.reset), self.ev_alu_uop.eq(v3 & c3.alu),
             self.ev_push.eq(Mux(v3 & c3.last, c3.push, 0)),
-        ]  # fmt: skip
+        ]
         return m
 
     def _result(self, m: Module, c3: data.View, dot3: Signal, imm3: Signal) -> Signal:
@@ -107,9 +107,9 @@ class UopPipeline(wiring.Component):
         count, bits = cfg.batch * cfg.block_out, cfg.acc_bits
         m.submodules.alu = alu = TensorAlu(cfg)
         gemm = Cat(*((a + d)[:bits] for a, d in zip(lanes(self.acc_dst.data, count, bits),
-                                                     lanes(dot3, count, bits), strict=True)))  # fmt: skip
+                                                     lanes(dot3, count, bits), strict=True)))
         m.d.comb += [alu.op.eq(c3.op), alu.a.eq(self.acc_dst.data), alu.b.eq(self.acc_src.data),
-                     alu.use_imm.eq(c3.use_imm), alu.imm.eq(imm3)]  # fmt: skip
+                     alu.use_imm.eq(c3.use_imm), alu.imm.eq(imm3)]
         result = Signal(cfg.acc_elem_bits)
         with m.If(c3.alu):
             m.d.comb += result.eq(alu.result)

@@ -27,7 +27,7 @@ class Sequencer(wiring.Component):
             "valid": In(1), "can_start": In(1), "pop_req": In(max(1, pops)),
             "push_req": In(max(1, pushes)), "done": In(1),
             "start": Out(1), "busy": Out(1), "stall": Out(1), "retire": Out(1),
-        }  # fmt: skip
+        }
         members.update({f"pop{i}": Out(bus.token_pop()) for i in range(pops)})
         members.update({f"push{i}": Out(bus.token_push()) for i in range(pushes)})
         super().__init__(members)

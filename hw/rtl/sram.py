@@ -20,7 +20,7 @@ class Scratchpad(wiring.Component):
     """
 
     def __init__(self, *, depth: int, width: int, read_ports: int = 1, transparent: bool = False,
-                 read_domain: str = "sync"):  # fmt: skip
+                 read_domain: str = "sync"):
         self.depth, self.width, self.read_ports = depth, width, read_ports
         self.transparent, self.read_domain = transparent, read_domain
         self.addr_bits = max(1, (depth - 1).bit_length())
@@ -36,7 +36,7 @@ class Scratchpad(wiring.Component):
         m.d.comb += [wp.en.eq(self.wr.en), wp.addr.eq(self.wr.addr), wp.data.eq(self.wr.data)]
         for i in range(self.read_ports):
             rp = mem.read_port(domain=self.read_domain,
-                               transparent_for=(wp,) if self.transparent else ())  # fmt: skip
+                               transparent_for=(wp,) if self.transparent else ())
             port = getattr(self, f"rd{i}")
             m.d.comb += [rp.addr.eq(port.addr), port.data.eq(rp.data)]
         return m

@@ -40,7 +40,7 @@ class OutReader(wiring.Component):
             "x_size": In(16), "x_stride": In(16), "busy": Out(1), "pending": Out(1),
             "sram": Out(bus.sram_read(addr_bits, elem_bits)),
             "elem": Out(stream.Signature(self.layout)),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -51,23 +51,23 @@ class OutReader(wiring.Component):
             m.d.sync += [addr.eq(self.sram_base), x.eq(0), x_size.eq(self.x_size),
                          rows_left.eq(self.y_size), row_elem.eq(self.dram_base),
                          stride.eq(self.x_stride),
-                         busy.eq((self.x_size != 0) & (self.y_size != 0))]  # fmt: skip
+                         busy.eq((self.x_size != 0) & (self.y_size != 0))]
         in_flight = Signal()
         flags = Signal(self.layout)
         issue = busy & (buf.level + in_flight < self.DEPTH)
         m.d.sync += in_flight.eq(issue)
         m.d.comb += [self.sram.addr.eq(addr), self.busy.eq(busy),
-                     self.pending.eq(busy | in_flight | buf.r_rdy)]  # fmt: skip
+                     self.pending.eq(busy | in_flight | buf.r_rdy)]
         with m.If(issue):
             m.d.sync += [addr.eq(addr + 1), x.eq(x + 1),
-                         flags.idx.eq(row_elem + x), flags.row_last.eq(x == x_size - 1)]  # fmt: skip
+                         flags.idx.eq(row_elem + x), flags.row_last.eq(x == x_size - 1)]
             with m.If(x == x_size - 1):
                 m.d.sync += [x.eq(0), rows_left.eq(rows_left - 1), row_elem.eq(row_elem + stride)]
                 with m.If(rows_left == 1):
                     m.d.sync += busy.eq(0)
         out = Signal(self.layout)
         m.d.comb += [out.eq(flags), out.data.eq(self.sram.data),
-                     buf.w_en.eq(in_flight), buf.w_data.eq(out)]  # fmt: skip
+                     buf.w_en.eq(in_flight), buf.w_data.eq(out)]
         wiring.connect(m, buf.r_stream, wiring.flipped(self.elem))
         return m
 
@@ -85,11 +85,11 @@ class Packer(wiring.Component):
         self.elem_bits, self.bus_bits = elem_bits, bus_bits
         self.per_beat = max(1, bus_bits // elem_bits)
         self.beat_layout = data.StructLayout({"data": bus_bits, "strb": bus_bits // 8,
-                                              "row_end": 1})  # fmt: skip
+                                              "row_end": 1})
         super().__init__({
             "elem": In(stream.Signature(elem_layout(elem_bits, self.per_beat))),
             "beat": Out(stream.Signature(self.beat_layout)), "pending": Out(1),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -109,7 +109,7 @@ class Packer(wiring.Component):
             m.d.comb += self.elem.ready.eq(ob_free)
             with m.If(self.elem.valid & ob_free):
                 m.d.sync += [ob.data.eq(self.elem.payload.data), ob.strb.eq(-1),
-                             ob.row_end.eq(self.elem.payload.row_last), ob_valid.eq(1)]  # fmt: skip
+                             ob.row_end.eq(self.elem.payload.row_last), ob_valid.eq(1)]
         return m
 
     def _merge(self, m: Module, ob: Signal, ob_valid: Signal, ob_free, held: Signal) -> None:  # type: ignore[no-untyped-def]
@@ -117,17 +117,17 @@ class Packer(wiring.Component):
         acc_data, acc_strb = Signal(self.bus_bits), Signal(self.bus_bits // 8)
         e = self.elem.payload
         merged_data = Cat(*(Mux(e.idx == p, e.data, acc_data[p * eb : (p + 1) * eb])
-                            for p in range(n)))  # fmt: skip
+                            for p in range(n)))
         ones = Const((1 << (eb // 8)) - 1, eb // 8)
         merged_strb = Cat(*(Mux(e.idx == p, ones, acc_strb[p * eb // 8 : (p + 1) * eb // 8])
-                            for p in range(n)))  # fmt: skip
+                            for p in range(n)))
         flush = (e.idx == n - 1) | e.row_last
         m.d.comb += [self.elem.ready.eq(~flush | ob_free), held.eq(acc_strb != 0)]
         with m.If(self.elem.valid & self.elem.ready):
             with m.If(flush):
                 m.d.sync += [ob.data.eq(merged_data), ob.strb.eq(merged_strb),
                              ob.row_end.eq(e.row_last), ob_valid.eq(1),
-                             acc_data.eq(0), acc_strb.eq(0)]  # fmt: skip
+                             acc_data.eq(0), acc_strb.eq(0)]
             with m.Else():
                 m.d.sync += [acc_data.eq(merged_data), acc_strb.eq(merged_strb)]
 
@@ -135,14 +135,14 @@ class Packer(wiring.Component):
         n = self.elem_bits // self.bus_bits
         sr, left, row_last = Signal(self.elem_bits), Signal(range(n + 1)), Signal()
         m.d.comb += [held.eq(left != 0),
-                     self.elem.ready.eq((left == 0) | ((left == 1) & ob_free))]  # fmt: skip
+                     self.elem.ready.eq((left == 0) | ((left == 1) & ob_free))]
         with m.If((left != 0) & ob_free):
             m.d.sync += [ob.data.eq(sr[: self.bus_bits]), ob.strb.eq(-1),
                          ob.row_end.eq((left == 1) & row_last), ob_valid.eq(1),
-                         sr.eq(sr >> self.bus_bits), left.eq(left - 1)]  # fmt: skip
+                         sr.eq(sr >> self.bus_bits), left.eq(left - 1)]
         with m.If(self.elem.valid & self.elem.ready):
             m.d.sync += [sr.eq(self.elem.payload.data), left.eq(n),
-                         row_last.eq(self.elem.payload.row_last)]  # fmt: skip
+                         row_last.eq(self.elem.payload.row_last)]
 
 
 class StoreDMA(wiring.Component):
@@ -162,14 +162,14 @@ class StoreDMA(wiring.Component):
             "start": In(1), "cmd": In(insn_struct(cfg, "mem")), "busy": Out(1),
             "bus": Out(bus.write_bus(cfg.bus_bits)),
             "sram": Out(bus.sram_read(self.addr_bits, cfg.out_elem_bits)),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         cfg = self.cfg
         m.submodules.req = req = BurstRequester(
             elem_bytes=cfg.out_elem_bytes, bus_bytes=cfg.bus_bytes,
-            max_burst_beats=cfg.max_burst_beats)  # fmt: skip
+            max_burst_beats=cfg.max_burst_beats)
         m.submodules.pack = pack = Packer(elem_bits=cfg.out_elem_bits, bus_bits=cfg.bus_bits)
         m.submodules.reader = reader = OutReader(
             elem_bits=cfg.out_elem_bits, addr_bits=self.addr_bits, per_beat=pack.per_beat
@@ -177,7 +177,7 @@ class StoreDMA(wiring.Component):
         m.d.comb += [req.start.eq(self.start), reader.start.eq(self.start)]
         for name in ("dram_base", "y_size", "x_size", "x_stride"):
             m.d.comb += [getattr(req, name).eq(getattr(self.cmd, name)),
-                         getattr(reader, name).eq(getattr(self.cmd, name))]  # fmt: skip
+                         getattr(reader, name).eq(getattr(self.cmd, name))]
         m.d.comb += reader.sram_base.eq(self.cmd.sram_base)
         wiring.connect(m, reader.sram, wiring.flipped(self.sram))
         wiring.connect(m, reader.elem, pack.elem)
@@ -187,14 +187,14 @@ class StoreDMA(wiring.Component):
         m.d.comb += [
             b.aw_valid.eq(req.req.valid & room), req.req.ready.eq(b.aw_ready & room),
             b.aw_addr.eq(req.req.addr), b.aw_len.eq(req.req.len),
-        ]  # fmt: skip
+        ]
         beat_no = Signal(range(cfg.max_burst_beats))
         beat = pack.beat.payload
         m.d.comb += [
             b.w_valid.eq(pack.beat.valid & (ahead != 0)), pack.beat.ready.eq(b.w_ready & (ahead != 0)),
             b.w_data.eq(beat.data), b.w_strb.eq(beat.strb),
             b.w_last.eq(beat.row_end | (beat_no == cfg.max_burst_beats - 1)),
-        ]  # fmt: skip
+        ]
         aw_fire = b.aw_valid & b.aw_ready
         w_done = b.w_valid & b.w_ready & b.w_last
         m.d.sync += ahead.eq(ahead + aw_fire - w_done)
@@ -222,7 +222,7 @@ class StoreModule(wiring.Component):
             "c2s": Out(bus.token_pop()), "s2c": Out(bus.token_push()),
             "writes_pending": In(1),
             "ev_busy": Out(1), "ev_stall": Out(1), "ev_insn": Out(1), "ev_out_bytes": Out(32),
-        })  # fmt: skip
+        })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -235,7 +235,7 @@ class StoreModule(wiring.Component):
             seq.done.eq(~dma.busy & ~self.writes_pending), self.cmd.ready.eq(seq.start),
             dma.cmd.eq(insn), dma.start.eq(seq.start & (insn.x_size != 0)),
             self.ev_busy.eq(seq.busy), self.ev_stall.eq(seq.stall), self.ev_insn.eq(seq.start),
-        ]  # fmt: skip
+        ]
         with m.If(seq.start):
             m.d.comb += self.ev_out_bytes.eq(byte_count(insn, self.cfg.out_elem_bytes))
         wiring.connect(m, seq.pop0, wiring.flipped(self.c2s))

@@ -36,7 +36,7 @@ COUNTERS = (
     "compute_stall_cycles", "store_busy_cycles", "store_stall_cycles", "gemm_busy_cycles",
     "gemm_uops", "alu_uops", "inp_load_bytes", "wgt_load_bytes", "acc_load_bytes",
     "uop_load_bytes", "out_store_bytes", "load_insns", "compute_insns", "store_insns",
-)  # fmt: skip
+)
 COUNTER_BITS = 64
 # Every memory channel crosses the top level through a two-entry FIFO (a register slice: full
 # throughput, one cycle each way).  Nothing inside then depends combinationally on a port,
@@ -88,7 +88,7 @@ class Accelerator(wiring.Component):
             "reads": ReadArbiter(clients=5, bus_bits=cfg.bus_bits, inflight=cfg.mem_inflight),
             **{q: TokenCounter(bits=cfg.token_counter_bits) for q in ("l2c", "c2l", "c2s", "s2c")},
             **self._scratchpads(),
-        }  # fmt: skip
+        }
         self._rst, self._start, self._restart = Signal(), Signal(), Signal()
         m.d.sync += [self._rst.eq(rst), self._start.eq(self.start & ~rst)]
         m.d.comb += self._restart.eq(self._rst | self._start)
@@ -111,7 +111,7 @@ class Accelerator(wiring.Component):
             "acc_mem": Scratchpad(depth=cfg.acc_depth, width=cfg.acc_elem_bits, read_ports=2,
                                   transparent=True),
             "out_mem": Scratchpad(depth=cfg.out_depth, width=cfg.out_elem_bits),
-        }  # fmt: skip
+        }
 
     def _control(self, m: Module, fetch: Fetch, compute: ComputeModule) -> None:
         go = Signal()
@@ -120,23 +120,23 @@ class Accelerator(wiring.Component):
         with m.If(self._start):
             m.d.sync += [insn_addr.eq(self.insn_addr), insn_count.eq(self.insn_count)]
         m.d.comb += [fetch.go.eq(go), fetch.insn_addr.eq(insn_addr),
-                     fetch.insn_count.eq(insn_count), self.done.eq(compute.done)]  # fmt: skip
+                     fetch.insn_count.eq(insn_count), self.done.eq(compute.done)]
 
     def _connect(self, m: Module, b: dict) -> None:  # type: ignore[type-arg]
         fetch, load, compute, store, reads = (b[n] for n in ("fetch", "load", "compute", "store",
-                                                              "reads"))  # fmt: skip
+                                                              "reads"))
         wiring.connect(m, fetch.load_cmd, load.cmd)
         wiring.connect(m, fetch.compute_cmd, compute.cmd)
         wiring.connect(m, fetch.store_cmd, store.cmd)
         for i, client in enumerate((fetch.bus, load.bus_inp, load.bus_wgt, compute.bus_uop,
-                                    compute.bus_acc)):  # fmt: skip
+                                    compute.bus_acc)):
             wiring.connect(m, client, reads.client(i))
         pending = self._slices(m, reads.mem, store.bus)
         m.d.comb += store.writes_pending.eq(pending)
         for queue, producer, consumer in (("l2c", load.l2c, compute.l2c),
                                           ("c2l", compute.c2l, load.c2l),
                                           ("c2s", compute.c2s, store.c2s),
-                                          ("s2c", store.s2c, compute.s2c)):  # fmt: skip
+                                          ("s2c", store.s2c, compute.s2c)):
             wiring.connect(m, producer, b[queue].producer)
             wiring.connect(m, consumer, b[queue].consumer)
         pads = {n: b[f"{n}_mem"] for n in ("uop", "inp", "wgt", "acc", "out")}
@@ -145,7 +145,7 @@ class Accelerator(wiring.Component):
                                (compute.inp_rd, pads["inp"].rd0), (compute.wgt_rd, pads["wgt"].rd0),
                                (compute.acc_wr, pads["acc"].wr), (compute.acc_rd0, pads["acc"].rd0),
                                (compute.acc_rd1, pads["acc"].rd1), (compute.out_wr, pads["out"].wr),
-                               (store.out, pads["out"].rd0)):  # fmt: skip
+                               (store.out, pads["out"].rd0)):
             wiring.connect(m, port, pad_port)
 
     def _slices(self, m: Module, reads: wiring.PureInterface, writes: wiring.PureInterface) -> Value:
@@ -154,7 +154,7 @@ class Accelerator(wiring.Component):
         pending: list[Value] = []  # r_rdy of the write channels' slices
         outgoing = (("ar", reads, ("ar_addr", "ar_len"), None),
                     ("aw", writes, ("aw_addr", "aw_len"), pending),
-                    ("w", writes, ("w_data", "w_strb", "w_last"), pending))  # fmt: skip
+                    ("w", writes, ("w_data", "w_strb", "w_last"), pending))
         for channel, inner, fields, watch in outgoing:
             values = [getattr(inner, name) for name in fields]
             buf = self._slice(m, channel, sum(len(v) for v in values))
@@ -164,7 +164,7 @@ class Accelerator(wiring.Component):
                 getattr(self, f"mem_{channel}_valid").eq(buf.r_rdy),
                 buf.r_en.eq(getattr(self, f"mem_{channel}_ready")),
                 Cat(*(getattr(self, f"mem_{name}") for name in fields)).eq(buf.r_data),
-            ]  # fmt: skip
+            ]
             if watch is not None:
                 watch.append(buf.r_rdy)
         buf = self._slice(m, "r", self.cfg.bus_bits + 1)
@@ -173,7 +173,7 @@ class Accelerator(wiring.Component):
             self.mem_r_ready.eq(buf.w_rdy),
             reads.r_valid.eq(buf.r_rdy), Cat(reads.r_data, reads.r_last).eq(buf.r_data),
             buf.r_en.eq(reads.r_ready),
-        ]  # fmt: skip
+        ]
         return pending[0] | pending[1]
 
     def _slice(self, m: Module, channel: str, width: int) -> fifo.SyncFIFO:
@@ -201,7 +201,7 @@ class Accelerator(wiring.Component):
             "uop_load_bytes": compute.ev_uop_bytes, "out_store_bytes": store.ev_out_bytes,
             "load_insns": load.ev_insn, "compute_insns": compute.ev_insn,
             "store_insns": store.ev_insn,
-        }  # fmt: skip
+        }
         for name, event in events.items():
             counter = getattr(self, f"cnt_{name}")
             with m.If(self._restart):

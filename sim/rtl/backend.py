@@ -29,7 +29,7 @@ DEFAULT_MAX_CYCLES = 50_000_000
 _PARAMS = ("insn_addr", "insn_count", "latency", "bytes_per_cycle", "max_cycles", "max_burst",
            "idle_limit")
 _RESULTS = ("status", "cycles", "problem", "channel", "addr", "bytes", "beats_len",
-            "reads_pending", "writes_pending", "read_beats", "write_beats")  # fmt: skip
+            "reads_pending", "writes_pending", "read_beats", "write_beats")
 _DONE, _CYCLE_LIMIT, _OUT_OF_BOUNDS, _PROTOCOL, _DEADLOCK = 0, 1, 2, 3, 4
 _CHANNELS = ("read", "write")
 _U64P = ctypes.POINTER(ctypes.c_uint64)
@@ -74,20 +74,20 @@ class RtlSimulator:
 
     def __init__(self, cfg: AcceleratorConfig, *, max_cycles: int = DEFAULT_MAX_CYCLES,
                  dram_latency_cycles: int | None = None, dram_bytes_per_cycle: int | None = None,
-                 idle_limit: int | None = None, design: DesignFactory | None = None) -> None:  # fmt: skip
+                 idle_limit: int | None = None, design: DesignFactory | None = None) -> None:
         self.config = cfg
         self.max_cycles = check_positive("max_cycles", max_cycles)
         self.dram_latency_cycles = check_positive(
             "dram_latency_cycles", cfg.dram_latency_cycles if dram_latency_cycles is None
-            else dram_latency_cycles)  # fmt: skip
+            else dram_latency_cycles)
         self.dram_bytes_per_cycle = check_positive(
             "dram_bytes_per_cycle", cfg.dram_bytes_per_cycle if dram_bytes_per_cycle is None
-            else dram_bytes_per_cycle)  # fmt: skip
+            else dram_bytes_per_cycle)
         # The longest legal quiet stretch is a LOAD writing padding (one element per cycle, at
         # most one SRAM's depth, 2**16) while a read waits out its latency.
         self.idle_limit = check_positive(
             "idle_limit", 2 * (1 << 16) + 4 * self.dram_latency_cycles if idle_limit is None
-            else idle_limit)  # fmt: skip
+            else idle_limit)
         self.library_path = library_for(cfg, design)
         self._lib = _Library.load(self.library_path)
         self._handle = ctypes.c_void_p(self._lib.lib.sim_new())
@@ -113,7 +113,7 @@ class RtlSimulator:
         return self.run_image(dram, insns.offset, insns.shape[0])
 
     def run_traced(self, program: Program,
-                   inputs: Mapping[str, np.ndarray]) -> tuple[RunResult, Activity]:  # fmt: skip
+                   inputs: Mapping[str, np.ndarray]) -> tuple[RunResult, Activity]:
         """`run`, recording the activity of every module and memory channel (slower)."""
         self._lib.lib.sim_trace_enable(self._handle, 1)
         try:
@@ -136,10 +136,10 @@ class RtlSimulator:
             raise TypeError("dram must be writeable: the harness updates it in place")
         params = np.array([insn_addr, insn_count, self.dram_latency_cycles,
                            self.dram_bytes_per_cycle, self.max_cycles, self.config.max_burst_beats,
-                           self.idle_limit], dtype=np.uint64)  # fmt: skip
+                           self.idle_limit], dtype=np.uint64)
         out = np.zeros(self._lib.n_results, dtype=np.uint64)
         status = self._lib.lib.sim_run(self._handle, dram.ctypes.data, dram.size,
-                                       params.ctypes.data_as(_U64P), out.ctypes.data_as(_U64P))  # fmt: skip
+                                       params.ctypes.data_as(_U64P), out.ctypes.data_as(_U64P))
         info = {name: int(out[i]) for i, name in enumerate(_RESULTS)}
         counters = [int(v) for v in out[len(_RESULTS) : len(_RESULTS) + len(COUNTER_FIELDS)]]
         stats = Stats(**dict(zip(COUNTER_FIELDS, counters, strict=True)))
@@ -162,7 +162,7 @@ class RtlSimulator:
             f"{self.config.max_burst_beats}",
             3: "write data beat without a preceding write address (AW)",
             4: f"w_last wrong on beat {info['beats_len']} of the {request}",
-        }  # fmt: skip
+        }
         text = problems.get(info["problem"], f"unknown problem {info['problem']}")
         return f"rtl: memory protocol violation at cycle {info['cycles']}: {text}"
 

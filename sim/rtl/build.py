@@ -36,7 +36,7 @@ VERILATOR_FLAGS = [
     "-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE",
     "-MAKEFLAGS", "OPT_FAST=-O3", "-MAKEFLAGS", "OPT_SLOW=-O3", "-MAKEFLAGS", "OPT_GLOBAL=-O3",
     "-LDFLAGS", "-shared",
-]  # fmt: skip
+]
 INSTALL_HINT = "install it with `apt-get install -y verilator` (Debian's 5.006 is tested)"
 
 
@@ -102,13 +102,13 @@ def _build(cfg: AcceleratorConfig, text: str, directory: Path) -> None:
         (tmp / "accel.v").write_text(text)
         shutil.copy(HARNESS, tmp / "harness.cpp")
         command = ["verilator", *_flags(cfg), "-j", str(os.cpu_count() or 2),
-                   "-Mdir", "obj", "-o", LIBRARY_NAME, "accel.v", "harness.cpp"]  # fmt: skip
+                   "-Mdir", "obj", "-o", LIBRARY_NAME, "accel.v", "harness.cpp"]
         _run(command, tmp, cfg)
         shutil.move(tmp / "obj" / LIBRARY_NAME, tmp / LIBRARY_NAME)
         shutil.rmtree(tmp / "obj")
         info = {"seconds": round(time.perf_counter() - start, 2), "config": cfg.name,
                 "fingerprint": cfg.fingerprint(), "verilator": verilator_version(),
-                "command": command}  # fmt: skip
+                "command": command}
         (tmp / "build.json").write_text(json.dumps(info, indent=2) + "\n")
         os.rename(tmp, directory)
     finally:

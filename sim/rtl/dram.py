@@ -55,7 +55,7 @@ class Request:
 
 class DramModel:
     def __init__(self, dram: np.ndarray, *, bus_bytes: int, latency_cycles: int,
-                 bytes_per_cycle: int, max_burst_beats: int) -> None:  # fmt: skip
+                 bytes_per_cycle: int, max_burst_beats: int) -> None:
         self.dram = dram
         self.bus_bytes = bus_bytes
         self.latency_cycles = latency_cycles
@@ -87,7 +87,7 @@ class DramModel:
             data = int.from_bytes(self.dram[start : start + beat].tobytes(), "little")
             last = rd.beat + 1 == rd.beats
         self._offer = Offer(len(self.reads) < QUEUE_CAP, len(self.writes) < QUEUE_CAP,
-                            r_offer, data, last, w_offer)  # fmt: skip
+                            r_offer, data, last, w_offer)
         return self._offer
 
     def update(self, now: int, req: Request) -> None:
@@ -139,7 +139,7 @@ class DramModel:
             problem = f"{request} is not aligned to the {self.bus_bytes}-byte bus"
         elif length + 1 > self.max_burst_beats:
             problem = (f"{request} has {length + 1} beats, more than max_burst_beats="
-                       f"{self.max_burst_beats}")  # fmt: skip
+                       f"{self.max_burst_beats}")
         elif addr + nbytes > self.dram.size:
             raise SimulationError(
                 f"rtl: {request} is outside the {self.dram.size}-byte DRAM image (cycle {now})"

@@ -28,17 +28,17 @@ class Port:
 def contract_ports(cfg: AcceleratorConfig) -> list[Port]:
     """Every port of `accel` except `clk` and `rst`, which Amaranth adds."""
     ports = [Port("start", "in", 1), Port("insn_addr", "in", 32), Port("insn_count", "in", 32),
-             Port("done", "out", 1)]  # fmt: skip
+             Port("done", "out", 1)]
     ports += [Port(f"cnt_{name}", "out", COUNTER_BITS) for name in COUNTER_FIELDS]
     for ch, req_dir in (("ar", "out"), ("aw", "out")):
         back = "in" if req_dir == "out" else "out"
         ports += [Port(f"mem_{ch}_valid", req_dir, 1), Port(f"mem_{ch}_ready", back, 1),
-                  Port(f"mem_{ch}_addr", req_dir, 32), Port(f"mem_{ch}_len", req_dir, 8)]  # fmt: skip
+                  Port(f"mem_{ch}_addr", req_dir, 32), Port(f"mem_{ch}_len", req_dir, 8)]
     ports += [Port("mem_r_valid", "in", 1), Port("mem_r_ready", "out", 1),
-              Port("mem_r_data", "in", cfg.bus_bits), Port("mem_r_last", "in", 1)]  # fmt: skip
+              Port("mem_r_data", "in", cfg.bus_bits), Port("mem_r_last", "in", 1)]
     ports += [Port("mem_w_valid", "out", 1), Port("mem_w_ready", "in", 1),
               Port("mem_w_data", "out", cfg.bus_bits), Port("mem_w_strb", "out", cfg.bus_bytes),
-              Port("mem_w_last", "out", 1)]  # fmt: skip
+              Port("mem_w_last", "out", 1)]
     return ports
 
 

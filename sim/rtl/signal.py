@@ -29,7 +29,7 @@ from sim.rtl.ports import COUNTER_FIELDS, check_ports, verilog_ports
 
 PYVERILATOR_ARGS = ["-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "--top-module", "accel"]
 _REQUEST_PORTS = ("ar_valid", "ar_addr", "ar_len", "r_ready", "aw_valid", "aw_addr", "aw_len",
-                  "w_valid", "w_data", "w_strb", "w_last")  # fmt: skip
+                  "w_valid", "w_data", "w_strb", "w_last")
 
 
 def model_for(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> Path:
@@ -50,7 +50,7 @@ def model_for(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> Pa
         try:
             (tmp / "accel.v").write_text(text)
             pyverilator.PyVerilator.build(str(tmp / "accel.v"), build_dir=str(tmp), quiet=True,
-                                          args=PYVERILATOR_ARGS)  # fmt: skip
+                                          args=PYVERILATOR_ARGS)
             os.rename(tmp, directory)
         except subprocess.CalledProcessError as exc:
             raise BuildError(f"pyverilator build of config {cfg.name} failed: {exc}") from None
@@ -69,14 +69,14 @@ class SignalSim:
 
     def __init__(self, cfg: AcceleratorConfig, *, design: DesignFactory | None = None,
                  dram_latency_cycles: int | None = None,
-                 dram_bytes_per_cycle: int | None = None) -> None:  # fmt: skip
+                 dram_bytes_per_cycle: int | None = None) -> None:
         import pyverilator
 
         self.config = cfg
         self.dram_latency_cycles = check_positive("dram_latency_cycles", cfg.dram_latency_cycles
-            if dram_latency_cycles is None else dram_latency_cycles)  # fmt: skip
+            if dram_latency_cycles is None else dram_latency_cycles)
         self.dram_bytes_per_cycle = check_positive("dram_bytes_per_cycle", cfg.dram_bytes_per_cycle
-            if dram_bytes_per_cycle is None else dram_bytes_per_cycle)  # fmt: skip
+            if dram_bytes_per_cycle is None else dram_bytes_per_cycle)
         self.model = pyverilator.PyVerilator(str(model_for(cfg, design)))
         self.ports = verilog_ports(verilog_for(cfg, design).read_text())
         self._lib = self.model.lib
@@ -178,17 +178,17 @@ class SignalSim:
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray], *,
             max_cycles: int = DEFAULT_MAX_CYCLES,
-            vcd_path: str | Path | None = None) -> RunResult:  # fmt: skip
+            vcd_path: str | Path | None = None) -> RunResult:
         program.check_config(self.config)
         dram = program.initial_dram(inputs)
         insns = program.insn_region
         stats = self.run_image(dram, insns.offset, insns.shape[0], max_cycles=max_cycles,
-                               vcd_path=vcd_path)  # fmt: skip
+                               vcd_path=vcd_path)
         return RunResult(program.read_outputs(dram), stats, dram)
 
     def run_image(self, dram: np.ndarray, insn_addr: int, insn_count: int, *,
                   max_cycles: int = DEFAULT_MAX_CYCLES,
-                  vcd_path: str | Path | None = None) -> Stats:  # fmt: skip
+                  vcd_path: str | Path | None = None) -> Stats:
         """As `RtlSimulator.run_image`, with the same DRAM model and the same cycle counts."""
         if vcd_path is not None:
             self.open_vcd(vcd_path)
@@ -201,7 +201,7 @@ class SignalSim:
         cfg = self.config
         model = DramModel(dram, bus_bytes=cfg.bus_bytes, latency_cycles=self.dram_latency_cycles,
                           bytes_per_cycle=self.dram_bytes_per_cycle,
-                          max_burst_beats=cfg.max_burst_beats)  # fmt: skip
+                          max_burst_beats=cfg.max_burst_beats)
         self.reset()
         self.poke("insn_addr", insn_addr)
         self.poke("insn_count", insn_count)
@@ -210,7 +210,7 @@ class SignalSim:
             if now >= max_cycles:
                 raise SimulationError(cycle_limit_message(max_cycles, self.stats(), {
                     "cycles": now, "read_beats": model.read_beats, "write_beats": model.write_beats,
-                    "reads_pending": len(model.reads), "writes_pending": len(model.writes)}))  # fmt: skip
+                    "reads_pending": len(model.reads), "writes_pending": len(model.writes)}))
             self._cycle(model, now)
             now += 1
         return self.stats()
@@ -236,7 +236,7 @@ class SignalSim:
 
 def run_with_vcd(cfg: AcceleratorConfig, program: Program, inputs: Mapping[str, np.ndarray],
                  vcd_path: str | Path, *, max_cycles: int = DEFAULT_MAX_CYCLES,
-                 design: DesignFactory | None = None) -> RunResult:  # fmt: skip
+                 design: DesignFactory | None = None) -> RunResult:
     """Run `program` at signal level and write a VCD of every signal to `vcd_path`."""
     return SignalSim(cfg, design=design).run(program, inputs, max_cycles=max_cycles,
-                                             vcd_path=vcd_path)  # fmt: skip
+                                             vcd_path=vcd_path)

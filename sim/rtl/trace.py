@@ -28,7 +28,7 @@ from sim.trace import DMA_TRACKS, Activity, Interval, insn_label, runs, split_at
 # harness.cpp's TraceBit order.
 BITS = ("load_busy", "load_stall", "compute_busy", "compute_stall", "store_busy", "store_stall",
         "gemm_busy", "load_insn", "compute_insn", "store_insn", "gemm_uop", "alu_uop", "ar", "r",
-        "r_last", "aw", "w", "w_last")  # fmt: skip
+        "r_last", "aw", "w", "w_last")
 # The harness pulses `start` in its cycle 0; the counters count from cycle 2 (see top.py).
 FIRST_COUNTED_CYCLE = 2
 _MODULES = ("load", "compute", "store")
@@ -48,7 +48,7 @@ def expand(rle: np.ndarray, cycles: int) -> dict[str, np.ndarray]:
 
 
 def activity(rle: np.ndarray, reads: np.ndarray, cycles: int, program: Program,
-             cfg: AcceleratorConfig) -> Activity:  # fmt: skip
+             cfg: AcceleratorConfig) -> Activity:
     """The Activity of a run from its bits (`rle`) and read requests (`reads`, flat
     (cycle, address, len) triples)."""
     insns = program.decoded(cfg)
@@ -71,12 +71,12 @@ def activity(rle: np.ndarray, reads: np.ndarray, cycles: int, program: Program,
 
 
 _CLIENT = {isa.MemType.INP: 1, isa.MemType.WGT: 2, isa.MemType.UOP: 3, isa.MemType.ACC: 4,
-           isa.MemType.ACC_8BIT: 4}  # fmt: skip
+           isa.MemType.ACC_8BIT: 4}
 
 
 def _dma_tracks(act: Activity, beats: np.ndarray, reads: np.ndarray, program: Program,
                 cfg: AcceleratorConfig, per_module: dict[str, list[tuple[int, isa.Insn]]],
-                starts: dict[str, list[int]]) -> None:  # fmt: skip
+                starts: dict[str, list[int]]) -> None:
     """Each read burst's beats (in request order) on the track of the DMA that asked for it."""
     beat_cycles = np.flatnonzero(beats)
     masks = np.zeros((len(DMA_TRACKS), max(act.cycles, 1)), dtype=bool)
@@ -95,7 +95,7 @@ def _dma_tracks(act: Activity, beats: np.ndarray, reads: np.ndarray, program: Pr
 
 
 def _owner(cycle: int, addr: int, cfg: AcceleratorConfig, per_module: dict[str, list[tuple[int, isa.Insn]]],
-           starts: dict[str, list[int]]) -> int | None:  # fmt: skip
+           starts: dict[str, list[int]]) -> int | None:
     """The read client whose running LOAD reads the bus word at `addr` at `cycle`."""
     for module in ("load", "compute"):
         k = bisect.bisect_right(starts[module], cycle) - 1
@@ -127,7 +127,7 @@ def _label(index: int, insn: isa.Insn) -> str:
 
 
 def _token_changes(bits: dict[str, np.ndarray], per_module: dict[str, list[tuple[int, isa.Insn]]],
-                   starts: dict[str, list[int]]) -> dict[str, list[tuple[int, int]]]:  # fmt: skip
+                   starts: dict[str, list[int]]) -> dict[str, list[tuple[int, int]]]:
     changes: dict[str, list[tuple[int, int]]] = {}
     uop_done = np.flatnonzero(bits["gemm_uop"] | bits["alu_uop"])
     uops_seen = 0

@@ -37,7 +37,7 @@ from sim.timing.trace import activity
 DEFAULT_MAX_CYCLES = 1 << 40
 _PARAMS = ("bus_bytes", "max_burst", "inflight", "latency", "bytes_per_cycle", "queue_depth",
            "token_max", "insn_addr", "insn_count", "out_elem_bytes", "trace", "max_cycles",
-           "fast")  # fmt: skip
+           "fast")
 _DONE, _DEADLOCK, _CYCLE_LIMIT, _FINISH_EARLY = range(4)
 _MODULES = ("load", "compute", "store")
 _QUEUES = ("load->compute", "compute->load", "compute->store", "store->compute")
@@ -86,14 +86,14 @@ class TimingSimulator:
 
     def __init__(self, cfg: AcceleratorConfig, *, dram_latency_cycles: int | None = None,
                  dram_bytes_per_cycle: int | None = None, max_cycles: int = DEFAULT_MAX_CYCLES,
-                 fast: bool = True) -> None:  # fmt: skip
+                 fast: bool = True) -> None:
         self.config = cfg
         self.dram_latency_cycles = check_positive(
             "dram_latency_cycles", cfg.dram_latency_cycles if dram_latency_cycles is None
-            else dram_latency_cycles)  # fmt: skip
+            else dram_latency_cycles)
         self.dram_bytes_per_cycle = check_positive(
             "dram_bytes_per_cycle", cfg.dram_bytes_per_cycle if dram_bytes_per_cycle is None
-            else dram_bytes_per_cycle)  # fmt: skip
+            else dram_bytes_per_cycle)
         self.max_cycles = check_positive("max_cycles", max_cycles)
         self.fast = fast
         self._lib = _Library.load()
@@ -148,11 +148,11 @@ class TimingSimulator:
             self.dram_bytes_per_cycle, cfg.cmd_queue_depth, (1 << cfg.token_counter_bits) - 1,
             program.insn_region.offset, cols.count, cfg.out_elem_bytes, int(trace),
             self.max_cycles, int(self.fast),
-        ], dtype=np.int64)  # fmt: skip
+        ], dtype=np.int64)
         out = np.zeros(self._lib.n_results, dtype=np.int64)
         lib = self._lib.lib
         status = lib.tm_run(self._handle, rows.ctypes.data_as(_I64P), cols.count,
-                            params.ctypes.data_as(_I64P), out.ctypes.data_as(_I64P))  # fmt: skip
+                            params.ctypes.data_as(_I64P), out.ctypes.data_as(_I64P))
         if status != _DONE:
             raise SimulationError(self._failure(status, out, program))
         stats = Stats(cycles=int(out[1]), **_timing_counters(out), **prepared.functional)
@@ -180,11 +180,11 @@ class TimingSimulator:
             else:
                 why = "waiting"
             lines.append(f"  {name}: {'still holds' if status == _FINISH_EARLY else 'blocked at'} "
-                         f"#{head} {what}, {why}")  # fmt: skip
+                         f"#{head} {what}, {why}")
         counts = " ".join(f"{q}={int(out[15 + i])}" for i, q in enumerate(("l2c", "c2l", "c2s", "s2c")))
         if status == _FINISH_EARLY:
             title = ("timing: FINISH executed before other instructions; they are not ordered "
-                     "before FINISH by dependency tokens")  # fmt: skip
+                     "before FINISH by dependency tokens")
         else:
             title = "timing: deadlock: no module can proceed"
         return "\n".join([title, *lines, f"  token counts: {counts}"])

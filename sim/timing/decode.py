@@ -22,14 +22,14 @@ from sim.backend import SimulationError
 
 # Columns of one instruction row of the C++ model (model.h's `Field` enum), in order.
 FIELDS = ("module", "kind", "pops", "pushes", "client", "elem_bytes", "dram_base", "y", "x",
-          "stride", "yp0", "yp1", "xp0", "xp1", "uops", "gemm_acc")  # fmt: skip
+          "stride", "yp0", "yp1", "xp0", "xp1", "uops", "gemm_acc")
 KIND_NOP, KIND_DMA, KIND_LOOP, KIND_FINISH = range(4)
 # Read clients of the memory master (0 is fetch); top.py's order.
 CLIENT = {isa.MemType.INP: 1, isa.MemType.WGT: 2, isa.MemType.UOP: 3, isa.MemType.ACC: 4,
-          isa.MemType.ACC_8BIT: 4}  # fmt: skip
+          isa.MemType.ACC_8BIT: 4}
 _LOAD, _STORE, _GEMM, _FINISH, _ALU = (int(o) for o in (isa.Opcode.LOAD, isa.Opcode.STORE,
                                                         isa.Opcode.GEMM, isa.Opcode.FINISH,
-                                                        isa.Opcode.ALU))  # fmt: skip
+                                                        isa.Opcode.ALU))
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Columns:
 # The fields the model, the counters and the checks read (GEMM and ALU share their loop fields).
 _NEEDED = ("opcode", "pop_prev", "pop_next", "push_prev", "push_next", "memory_type", "sram_base",
            "dram_base", "y_size", "x_size", "x_stride", "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1",
-           "reset", "uop_bgn", "uop_end", "iter_out", "iter_in")  # fmt: skip
+           "reset", "uop_bgn", "uop_end", "iter_out", "iter_in")
 
 
 @functools.lru_cache(maxsize=64)
@@ -103,7 +103,7 @@ def rows(c: Columns, cfg: AcceleratorConfig) -> np.ndarray:
             "elem_bytes": elem, "dram_base": c["dram_base"], "y": c["y_size"], "x": x,
             "stride": c["x_stride"], "yp0": c["y_pad_0"], "yp1": c["y_pad_1"],
             "xp0": c["x_pad_0"], "xp1": c["x_pad_1"], "uops": np.where(loop, uops, 0),
-            "gemm_acc": (op == _GEMM) & (c["reset"] == 0)}  # fmt: skip
+            "gemm_acc": (op == _GEMM) & (c["reset"] == 0)}
     for i, name in enumerate(FIELDS):
         out[:, i] = cols[name]
     return out
@@ -143,7 +143,7 @@ def functional_stats(c: Columns, cfg: AcceleratorConfig) -> dict[str, int]:
         "out_store_bytes": int(moved[is_store & (x != 0)].sum()) * cfg.out_elem_bytes,
         "load_insns": int(to_load.sum()), "store_insns": int(is_store.sum()),
         "compute_insns": int(c.count - to_load.sum() - is_store.sum()),
-    }  # fmt: skip
+    }
     loaded = (moved * _tables(cfg)["elem"][mt])[is_load]  # bytes per LOAD
     by_type = np.bincount(mt[is_load], weights=loaded, minlength=8).astype(np.int64)  # exact
     stats["inp_load_bytes"] = int(by_type[isa.MemType.INP])
@@ -154,7 +154,7 @@ def functional_stats(c: Columns, cfg: AcceleratorConfig) -> dict[str, int]:
 
 
 def check(c: Columns, cfg: AcceleratorConfig, dram_bytes: int,
-          describe: Callable[[int], str]) -> None:  # fmt: skip
+          describe: Callable[[int], str]) -> None:
     """Raise the SimulationError fsim raises for the first malformed instruction, if any.
 
     `describe(index)` formats instruction `index` for the message.
@@ -179,17 +179,17 @@ def _check_encoding(c: Columns) -> None:
     if bad_mt is not None:
         name = isa.Opcode(int(op[bad_mt])).name.capitalize()
         errors.append((bad_mt, f"{name} has unknown memory_type {mt[bad_mt]} in instruction word "
-                               f"{_word(c, bad_mt)}"))  # fmt: skip
+                               f"{_word(c, bad_mt)}"))
     to_load = (op == _LOAD) & ((mt == isa.MemType.INP) | (mt == isa.MemType.WGT))
     for module, flags, sel in ((isa.Module.LOAD, ("pop_prev", "push_prev"), to_load),
-                               (isa.Module.STORE, ("pop_next", "push_next"), op == _STORE)):  # fmt: skip
+                               (isa.Module.STORE, ("pop_next", "push_next"), op == _STORE)):
         for flag in flags:
             i = _first(sel & (c[flag] != 0))
             if i is not None:
                 side = "before" if flag.endswith("prev") else "after"
                 who = module.name.lower()
                 errors.append((i, f"{isa.Opcode(int(op[i])).name} on the {who} module sets {flag}, "
-                                  f"but no module comes {side} {who}"))  # fmt: skip
+                                  f"but no module comes {side} {who}"))
     if errors:
         index, text = min(errors)
         raise SimulationError(f"instruction #{index}: {text}")

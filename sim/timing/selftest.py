@@ -34,4 +34,4 @@ def run_timing_case(backend: TimingSimulator, case: Case) -> CaseResult:
 def run_timing_suite(backend: TimingSimulator, names: list[str] | None = None) -> SuiteReport:
     selected = [c for c in CASES if names is None or c.name in names]
     return SuiteReport(backend.name, backend.config.name,
-                       [run_timing_case(backend, c) for c in selected])  # fmt: skip
+                       [run_timing_case(backend, c) for c in selected])

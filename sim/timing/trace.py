@@ -21,7 +21,7 @@ def activity(raw: np.ndarray, cycles: int, cols: Columns) -> Activity:
         if index not in labels:
             labels[index] = insn_label(index, int(cols["opcode"][index]),
                                        int(cols["memory_type"][index]), int(cols["x_size"][index]),
-                                       bool(cols["reset"][index]))  # fmt: skip
+                                       bool(cols["reset"][index]))
         return labels[index]
 
     for sel, track_of in ((kind == _BUSY, lambda who: _MODULES[who]), (kind == _GEMM, lambda who: "gemm")):

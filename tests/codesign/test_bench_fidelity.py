@@ -28,7 +28,7 @@ def test_bench_timing_reports_speed(capsys):
 def test_long_gemms_are_the_bench_workloads():
     programs = bench_fidelity.long_gemms(PRESETS["rect"])
     assert [p.name for p in programs] == ["gemm_3136x576x64_vt2", "gemm_1024x512x64_vt2",
-                                          "gemm_1024x512x64_vt1"]  # fmt: skip
+                                          "gemm_1024x512x64_vt1"]
     assert all(p.long and p.klass == "gemm" for p in programs)
 
 
@@ -46,14 +46,14 @@ def test_unknown_class_is_an_error(capsys):
 @needs_verilator[1]
 def test_bench_fidelity_json_and_table(capsys):
     code, out, _ = run(capsys, "bench", "fidelity", "--config", "tiny", "--classes",
-                       "conformance,random", "--random", "6", "--json")  # fmt: skip
+                       "conformance,random", "--random", "6", "--json")
     report = json.loads(out)
     assert code == 0 and len(report["programs"]) == 26 + 6
     assert {"programs", "mape", "max_error", "speed_ratio"} <= set(report)
     assert report["mape"] <= 0.03 and report["functional_mismatches"] == []
     assert report["speed_ratio"] is None  # no long program in this corpus
     code, out, _ = run(capsys, "bench", "fidelity", "--config", "tiny", "--classes", "random",
-                       "--random", "3")  # fmt: skip
+                       "--random", "3")
     lines = out.splitlines()
     assert code == 0 and lines[0].split()[:3] == ["program", "class", "lat"]
     assert any(line.startswith("random ") for line in lines) and "speed ratio" in out

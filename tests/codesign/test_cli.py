@@ -44,7 +44,7 @@ def test_config_show_text_and_overrides(capsys, tmp_path):
     (["config", "show", "--set", "x=1"], "unknown parameter 'x'"),
     (["isa", "dump", "missing.npz"], "missing.npz: no such program file"),
     (["sim", "selftest", "--config", "vta", "--set", "bus_bits=8"], "bus_bits must be in"),
-])  # fmt: skip
+])
 def test_bad_input_is_one_line_and_exit_status_2(capsys, argv, message):
     code, _, err = run(capsys, *argv)
     assert code == 2 and message in err and err.count("\n") == 1
@@ -101,7 +101,7 @@ def test_bench_fsim_prints_json(capsys):
 
 def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "codesign", "config", "show", "tiny", "--json"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+                          capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout)["name"] == "tiny"
 
 
@@ -111,7 +111,7 @@ def test_sim_run_with_inputs_and_outputs(capsys, tmp_path):
     work.program.save(program)
     np.savez(inputs, **work.inputs)
     code, out, _ = run(capsys, "sim", "run", str(program), "--inputs", str(inputs),
-                       "--outputs", str(outputs), "--json")  # fmt: skip
+                       "--outputs", str(outputs), "--json")
     assert code == 0 and json.loads(out)["stats"]["gemm_uops"] == 64
     with np.load(outputs) as data:
         assert np.array_equal(data["C"], work.expected["C"])
@@ -123,7 +123,7 @@ def test_sim_run_with_inputs_and_outputs(capsys, tmp_path):
     ([], "the program has input regions: pass --inputs or --random-inputs"),
     (["--inputs", "nope.npz"], "nope.npz: no such inputs file"),
     (["--random-inputs", "1", "--vcd", "x.vcd"], "--vcd needs --backend rtl"),
-])  # fmt: skip
+])
 def test_sim_run_errors(capsys, tmp_path, extra, message):
     path = tmp_path / "p.npz"
     blocked_gemm(PRESETS["tiny"], GemmTiling(4, 4, 4, 4, 2, 2, 1)).program.save(path)
@@ -135,10 +135,10 @@ def test_op_conv2d_json_is_correct_and_complete(capsys):
     from codesign.cli import main
 
     assert main(["op", "conv2d", "--in", "1,20,6,6", "--out-channels", "12", "--kernel", "3",
-                 "--pad", "1", "--config", "tiny", "--json"]) == 0  # fmt: skip
+                 "--pad", "1", "--config", "tiny", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("correct", "cycles", "gemm_uops", "utilization", "instructions", "dram_bytes_read",
-                "compile_s", "schedule"):  # fmt: skip
+                "compile_s", "schedule"):
         assert key in out
     assert out["correct"] is True and out["cycles"] is None and out["utilization"] is None
     assert out["gemm_uops"] == 3 * 5 * 36 * 9  # channel blocks of 4: 20 -> 5, 12 -> 3
@@ -160,7 +160,7 @@ def test_op_schedule_file_round_trip(tmp_path, capsys):
 @pytest.mark.parametrize("args,message", [
     (["--vthreads", "zero"], "--vthreads must be auto or a positive integer"),
     (["--schedule", "/nonexistent.json"], "no such schedule file"),
-])  # fmt: skip
+])
 def test_op_bad_arguments(args, message, capsys):
     from codesign.cli import main
 

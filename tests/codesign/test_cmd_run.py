@@ -54,7 +54,7 @@ def test_run_on_the_timing_model_reports_cycles(mlp: Path, capsys: pytest.Captur
 
 
 def test_compiled_model_file_runs_the_same(mlp: Path, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "mlp.cmodel"
     summary = _json(capsys, ["compile", str(mlp), "-o", str(out), "--config", "tiny", "--json"])
     assert out.exists() and summary["accelerator_steps"] >= 1
@@ -92,7 +92,7 @@ def _model_file(tmp_path: Path, nodes: list, shape: list) -> Path:  # type: igno
 
 
 def test_bad_inputs_exit_2_with_their_own_message(mlp: Path, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert "no such file" in _error(capsys, ["run", str(tmp_path / "nope.onnx")])
     (tmp_path / "text.onnx").write_bytes(b"hello, not a model\n")
     assert "not an ONNX model" in _error(capsys, ["run", str(tmp_path / "text.onnx")])
@@ -142,10 +142,10 @@ def test_run_on_the_rtl(mlp: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_tune_model_then_run_with_the_tuning_log(mlp: Path, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     tune_log = tmp_path / "mlp.tune"
     tuned = _json(capsys, ["tune", "model", str(mlp), "--config", "tiny", "--trials", "12", "--workers", "0",
-                           "--no-cache", "--log", str(tune_log), "--json"])  # fmt: skip
+                           "--no-cache", "--log", str(tune_log), "--json"])
     assert [o["op"] for o in tuned["operators"]] == ["dense", "dense"]
     assert tuned["tuned_cycles"] <= tuned["default_cycles"] and tune_log.exists()
     base = ["run", str(mlp), "--config", "tiny", "--json"]
@@ -181,7 +181,7 @@ def test_offload_shallow_puts_a_first_layer_on_the_accelerator(
 
 
 def test_float_layers_stay_float_on_the_host(mlp: Path, tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     base = ["run", str(mlp), "--config", "tiny", "--inputs", "4", "--json"]
     plain = _json(capsys, base)
     kept = _json(capsys, [*base, "--float-layers", "fc2*", "--float-layers", "fc3"])  # output fc2.Add
@@ -264,7 +264,7 @@ def test_a_second_compile_loads_its_host_kernels_from_the_disk_cache(tmp_path: P
     for _ in range(2):
         proc = subprocess.run([sys.executable, "-m", "codesign", "compile", str(model), "-o",
                                str(tmp_path / "mlp.cmodel"), "--json"], capture_output=True, text=True,
-                              env=env, check=True)  # fmt: skip
+                              env=env, check=True)
         reports.append(json.loads(proc.stdout))
     written = len(list((tmp_path / "kernels").glob("*.o")))
     assert reports[0]["kernels_from_disk_cache"] == 0 and written > 0

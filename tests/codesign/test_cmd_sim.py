@@ -36,7 +36,7 @@ def test_selftest_on_timing(capsys):
 def test_run_on_timing_needs_no_inputs_and_writes_a_trace(capsys, program, tmp_path):
     trace = tmp_path / "t.json"
     code, out, _ = run(capsys, "sim", "run", str(program), "--backend", "timing", "--trace",
-                       str(trace), "--json")  # fmt: skip
+                       str(trace), "--json")
     stats = json.loads(out)["stats"]
     events = json.loads(trace.read_text())["traceEvents"]
     assert code == 0 and stats["cycles"] > 0 and stats["gemm_uops"] == 64
@@ -49,7 +49,7 @@ def test_run_on_timing_needs_no_inputs_and_writes_a_trace(capsys, program, tmp_p
      "--trace needs --backend timing or rtl (fsim has no notion of time)"),
     (["--backend", "rtl", "--trace", "t.json", "--vcd", "w.vcd", "--random-inputs", "1"],
      "--vcd and --trace are separate runs: give one of them"),
-])  # fmt: skip
+])
 def test_bad_trace_requests(capsys, program, extra, message):
     code, _, err = run(capsys, "sim", "run", str(program), *extra)
     assert code == 2 and message in err and err.count("\n") == 1
@@ -62,8 +62,8 @@ def test_rtl_trace_equals_the_timing_trace(capsys, program, tmp_path):
     for backend in ("rtl", "timing"):
         path = tmp_path / f"{backend}.json"
         code, _, _ = run(capsys, "sim", "run", str(program), "--backend", backend,
-                         "--random-inputs", "3", "--trace", str(path))  # fmt: skip
+                         "--random-inputs", "3", "--trace", str(path))
         assert code == 0
         traces[backend] = [e for e in json.loads(path.read_text())["traceEvents"]
-                           if e["ph"] == "C" or (e["ph"] == "X" and e["tid"] != 4)]  # fmt: skip
+                           if e["ph"] == "C" or (e["ph"] == "X" and e["tid"] != 4)]
     assert traces["rtl"] == traces["timing"] and len(traces["rtl"]) > 20

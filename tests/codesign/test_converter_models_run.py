@@ -114,10 +114,10 @@ CASES: dict[str, Case] = {
        for k in ("gemm-transB", "gemm-plain", "gemm-alpha-beta", "gemm-transA", "matmul-add")},
     **{f"conv-classifier-{k}": Case(_conv_classifier(k))
        for k in ("gap-flatten", "mean-reshape", "gap-squeeze", "gap-shape-chain", "mean")},
-}  # fmt: skip
+}
 # one per converter style: PyTorch legacy (CNN, transformer), TensorFlow, Paddle, PyTorch dynamo
 RTL_CASES = ["pytorch-legacy-cnn", "bert-like", "tensorflow-cnn", "hard-swish-paddle-hardsigmoid-mul",
-             "conv-classifier-mean-reshape"]  # fmt: skip
+             "conv-classifier-mean-reshape"]
 
 
 def _opsets(name: str) -> list[int]:

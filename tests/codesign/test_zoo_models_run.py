@@ -16,7 +16,7 @@ from codesign.cli import main
 @pytest.mark.parametrize("backend", ["fsim", pytest.param("rtl", marks=pytest.mark.rtl)])
 @pytest.mark.parametrize("name", ["mlp", "digits", "resnet18", "mobilenetv2", "bert-tiny"])
 def test_zoo_model_runs_exact(name: str, backend: str, tmp_path: Path,
-                              capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+                              capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / f"{name}.onnx"
     onnx.save(zoo.build(name), path)
     assert main(["run", str(path), "--backend", backend, "--inputs", "2", "--json"]) == 0

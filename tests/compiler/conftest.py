@@ -14,7 +14,7 @@ from sim.fsim import FunctionalSimulator
 ODD = PRESETS["tiny"].with_params(
     name="odd", batch=2, block_in=8, block_out=4, inp_bytes=4096, wgt_bytes=4096, acc_bytes=8192,
     uop_bytes=2048, bus_bits=256, max_burst_beats=4, token_counter_bits=2, cmd_queue_depth=8,
-)  # fmt: skip
+)
 CONFIGS = [PRESETS["vta"], PRESETS["tiny"], PRESETS["rect"], ODD]
 
 

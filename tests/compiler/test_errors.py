@@ -32,7 +32,7 @@ def _alu(body, out_dtype="int8"):  # type: ignore[no-untyped-def]
     a = te.placeholder(SHAPE, "int8", "a")
     b = te.placeholder(SHAPE, "int8", "b")
     res = te.compute(SHAPE, lambda i, j, x, y: body(te.cast("int32", a[i, j, x, y]),
-                                                    te.cast("int32", b[i, j, x, y])), "res")  # fmt: skip
+                                                    te.cast("int32", b[i, j, x, y])), "res")
     out = te.compute(SHAPE, lambda i, j, x, y: te.cast(out_dtype, res[i, j, x, y]), "out")
     s = Schedule(out)
     s.set_scope("res", "acc")
@@ -49,7 +49,7 @@ def _alu(body, out_dtype="int8"):  # type: ignore[no-untyped-def]
     (lambda x, y: x - y, r"- of two tensors is not an ALU operation"),
     (lambda x, y: te.if_then_else(te.lt(x, 0), x, y), "is not an ALU operation"),
     (lambda x, y: (x + 1) * (y + 2), "combines two computed values; split it into stages"),
-])  # fmt: skip
+])
 def test_alu_lowering_errors(body, match):
     with pytest.raises(ScheduleError, match=match):
         build(_alu(body), TINY)
@@ -61,7 +61,7 @@ def test_alu_lowering_accepts_what_it_can():
 
 def test_store_must_narrow_to_the_out_dtype():
     with pytest.raises(ScheduleError, match="a store copies an acc buffer into a int8 tensor, not acc into "
-                                            "int32"):  # fmt: skip
+                                            "int32"):
         build(_alu(lambda x, y: x + y, out_dtype="int32"), TINY)
 
 
@@ -69,7 +69,7 @@ def test_padding_must_be_zeros():
     a = te.placeholder((1, 1, 4, 4, 1, 4), "int8", "a")
     pad = te.compute((1, 1, 6, 6, 1, 4), lambda n, c, y, x, b, i: te.if_then_else(
         te.all_of(te.ge(y, 1), te.lt(y, 5), te.ge(x, 1), te.lt(x, 5)), a[n, c, y - 1, x - 1, b, i],
-        1), "pad")  # fmt: skip
+        1), "pad")
     out = te.compute((1, 1, 6, 6, 1, 4), lambda n, c, y, x, b, i: pad[n, c, y, x, b, i], "out")
     s = Schedule(out)
     s.set_scope("pad", "inp")
@@ -83,7 +83,7 @@ def test_tile_entirely_in_padding():
     knobs = Conv2dKnobs(tile_h=1, tile_w=6)
     assert not op.fits(knobs)
     with pytest.raises(ScheduleError, match="dma_copy of stage data_pad: a tile lies entirely in the "
-                                            "padding; use larger tiles"):  # fmt: skip
+                                            "padding; use larger tiles"):
         compile_op(op, knobs)
 
 
@@ -93,7 +93,7 @@ def test_more_padding_than_the_dma_holds():
     knobs = Conv2dKnobs(tile_h=1, tile_w=18)
     assert not op.fits(knobs)
     with pytest.raises(ScheduleError, match="dma_copy of stage data_pad: 16 padding elements, more than "
-                                            "the DMA's 15"):  # fmt: skip
+                                            "the DMA's 15"):
         compile_op(op, knobs)
 
 
@@ -102,7 +102,7 @@ def test_record_errors_on_stage_state():
     s = Schedule(op.tensors()["out"])
     s.split("gemm", "m", 2)
     with pytest.raises(ScheduleError, match=r"cache_write\(gemm, scope=acc\): apply cache_write before "
-                                            "other records on gemm"):  # fmt: skip
+                                            "other records on gemm"):
         s.cache_write("gemm", "acc")
     s.compute_inline("epi")
     with pytest.raises(ScheduleError, match="stage epi was inlined"):
@@ -155,7 +155,7 @@ B32 = te.placeholder((4,), "int32", "b")
      r"^compute c: reduce axis \['i'\] has the name of a spatial axis$"),
 ], ids=["add-conditions", "all-of-none", "and-integer", "exp-arity", "select-dtypes", "index-dtype",
         "evaluate-load", "evaluate-free-var", "zero-dim", "declared-dtype", "condition-body",
-        "reduce-axis-name"])  # fmt: skip
+        "reduce-axis-name"])
 def test_tensor_expression_errors(build_expr, match):
     with pytest.raises(TensorExprError, match=match):
         build_expr()

@@ -55,7 +55,7 @@ def _run(cfg, backend):  # type: ignore[no-untyped-def]
     program = build(sched, t).program
     rng = np.random.default_rng(7)
     inputs = {"A": rng.integers(-128, 128, a.shape).astype(np.int8),
-              "B": rng.integers(-128, 128, b.shape).astype(np.int8)}  # fmt: skip
+              "B": rng.integers(-128, 128, b.shape).astype(np.int8)}
     result = backend(cfg).run(program, inputs)
     assert np.array_equal(result.outputs["C"], reference(inputs["A"], inputs["B"]))
     return result

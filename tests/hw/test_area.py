@@ -37,14 +37,14 @@ def test_report_counts_logic_fpga_and_sram(report):
     assert report.sram_bits == area.sram_bits(NARROW)
     assert set(json.loads(json.dumps(report.to_json()))) >= {
         "config", "fingerprint", "logic_cells", "transistors", "lut", "ff", "dsp", "bram",
-        "sram_bits", "seconds"}  # fmt: skip
+        "sram_bits", "seconds"}
 
 
 def test_yosys_failure_is_reported(tmp_path):
     bad = tmp_path / "accel.v"
     bad.write_text("module accel(input clk); this is not verilog\nendmodule\n")
     with pytest.raises(area.AreaError, match=r"yosys \(generic\) failed on .*accel.v with exit "
-                       r"status 1:\n.*ERROR"):  # fmt: skip
+                       r"status 1:\n.*ERROR"):
         area.synthesize(NARROW, bad)
 
 

@@ -36,7 +36,7 @@ def test_acc_8bit_elements_are_out_sized_and_land_in_acc(preset_cfg):
     assert cfg.acc_8bit_elem_bytes == cfg.batch * cfg.block_out * cfg.inp_bits // 8
     assert cfg.depth(isa.MemType.ACC_8BIT) == cfg.acc_depth
     assert cfg.max_elem_bytes == max(cfg.acc_elem_bytes, cfg.wgt_elem_bytes, cfg.inp_elem_bytes,
-                                     cfg.uop_elem_bytes)  # fmt: skip
+                                     cfg.uop_elem_bytes)
     assert cfg.derived()["acc_8bit_elem_bytes"] == cfg.out_elem_bytes
 
 

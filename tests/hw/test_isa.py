@@ -28,7 +28,7 @@ GOLDEN = {
             "dst_factor_in": (85, 75), "src_factor_out": (96, 86), "src_factor_in": (107, 97),
             "alu_opcode": (110, 108), "use_imm": (111, 111), "imm": (127, 112)},
     "uop": {"dst": (10, 0), "src": (21, 11), "wgt": (31, 22)},
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("kind", sorted(GOLDEN))
@@ -134,7 +134,7 @@ def test_format_insn():
 def test_acc_8bit_is_memory_type_5_in_vta_bits_9_7():
     """The only change for ACC_8BIT is a value of memory_type: every other bit stays."""
     fields = dict(sram_base=5, dram_base=77, y_size=2, x_size=3, x_stride=9, y_pad_0=1, x_pad_1=2,
-                  pop_prev=True, push_next=True)  # fmt: skip
+                  pop_prev=True, push_next=True)
     acc8 = isa.encode_insn(isa.Load(memory_type=isa.MemType.ACC_8BIT, **fields), VTA)
     acc = isa.encode_insn(isa.Load(memory_type=isa.MemType.ACC, **fields), VTA)
     assert (acc8 >> 7) & 0b111 == 5 and acc8 ^ acc == (5 ^ 3) << 7
@@ -167,7 +167,7 @@ def configs(draw) -> AcceleratorConfig:
                 uop_bytes=1 << draw(st.integers(8, 15)), inp_bytes=1 << draw(st.integers(10, 17)),
                 wgt_bytes=1 << draw(st.integers(12, 19)), acc_bytes=1 << draw(st.integers(11, 17)),
                 bus_bits=1 << draw(st.integers(6, 9)),
-            )  # fmt: skip
+            )
         except ConfigError:
             continue
 
@@ -210,7 +210,7 @@ def test_uop_round_trip(data):
     cfg = data.draw(configs())
     lay = isa.layouts(cfg)["uop"]
     uops = [isa.Uop(*(data.draw(st.integers(0, lay[n].high)) for n in ("dst", "src", "wgt")))
-            for _ in range(5)]  # fmt: skip
+            for _ in range(5)]
     words = isa.encode_uops(uops, cfg)
     fields = isa.decode_uops(words, cfg)
     columns = zip(fields["dst"], fields["src"], fields["wgt"], strict=True)

@@ -18,11 +18,11 @@ def alus(draw):
     n = draw(st.integers(1, 4))
     loop = {k: draw(st.integers(1, 4)) for k in ("iter_out", "iter_in")}
     factors = {f"{f}_factor_{lv}": draw(st.sampled_from([0, 1, 2, 3]))
-               for f in ("dst", "src") for lv in ("out", "in")}  # fmt: skip
+               for f in ("dst", "src") for lv in ("out", "in")}
     uops = [isa.Uop(draw(st.integers(0, 30)), draw(st.integers(0, 30))) for _ in range(n)]
     op = draw(st.sampled_from(list(isa.AluOp)))
     insn = isa.Alu(uop_bgn=0, uop_end=n, alu_opcode=op, use_imm=draw(st.booleans()),
-                   imm=draw(st.integers(-40, 40)), **loop, **factors)  # fmt: skip
+                   imm=draw(st.integers(-40, 40)), **loop, **factors)
     return insn, uops
 
 

@@ -21,7 +21,7 @@ def _program() -> tuple[Program, dict[str, np.ndarray]]:
     w = rng.integers(-128, 128, (8, 8, 3, 3)).astype(np.int8)
     step = conv_step("conv", AcceleratorTarget(cfg), x.shape, w, rng.integers(-99, 99, 8),
                      rng.integers(1, 500, 8), strides=(1, 1), pads=(1,) * 4, shift=10,
-                     clip=(-128, 127))  # fmt: skip
+                     clip=(-128, 127))
     return step.compiled.built.program, step.pack([x])
 
 

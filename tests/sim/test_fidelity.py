@@ -51,7 +51,7 @@ def test_report_summaries():
     report = FidelityReport("tiny", [
         _row("a", "random", 100, 103), _row("b", "random", 200, 190),
         _row("g", "gemm", 1000, 1000, long=True, seconds=(2.0, 0.004)),
-    ])  # fmt: skip
+    ])
     assert report.classes()["random"] == {"count": 2, "mape": pytest.approx(0.04), "max_error": 0.05}
     assert report.mape == pytest.approx(0.08 / 3) and report.max_error == pytest.approx(0.05)
     assert report.speed_ratio == pytest.approx(500.0)
@@ -70,7 +70,7 @@ def _fixed_corpus(cfg) -> list[CorpusProgram]:
 
 
 @pytest.mark.parametrize("cfg", [PRESETS["vta"], PRESETS["tiny"], PRESETS["rect"], STRESS],
-                         ids=["vta", "tiny", "rect", "stress"])  # fmt: skip
+                         ids=["vta", "tiny", "rect", "stress"])
 @pytest.mark.rtl
 @needs_verilator[1]
 def test_fidelity_on_a_fixed_corpus(cfg):

@@ -43,7 +43,7 @@ def test_stats_have_vta_names_and_no_timing():
     assert stats.cycles is None and stats.load_busy_cycles is None
     assert set(stats.vta_profile()) == {"inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes",
                                         "uop_load_nbytes", "out_store_nbytes", "gemm_counter",
-                                        "alu_counter"}  # fmt: skip
+                                        "alu_counter"}
     assert stats.load_insns + stats.compute_insns + stats.store_insns == len(rp.program.insns)
 
 
@@ -129,7 +129,7 @@ def _acc_region(b, n=4):
     (lambda b: b.alu(uop_bgn=0, uop_end=1, iter_in=3, src_factor_in=200),
      "ALU src index reaches ACC index 400"),
     (lambda b: b.alu(reset=True), "ALU instructions cannot set reset"),
-])  # fmt: skip
+])
 def test_out_of_range_and_malformed_instructions(build, message):
     def program(b):
         build(b)
@@ -152,7 +152,7 @@ def test_acc_8bit_load_counts_acc_bytes_and_feeds_the_alu():
     b.load(isa.MemType.ACC_8BIT, res_r, 2, y_size=1, x_size=2)
     b.load_uops(b.uops([isa.Uop(dst=0, src=2)]))
     b.alu(uop_bgn=0, uop_end=1, iter_out=2, dst_factor_out=1, src_factor_out=1,
-          alu_opcode=isa.AluOp.ADD, push_next=True)  # fmt: skip
+          alu_opcode=isa.AluOp.ADD, push_next=True)
     b.store(out_r, 0, y_size=1, x_size=2, pop_prev=True, push_prev=True)
     b.finish(pop_next=True)
     result = FunctionalSimulator(TINY).run(b.build(), {"res": res, "acc": acc})

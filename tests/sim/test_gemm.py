@@ -41,11 +41,11 @@ def gemms(draw):
     n = draw(st.integers(1, 6))
     loop = {k: draw(st.integers(1, 4)) for k in ("iter_out", "iter_in")}
     factors = {f"{f}_factor_{lv}": draw(st.sampled_from([0, 0, 1, 2, 5]))
-               for f in ("dst", "src", "wgt") for lv in ("out", "in")}  # fmt: skip
+               for f in ("dst", "src", "wgt") for lv in ("out", "in")}
     uops = [isa.Uop(draw(st.integers(0, 20)), draw(st.integers(0, 20)), draw(st.integers(0, 20)))
-            for _ in range(n)]  # fmt: skip
+            for _ in range(n)]
     insn = isa.Gemm(reset=draw(st.booleans()) and draw(st.booleans()), uop_bgn=0, uop_end=n,
-                    **loop, **factors)  # fmt: skip
+                    **loop, **factors)
     return insn, uops
 
 
@@ -71,10 +71,10 @@ def test_long_reductions_stay_exact(cfg_name):
         spads.mirror[m][:] = -128
     k = min(300, cfg.wgt_depth - 1)  # k * block_in products of 2**14: beyond 2**24
     uops = [isa.Uop(dst=n, src=kk, wgt=n * (cfg.wgt_depth - k) + kk)
-            for kk in range(k) for n in range(2)]  # fmt: skip
+            for kk in range(k) for n in range(2)]
     spads.sram[isa.MemType.UOP][: len(uops)] = isa.encode_uops(uops, cfg)
     insn = isa.Gemm(uop_bgn=0, uop_end=len(uops), iter_out=2, dst_factor_out=2,
-                    src_factor_out=k)  # fmt: skip
+                    src_factor_out=k)
     want = _reference(cfg, spads, insn, uops)
     GemmUnit(cfg, spads).execute(insn)
     assert np.array_equal(spads.acc, want)

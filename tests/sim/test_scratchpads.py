@@ -36,7 +36,7 @@ def test_load_acc_8bit_sign_extends_with_padding_and_stride(cfg):
     spads = _spads(cfg, data)
     spads.acc[:] = 12345  # acc outside the window keeps its values; pads become zero
     load = isa.Load(memory_type=isa.MemType.ACC_8BIT, sram_base=2, dram_base=1, y_size=2,
-                    x_size=2, x_stride=4, y_pad_0=1, x_pad_1=1)  # fmt: skip
+                    x_size=2, x_stride=4, y_pad_0=1, x_pad_1=1)
     assert spads.load(load) == 4 * cfg.out_elem_bytes
     want = np.zeros((3, 3, *shape), dtype=np.int32)
     want[1:, :2] = data[:2, 1:3]
@@ -49,9 +49,9 @@ def test_load_acc_8bit_out_of_range_names_the_acc_buffer():
     spads = _spads(TINY, np.zeros(1, dtype=np.int8))
     load = isa.Load(memory_type=isa.MemType.ACC_8BIT, sram_base=255, x_size=2, x_stride=2)
     with pytest.raises(SimulationError, match="LOAD reaches ACC index 256, outside the ACC "
-                                              "buffer of 256 elements"):  # fmt: skip
+                                              "buffer of 256 elements"):
         spads.load(load)
     far = isa.Load(memory_type=isa.MemType.ACC_8BIT, dram_base=1023, x_size=2, x_stride=2)
     with pytest.raises(SimulationError, match=r"DRAM access up to byte 4099 \(element 1024 of 4 "
-                                              r"bytes\) is outside the 4096-byte DRAM"):  # fmt: skip
+                                              r"bytes\) is outside the 4096-byte DRAM"):
         spads.load(far)

@@ -27,7 +27,7 @@ STRESS = PRESETS["tiny"].with_params(
     name="stress", batch=4, block_in=4, block_out=8, inp_bytes=4096, wgt_bytes=8192,
     acc_bytes=8192, bus_bits=256, max_burst_beats=4, mem_inflight=1, token_counter_bits=2,
     cmd_queue_depth=2,
-)  # fmt: skip
+)
 CONFIGS = [PRESETS["vta"], PRESETS["tiny"], PRESETS["rect"], STRESS]
 
 
@@ -73,7 +73,7 @@ def test_fast_path_equals_cycle_stepping(cfg, seed, latency, bandwidth):
     rp = random_program(cfg, 100 + seed)
     fast = TimingSimulator(cfg, dram_latency_cycles=latency, dram_bytes_per_cycle=bandwidth)
     slow = TimingSimulator(cfg, dram_latency_cycles=latency, dram_bytes_per_cycle=bandwidth,
-                           fast=False)  # fmt: skip
+                           fast=False)
     assert fast.run(rp.program).stats == slow.run(rp.program).stats
 
 
@@ -161,7 +161,7 @@ def _one(cfg, insn, *, region_elems=64):
      r"^instruction #0: LOAD on the load module sets pop_prev, but no module comes before load$"),
     (isa.Store(x_size=1, push_next=True),
      r"^instruction #0: STORE on the store module sets push_next, but no module comes after store$"),
-])  # fmt: skip
+])
 def test_malformed_instructions_raise_what_fsim_raises(insn, message):
     cfg = PRESETS["tiny"]
     program = _one(cfg, insn)
@@ -175,7 +175,7 @@ def _patched_word(program, index: int, low_mask: int, value: int):
     insns = program.insns.copy()
     insns[index, 0] = (int(insns[index, 0]) & ~low_mask) | value
     return type(program)(program.fingerprint, insns, program.regions, program.constants,
-                         program.dram_bytes, program.config_name)  # fmt: skip
+                         program.dram_bytes, program.config_name)
 
 
 def test_unknown_opcode_and_memory_type():
@@ -193,7 +193,7 @@ def test_unknown_opcode_and_memory_type():
     ("dram_latency_cycles", 0, "dram_latency_cycles must be at least 1, not 0"),
     ("dram_bytes_per_cycle", -2, "dram_bytes_per_cycle must be at least 1, not -2"),
     ("max_cycles", 0, "max_cycles must be at least 1, not 0"),
-])  # fmt: skip
+])
 def test_bad_options(option, value, message):
     with pytest.raises(ValueError, match=message):
         TimingSimulator(PRESETS["tiny"], **{option: value})
@@ -266,7 +266,7 @@ def test_trace_agrees_with_the_counters(cfg, tmp_path):
     events = json.loads(path.read_text())["traceEvents"]
     names = [e["args"]["name"] for e in events if e["name"] == "thread_name"]
     assert names == ["load", "compute", "store", "gemm", "fetch dma", "inp dma", "wgt dma",
-                     "uop dma", "acc dma", "dram read", "dram write"]  # fmt: skip
+                     "uop dma", "acc dma", "dram read", "dram write"]
     per_dma = sum(act.busy_cycles(t) for t in DMA_TRACKS)
     assert per_dma == act.busy_cycles("dram read")  # every read beat belongs to one DMA
     assert all(e["dur"] > 0 for e in events if e["ph"] == "X")

@@ -48,9 +48,9 @@ def test_chrome_trace_has_a_track_per_module_and_channel(tmp_path):
     assert names == list(TRACKS) and len(names) == 11
     slices = [e for e in events if e["ph"] == "X"]
     assert [(e["name"], e["ts"], e["dur"]) for e in slices[:2]] == [("#0 LOAD INP", 0.0, 0.01),
-                                                                     ("#1 LOAD WGT", 0.01, 0.02)]  # fmt: skip
+                                                                     ("#1 LOAD WGT", 0.01, 0.02)]
     counters = [e for e in events if e["ph"] == "C"]
     assert [(e["name"], e["ts"], e["args"]) for e in counters] == [
-        ("tokens l2c", 0.0, {"tokens": 0}), ("tokens l2c", 0.031, {"tokens": 1})]  # fmt: skip
+        ("tokens l2c", 0.0, {"tokens": 0}), ("tokens l2c", 0.031, {"tokens": 1})]
     assert set(QUEUES) == set(act.tokens)
     assert trace["otherData"]["cycles"] == 100 and trace["displayTimeUnit"] == "ns"

@@ -11,7 +11,7 @@ from sim.workloads import GemmTiling, blocked_gemm, long_load, resident_gemm
     GemmTiling(8, 6, 4, 2, 3, 2, 1),   # many tiles, no double buffering
     GemmTiling(8, 6, 4, 2, 3, 2, 2),   # two threads, acc double-buffered
     GemmTiling(6, 4, 2, 3, 1, 1, 2),   # odd tile counts
-])  # fmt: skip
+])
 @pytest.mark.parametrize("seed", [None, 5])
 def test_blocked_gemm_matches_numpy(preset_cfg, tiling, seed):
     work = blocked_gemm(preset_cfg, tiling, seed=3)

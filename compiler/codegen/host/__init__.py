@@ -12,4 +12,4 @@ from compiler.codegen.host.kernel import ArgSpec, CacheInfo, HostKernel, cache_i
 
 __all__ = ["ArgSpec", "CacheInfo", "HostKernel", "HostTarget", "cache_info", "compile_func",
            "default_cache_dir", "emit_module", "host_target", "set_disk_cache",
-           "use_default_disk_cache"]  # fmt: skip
+           "use_default_disk_cache"]

@@ -33,7 +33,7 @@ PTR = ir.PointerType()
 LL_TYPES: dict[str, ir.Type] = {
     "int8": ir.IntType(8), "uint8": ir.IntType(8), "int16": ir.IntType(16),
     "int32": ir.IntType(32), "int64": ir.IntType(64), "bool": ir.IntType(1), "float32": F32,
-}  # fmt: skip
+}
 
 
 def emit_module(func: LoweredFunc, triple: str = "") -> ir.Module:
@@ -56,7 +56,7 @@ class _Emitter:
         for t in args:
             if t.dtype == "bool":
                 raise TensorExprError(f"kernel {func.name}: tensor {t.name} is bool; host kernels "
-                                      "take numeric tensors only")  # fmt: skip
+                                      "take numeric tensors only")
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(args))
         self.fn = ir.Function(module, fnty, name=func.name)
         self.fn.attributes.add("nounwind")
@@ -111,7 +111,7 @@ class _Emitter:
             store.align = _align(t.dtype)
         else:
             raise TypeError(f"host code generation: {type(node).__name__} is not a host "
-                            "statement (accelerator IR?)")  # fmt: skip
+                            "statement (accelerator IR?)")
 
     def _loop(self, node: S.For) -> None:
         """A bottom-tested loop: extents are at least 1, so the body runs before the test."""
@@ -146,7 +146,7 @@ class _Emitter:
         count = 4 if extent >= 64 else 2 if extent >= 32 else 1
         pairs = [("llvm.loop.vectorize.enable", [ir.Constant(ir.IntType(1), 1)]),
                  ("llvm.loop.unroll.disable", []),
-                 ("llvm.loop.interleave.count", [ir.Constant(ir.IntType(32), count)])]  # fmt: skip
+                 ("llvm.loop.interleave.count", [ir.Constant(ir.IntType(32), count)])]
         hints = [md.add_metadata([ir.MetaDataString(md, key), *value]) for key, value in pairs]
         node = ir.values.MDValue(md, hints, name=str(len(md.metadata)))
         node.operands = (node, *hints)  # LLVM requires a loop ID's first operand to be itself
@@ -306,7 +306,7 @@ class _IntDivision:
         q, r = self.b.sdiv(a, safe), self.b.srem(a, safe)
         # floor: when the remainder is non-zero and its sign differs from the divisor's
         fix = self.b.and_(self.b.icmp_signed("!=", r, zero),
-                          self.b.icmp_signed("<", self.b.xor(r, safe), zero))  # fmt: skip
+                          self.b.icmp_signed("<", self.b.xor(r, safe), zero))
         if op == "%":
             return self.b.select(fix, self.b.add(r, safe), r)
         q = self.b.select(fix, self.b.sub(q, one), q)

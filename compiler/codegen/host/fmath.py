@@ -20,17 +20,17 @@ I32 = ir.IntType(32)
 LOG2E = 1.4426950408889634
 LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4  # LN2_HI has 9 bits: n * LN2_HI is exact
 EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
-            5.0000001201e-1)  # fmt: skip  # highest power first
+            5.0000001201e-1)  # highest power first
 EXP_LOW, EXP_HIGH = -104.0, 89.0  # exp underflows to 0 below, overflows to inf above
 # erfc(z) = t * exp(-z*z + P(t)), t = 1 / (1 + z/2), highest power first
 ERFC_POLY = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806,
-             0.09678418, 0.37409196, 1.00002368, -1.26551223)  # fmt: skip
+             0.09678418, 0.37409196, 1.00002368, -1.26551223)
 # erf(z) = 2/sqrt(pi) * z * Q(z*z) for small z: Q's Taylor coefficients (-1)^n / (n! (2n+1))
 ERF_SERIES = tuple((-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(5, -1, -1))
 ERF_SMALL = 0.5
 
 INTRINSICS = {"log": "llvm.log", "sqrt": "llvm.sqrt", "tanh": "llvm.tanh", "fabs": "llvm.fabs",
-              "floor": "llvm.floor", "rint": "llvm.roundeven"}  # fmt: skip
+              "floor": "llvm.floor", "rint": "llvm.roundeven"}
 
 
 class MathEmitter:

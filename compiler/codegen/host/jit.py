@@ -45,7 +45,7 @@ class HostTarget:
     def machine(self, opt_level: int) -> llvm.TargetMachine:
         target = llvm.Target.from_triple(self.triple)
         return target.create_target_machine(cpu=self.cpu, features=self.features, opt=opt_level,
-                                            jit=True)  # fmt: skip
+                                            jit=True)
 
 
 @functools.cache
@@ -54,7 +54,7 @@ def host_target() -> HostTarget:
     llvm.initialize_native_target()  # llvmlite 0.50 still needs these (llvm.initialize raises)
     llvm.initialize_native_asmprinter()
     return HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                      llvm.get_host_cpu_features().flatten())  # fmt: skip
+                      llvm.get_host_cpu_features().flatten())
 
 
 @dataclass
@@ -126,7 +126,7 @@ def compile_ir(ir_text: str, name: str, opt_level: int = 3) -> JitFunction:
         engine = llvm.create_mcjit_compiler(mod, target.machine(opt_level))
         if disk is not None:
             engine.set_object_cache(lambda _m, obj: _write_object(disk, key, obj),
-                                    lambda _m: cached)  # fmt: skip
+                                    lambda _m: cached)
         engine.finalize_object()
         address = engine.get_function_address(name)
         seconds = time.perf_counter() - start

@@ -64,18 +64,18 @@ class HostKernel:
         return self.jit.compile_s
 
     def __call__(self, *inputs: np.ndarray, out: np.ndarray | Sequence[np.ndarray] | None = None
-                 ) -> np.ndarray | tuple[np.ndarray, ...]:  # fmt: skip
+                 ) -> np.ndarray | tuple[np.ndarray, ...]:
         if len(inputs) != len(self.inputs):
             names = ", ".join(a.name for a in self.inputs)
             raise ValueError(f"kernel {self.name}: expected {len(self.inputs)} input arrays "
-                             f"({names}), got {len(inputs)}")  # fmt: skip
+                             f"({names}), got {len(inputs)}")
         if out is None:
             outs = [np.empty(a.shape, a.np_dtype) for a in self.outputs]
         else:
             outs = [out] if isinstance(out, np.ndarray) else list(out)
             if len(outs) != len(self.outputs):
                 raise ValueError(f"kernel {self.name}: expected {len(self.outputs)} output "
-                                 f"arrays, got {len(outs)}")  # fmt: skip
+                                 f"arrays, got {len(outs)}")
         self.run(*inputs, *outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -84,7 +84,7 @@ class HostKernel:
         specs = self.inputs + self.outputs
         if len(arrays) != len(specs):
             raise ValueError(f"kernel {self.name}: expected {len(specs)} arrays (inputs then "
-                             f"outputs), got {len(arrays)}")  # fmt: skip
+                             f"outputs), got {len(arrays)}")
         n_in = len(self.inputs)
         for k, (a, spec) in enumerate(zip(arrays, specs, strict=True)):
             self._check(a, spec, "input" if k < n_in else "output")
@@ -95,7 +95,7 @@ class HostKernel:
                 if np.may_share_memory(arrays[k], arrays[j]):
                     role = "input" if j < n_in else "output"
                     raise ValueError(f"kernel {self.name}: output {specs[k].name} overlaps {role} "
-                                     f"{specs[j].name}")  # fmt: skip
+                                     f"{specs[j].name}")
         self._cfunc(*(a.ctypes.data for a in arrays))
 
     def _check(self, a: np.ndarray, spec: ArgSpec, role: str) -> None:

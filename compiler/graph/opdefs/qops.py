@@ -147,7 +147,7 @@ def precise_checks(
             if bad.any():
                 k = int(np.argmax(bad))
                 return (f"channel {k}: the 32-bit multiply of t = {int(t[k])} by {int(m[k])} wraps "
-                        f"(split {split})")  # fmt: skip
+                        f"(split {split})")
         bad = (out < clip[0]) | (out > clip[1])
         if bad.any():
             k = int(np.argmax(bad))
@@ -259,7 +259,7 @@ def _check_precise(values: Sequence[Value], attrs: Attrs, channels: int, plain: 
     if split == 0:
         return
     check(len(values) == plain + 2, f"split {split} (precise requantization) needs the inputs clamp_lo and "
-          f"clamp_hi after mult, {plain + 2} inputs, not {len(values)}")  # fmt: skip
+          f"clamp_hi after mult, {plain + 2} inputs, not {len(values)}")
     clamps = values[plain:]
     _check_vectors(clamps, channels, ("clamp_lo", "clamp_hi"))
     mult, lo_t, hi_t = (v.data for v in (values[3], *clamps))

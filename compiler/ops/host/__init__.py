@@ -46,7 +46,7 @@ HOST_OPS: dict[str, type[HostOp]] = {
                 Dequantize, Requantize, Add, Mul, Pack, Unpack, Conv2dInt8, QConv2d, QGemm, QAdd,
                 QGlobalAvgPool, Sub, Div, Transpose, Gather, Cast, MatMul, Gemm, Tanh, HardSigmoid,
                 HardSwish, Conv2d, Clip, Relu)
-}  # fmt: skip
+}
 
 _KERNELS: dict[tuple[HostOp, int], HostKernel] = {}
 _LOCK = threading.Lock()
@@ -80,7 +80,7 @@ def compile_host_op(name: str, opt_level: int = 3, **params: Any) -> HostKernel:
 
 
 def build_host(sched: Schedule, name: str = "main", inputs: Sequence[Tensor] | None = None,
-               opt_level: int = 3) -> HostKernel:  # fmt: skip
+               opt_level: int = 3) -> HostKernel:
     """A user's schedule compiled for the host (inputs in the order of `inputs`, outputs in the
     order the schedule was made with)."""
     return compile_func(lower_host(sched, name, inputs), opt_level)
@@ -90,4 +90,4 @@ __all__ = ["HOST_OPS", "Add", "AvgPool2d", "Cast", "Clip", "Conv2d", "Conv2dInt8
            "Gather", "Gelu", "Gemm", "GlobalAvgPool2d", "HardSigmoid", "HardSwish", "HostKernel", "HostOp",
            "LayerNorm", "MatMul", "MaxPool2d", "Mul", "Pack", "QAdd", "QConv2d", "QGemm", "QGlobalAvgPool",
            "Quantize", "Relu", "Requantize", "Softmax", "Sub", "Tanh", "Transpose", "Unpack", "build_host",
-           "compile_host_op", "host_op"]  # fmt: skip
+           "compile_host_op", "host_op"]

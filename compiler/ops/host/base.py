@@ -94,6 +94,6 @@ def pair(op: str, what: str, value: int | Sequence[int], low: int) -> tuple[int,
     """An int or a pair of ints, each >= low, as a pair (height, width)."""
     items = (value, value) if isinstance(value, int | np.integer) else tuple(value)
     if len(items) != 2 or any(isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low
-                              for v in items):  # fmt: skip
+                              for v in items):
         raise ValueError(f"{op}: {what} must be an int >= {low} or a pair of them, not {value!r}")
     return int(items[0]), int(items[1])

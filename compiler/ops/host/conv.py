@@ -64,13 +64,13 @@ class Conv2dInt8(HostOp):
         if ph or pw:
             src = compute((n, c, h + 2 * ph, w + 2 * pw), lambda b, ch, y, x: E.if_then_else(
                 E.all_of(E.ge(y, ph), E.lt(y, h + ph), E.ge(x, pw), E.lt(x, w + pw)),
-                data[b, ch, y - ph, x - pw], E.const(0, "int8")), "data_pad")  # fmt: skip
+                data[b, ch, y - ph, x - pw], E.const(0, "int8")), "data_pad")
         wt = compute((c, kh, kw, k_out), lambda ch, ry, rx, k: E.cast("int32", weight[k, ch, ry, rx]), "wt")
         ic, ry, rx = reduce_axis(c, "ic"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
         oh, ow = self.out_hw
         acc = compute((n, oh, ow, k_out), lambda b, y, x, k: sum(
             E.cast("int32", src[b, ic, y * sh + ry, x * sw + rx]) * wt[ic, ry, rx, k],
-            [ic, ry, rx]), "acc")  # fmt: skip
+            [ic, ry, rx]), "acc")
 
         def store(b: E.Expr, k: E.Expr, y: E.Expr, x: E.Expr) -> E.Expr:
             return acc[b, y, x, k] + ins["bias"][k] if self.bias else acc[b, y, x, k]

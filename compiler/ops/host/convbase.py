@@ -49,9 +49,9 @@ def pads4(op: str, value: int | Sequence[int]) -> tuple[int, int, int, int]:
     if len(items) == 2:
         items = items * 2
     if len(items) != 4 or any(isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0
-                              for v in items):  # fmt: skip
+                              for v in items):
         raise ValueError(f"{op}: pads must be an int >= 0, a pair (height, width) or four "
-                         f"(top, left, bottom, right), not {value!r}")  # fmt: skip
+                         f"(top, left, bottom, right), not {value!r}")
     return int(items[0]), int(items[1]), int(items[2]), int(items[3])
 
 
@@ -90,10 +90,10 @@ class ConvOp(HostOp):
         (_, c, _, _), (k, cg, _, _) = self.shape, self.weight_shape
         if c % self.group or k % self.group:
             raise ValueError(f"{name}: group {self.group} must divide the input channels {c} and "
-                             f"the output channels {k}")  # fmt: skip
+                             f"the output channels {k}")
         if cg * self.group != c:
             raise ValueError(f"{name}: weight {self.weight_shape} takes {cg} input channels per "
-                             f"group, but data {self.shape} has {c} in {self.group} groups")  # fmt: skip
+                             f"group, but data {self.shape} has {c} in {self.group} groups")
         oh, ow = self.out_hw
         if oh < 1 or ow < 1:
             raise ValueError(f"{name}: kernel {self.weight_shape[2:]} is larger than the padded input")
@@ -102,13 +102,13 @@ class ConvOp(HostOp):
     def _check_strategy(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"{self.op}: strategy must be one of {', '.join(STRATEGIES)}, not "
-                             f"{self.strategy!r}")  # fmt: skip
+                             f"{self.strategy!r}")
         if self.strategy == "channels" and self.group != 1:
             raise ValueError(f"{self.op}: strategy 'channels' needs group 1, not {self.group}")
         if self.strategy == "depthwise" and not self.depthwise:
             raise ValueError(f"{self.op}: strategy 'depthwise' needs one input channel per output "
                              f"channel (K = C = group), not weight {self.weight_shape} with group "
-                             f"{self.group}")  # fmt: skip
+                             f"{self.group}")
 
     # -- what a subclass adds ---------------------------------------------------------------------
     def _check_params(self) -> None:
@@ -216,7 +216,7 @@ class ConvOp(HostOp):
 
         return compute(self.out_shape, lambda b, k, y, x: sum(
             wide(src[b, channel(k) + ic.var, y * sh + ry, x * sw + rx]) * wide(weight[k, ic, ry, rx]),
-            [ic, ry, rx]), "acc")  # fmt: skip
+            [ic, ry, rx]), "acc")
 
     def _acc_channels(self, data: Tensor, weight: Tensor) -> Tensor:
         k_out, c, r, s = self.weight_shape
@@ -227,7 +227,7 @@ class ConvOp(HostOp):
         ic, ry, rx = reduce_axis(c, "ic"), reduce_axis(r, "ry"), reduce_axis(s, "rx")
         n, _, oh, ow = self.out_shape
         return compute((n, oh, ow, k_out), lambda b, y, x, k: sum(
-            wide(src[b, ic, y * sh + ry, x * sw + rx]) * wt[ic, ry, rx, k], [ic, ry, rx]), "acc")  # fmt: skip
+            wide(src[b, ic, y * sh + ry, x * sw + rx]) * wt[ic, ry, rx, k], [ic, ry, rx]), "acc")
 
     def _acc_depthwise(self, data: Tensor, weight: Tensor) -> Tensor:
         k_out, _, r, s = self.weight_shape
@@ -238,7 +238,7 @@ class ConvOp(HostOp):
         ry, rx = reduce_axis(r, "ry"), reduce_axis(s, "rx")
         n, _, oh, ow = self.out_shape
         return compute((n, oh, ow, k_out), lambda b, y, x, k: sum(
-            wide(src[b, y * sh + ry, x * sw + rx, k]) * wt[ry, rx, k], [ry, rx]), "acc")  # fmt: skip
+            wide(src[b, y * sh + ry, x * sw + rx, k]) * wt[ry, rx, k], [ry, rx]), "acc")
 
     # -- schedules ------------------------------------------------------------------------------
     def schedule(self, ts: dict[str, Tensor]) -> Schedule:
@@ -297,7 +297,7 @@ class ConvOp(HostOp):
 
 def conv_reference64(data: np.ndarray, weight: np.ndarray, strides: tuple[int, int],
                      pads: tuple[int, int, int, int], group: int,
-                     pad_fill: int = 0) -> np.ndarray:  # fmt: skip
+                     pad_fill: int = 0) -> np.ndarray:
     """numpy: the grouped convolution NCHW x (K, C/group, R, S) -> NKHW, in float64 (BLAS),
     padding with `pad_fill`."""
     (n, _, _, _), (k, cg, r, s) = data.shape, weight.shape

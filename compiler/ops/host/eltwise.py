@@ -49,7 +49,7 @@ class _Binary(HostOp):
         b = placeholder(self.b_shape, self.dtype, "b")
         shape = broadcast_shape(self.op, self.a_shape, self.b_shape)
         out = compute(shape, lambda *i: E.binary(self.symbol, a[_index(self.a_shape, i)],
-                                                 b[_index(self.b_shape, i)]), "out")  # fmt: skip
+                                                 b[_index(self.b_shape, i)]), "out")
         return {"a": a, "b": b, "out": out}
 
     def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[override]

@@ -128,7 +128,7 @@ class Gemm(HostOp):
         object.__setattr__(self, "weight_shape", check_shape(self.op, self.weight_shape, rank=2))
         if self.weight_shape[1] != self.shape[1]:
             raise ValueError(f"{self.op}: weight {self.weight_shape} does not take inputs of "
-                             f"{self.shape[1]} features (data {self.shape})")  # fmt: skip
+                             f"{self.shape[1]} features (data {self.shape})")
 
     @property
     def tiled(self) -> bool:

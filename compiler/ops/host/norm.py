@@ -22,7 +22,7 @@ from compiler.te.tensor import Tensor, compute, max_reduce, placeholder, reduce_
 
 
 def _rows(s: Schedule, stages: tuple[str, ...], ndim: int,
-          vectorize: tuple[tuple[str, str], ...]) -> Schedule:  # fmt: skip
+          vectorize: tuple[tuple[str, str], ...]) -> Schedule:
     """Compute `stages` per row of "out" (its second-to-last axis) and vectorise the named
     reduction loops."""
     if ndim >= 2:

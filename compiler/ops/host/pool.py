@@ -49,7 +49,7 @@ def _window(op: HostOp) -> _Window:
         raise ValueError(f"{name}: pad {win.pad} must be smaller than the kernel {win.kernel}")
     if win.out_shape[2] < 1 or win.out_shape[3] < 1:
         raise ValueError(f"{name}: kernel {win.kernel} is larger than the padded input "
-                         f"{shp[2] + 2 * ph}x{shp[3] + 2 * pw}")  # fmt: skip
+                         f"{shp[2] + 2 * ph}x{shp[3] + 2 * pw}")
     return win
 
 
@@ -63,7 +63,7 @@ def _padded(data: Tensor, win: _Window, fill: E.Expr) -> Tensor:
             E.all_of(E.ge(y, ph), E.lt(y, h + ph), E.ge(x, pw), E.lt(x, w + pw)),
             data[b, ch, y - ph, x - pw], fill),
         "data_pad",
-    )  # fmt: skip
+    )
 
 
 def _window_schedule(s: Schedule, padded: bool) -> Schedule:
@@ -110,7 +110,7 @@ class MaxPool2d(HostOp):
         (sh, sw), (kh, kw) = win.stride, win.kernel
         ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
         out = compute(win.out_shape, lambda n, c, y, x: max_reduce(
-            src[n, c, y * sh + ry, x * sw + rx], [ry, rx]), "out")  # fmt: skip
+            src[n, c, y * sh + ry, x * sw + rx], [ry, rx]), "out")
         return {"data": data, "out": out}
 
     def schedule(self, ts: dict[str, Tensor]) -> Schedule:
@@ -146,7 +146,7 @@ class AvgPool2d(HostOp):
         (sh, sw), (kh, kw) = win.stride, win.kernel
         ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
         total = compute(win.out_shape, lambda n, c, y, x: sum(
-            src[n, c, y * sh + ry, x * sw + rx], [ry, rx]), "total")  # fmt: skip
+            src[n, c, y * sh + ry, x * sw + rx], [ry, rx]), "total")
         out = compute(win.out_shape, lambda n, c, y, x: total[n, c, y, x] / self._count(y, x), "out")
         return {"data": data, "out": out}
 

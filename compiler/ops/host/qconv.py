@@ -86,7 +86,7 @@ class QConv2d(ConvOp):
 
 def conv_reference(data: np.ndarray, weight: np.ndarray, strides: tuple[int, int],
                    pads: tuple[int, int, int, int], group: int,
-                   pad_value: int = 0) -> np.ndarray:  # fmt: skip
+                   pad_value: int = 0) -> np.ndarray:
     """numpy: the exact grouped convolution, NCHW x (K, C/group, R, S) -> int64 NKHW, padding
     with `pad_value`.
 

@@ -91,7 +91,7 @@ def check_precise(op: Requantizing) -> None:
     object.__setattr__(op, "precise", bool(op.precise))
     if op.precise and op.shift < 1:
         raise ValueError(f"{op.op}: precise requantization needs shift >= 1 (it rounds by "
-                         f"2**(shift - 1)), not {op.shift}")  # fmt: skip
+                         f"2**(shift - 1)), not {op.shift}")
 
 
 def requant_expr(t: E.Expr, shift: int, clip_lo: int, clip_hi: int) -> E.Expr:
@@ -102,7 +102,7 @@ def requant_expr(t: E.Expr, shift: int, clip_lo: int, clip_hi: int) -> E.Expr:
 
 
 def precise_expr(t: E.Expr, mult: E.Expr, clamp_lo: E.Expr, clamp_hi: E.Expr, shift: int, clip_lo: int,
-                 clip_hi: int) -> E.Expr:  # fmt: skip
+                 clip_hi: int) -> E.Expr:
     """int32 `t` clamped to [clamp_lo, clamp_hi], times `mult` and rounded in int64 (exact),
     shifted (shift >= 1), clipped and cast to int8."""
     t = E.minimum(E.maximum(t, clamp_lo), clamp_hi)
@@ -211,7 +211,7 @@ class QGemm(HostOp):
         object.__setattr__(self, "weight_shape", check_shape(self.op, self.weight_shape, rank=2))
         if self.weight_shape[1] != self.shape[1]:
             raise ValueError(f"{self.op}: weight {self.weight_shape} does not take inputs of "
-                             f"{self.shape[1]} features (data {self.shape})")  # fmt: skip
+                             f"{self.shape[1]} features (data {self.shape})")
         check_requant(self)
         check_precise(self)
 
@@ -303,7 +303,7 @@ class QGlobalAvgPool(HostOp):
         ry, rx = reduce_axis(h, "ry"), reduce_axis(w, "rx")
         total = compute((n, c), lambda b, ch: sum(_i32(data[b, ch, ry, rx]), [ry, rx]), "total")
         out = compute((n, c, 1, 1), lambda b, ch, y, x: requant_expr(
-            total[b, ch] * self.mult, self.shift, self.clip_lo, self.clip_hi), "out")  # fmt: skip
+            total[b, ch] * self.mult, self.shift, self.clip_lo, self.clip_hi), "out")
         return {"data": data, "out": out}
 
     def schedule(self, ts: dict[str, Tensor]) -> Schedule:

@@ -86,7 +86,7 @@ class Dequantize(HostOp):
     def tensors(self) -> dict[str, Tensor]:
         x = placeholder(self.shape, self.dtype, "data")
         out = compute(self.shape, lambda *i: E.cast("float32", E.cast("int32", x[i]) - self.zero_point)
-                      * self.scale, "out")  # fmt: skip
+                      * self.scale, "out")
         return {"data": x, "out": out}
 
     def reference(self, data: np.ndarray) -> np.ndarray:  # type: ignore[override]
@@ -112,7 +112,7 @@ class Requantize(HostOp):
         _check_zero_point(self.op, self.zero_point, self.dtype)
         if (self.scale is None) == (self.multiplier is None):
             raise ValueError(f"{self.op}: give either scale or multiplier (with shift), not "
-                             f"{'both' if self.scale is not None else 'neither'}")  # fmt: skip
+                             f"{'both' if self.scale is not None else 'neither'}")
         if self.scale is not None:
             object.__setattr__(self, "scale", _check_scale(self.op, self.scale))
         else:

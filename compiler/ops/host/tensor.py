@@ -52,7 +52,7 @@ class BoolViews(HostKernel):
         self.bools = tuple(bools)  # per argument, inputs then outputs
 
     def __call__(self, *inputs: np.ndarray, out: np.ndarray | Sequence[np.ndarray] | None = None
-                 ) -> np.ndarray | tuple[np.ndarray, ...]:  # fmt: skip
+                 ) -> np.ndarray | tuple[np.ndarray, ...]:
         result = super().__call__(*inputs, out=out)
         if out is not None:
             return result
@@ -63,7 +63,7 @@ class BoolViews(HostKernel):
 
     def run(self, *arrays: np.ndarray) -> None:
         views = [a.view(np.uint8) if b and isinstance(a, np.ndarray) and a.dtype == np.bool_ else a
-                 for a, b in zip(arrays, self.bools, strict=False)]  # fmt: skip
+                 for a, b in zip(arrays, self.bools, strict=False)]
         super().run(*views, *arrays[len(views) :])
 
 
@@ -103,7 +103,7 @@ class Transpose(HostOp):
         perm = tuple(self.perm)
         if sorted(perm) != list(range(len(self.shape))) or any(isinstance(p, bool) for p in perm):
             raise ValueError(f"{self.op}: perm {self.perm} is not a permutation of the "
-                             f"{len(self.shape)} axes of {self.shape}")  # fmt: skip
+                             f"{len(self.shape)} axes of {self.shape}")
         object.__setattr__(self, "perm", tuple(int(p) for p in perm))
         check_dtype(self.op, "data", self.dtype, ANY)
 
@@ -183,7 +183,7 @@ class Gather(HostOp):
         def position(*j: E.Expr) -> E.Expr:
             idx = indices[j]
             wrapped = idx + E.if_then_else(E.lt(idx, 0), E.const(dim, self.index_dtype),
-                                           E.const(0, self.index_dtype))  # fmt: skip
+                                           E.const(0, self.index_dtype))
             return E.cast("int32", E.minimum(E.maximum(wrapped, 0), dim - 1))
 
         pos = compute(self.indices_shape, position, "pos")

@@ -19,7 +19,7 @@ def run(capsys, *argv):
 def tuned_log(tmp_path_factory):
     path = tmp_path_factory.mktemp("cli") / "tune.jsonl"
     assert main(["tune", "op", "conv2d", *CONV, "--trials", "12", "--max-insns", "300", "--workers", "0",
-                 "--no-cache", "--log", str(path), "--json"]) == 0  # fmt: skip
+                 "--no-cache", "--log", str(path), "--json"]) == 0
     return path
 
 
@@ -33,7 +33,7 @@ def test_tune_op_resumes_from_its_log(capsys, tuned_log, tmp_path):
     path = tmp_path / "again.jsonl"
     path.write_text(tuned_log.read_text())
     code, out, _ = run(capsys, "tune", "op", "conv2d", *CONV, "--trials", "16", "--max-insns", "300",
-                       "--workers", "0", "--no-cache", "--log", str(path), "--json")  # fmt: skip
+                       "--workers", "0", "--no-cache", "--log", str(path), "--json")
     report = json.loads(out)
     assert code == 0 and report["trials"] == 16 and report["new_trials"] == 4
     assert len(log.read(path)) == 13 + 4 + 1
@@ -42,7 +42,7 @@ def test_tune_op_resumes_from_its_log(capsys, tuned_log, tmp_path):
 def test_op_with_tuning_log_uses_the_logged_best(capsys, tuned_log):
     best = log.best(log.read(tuned_log), *_workload_and_cfg())
     code, out, _ = run(capsys, "op", "conv2d", *CONV, "--backend", "timing", "--tuning-log", str(tuned_log),
-                       "--json")  # fmt: skip
+                       "--json")
     result = json.loads(out)
     assert code == 0 and result["schedule_source"] == "tuning-log"
     assert result["schedule"]["knobs"] == best["knobs"] and result["cycles"] == best["cycles"]
@@ -74,7 +74,7 @@ def _workload_and_cfg():
     (["tune", "op", "conv2d", *CONV, "--log", "."], "Is a directory"),
     (["op", "conv2d", *CONV, "--tuning-log", "missing.jsonl"], "No such file or directory: 'missing.jsonl'"),
     (["bench", "tune", "--seeds", "0"], "--seeds must be at least 1, not 0"),
-])  # fmt: skip
+])
 def test_bad_input_is_one_line_and_exit_status_2(capsys, argv, message):
     code, _, err = run(capsys, *argv)
     assert code == 2 and message in err and err.count("\n") == 1

@@ -32,7 +32,7 @@ def test_a_schedule_error_is_a_result():
 
     op = Dense(DenseSpec(4, 32, 24), AcceleratorTarget(TINY))
     res = measure(task_for(Workload.of(op), TINY, {"tile_m": 3, "tile_k": 1, "tile_n": 1,
-                                                    "n_threads": 1, "m_threads": 1}))  # fmt: skip
+                                                    "n_threads": 1, "m_threads": 1}))
     assert res["status"] == "schedule_error" and "tile_m=3 is not one of" in res["error"]
 
 

@@ -28,7 +28,7 @@ def test_the_model_finds_the_best_point_in_fewer_trials_than_random(problem, sto
     best = float(cycles.min())
     def trials_to_best(method, seed):
         return tune(space, TINY, _replay(problem, store), trials=len(space), method=method, seed=seed,
-                    until=best).trials_to(best)  # fmt: skip
+                    until=best).trials_to(best)
 
     trials = {m: [trials_to_best(m, s) for s in range(5)] for m in ("model", "random")}
     # measured (seeds 0-4): model 7-31 trials (mean 18.8), random 28-146 (mean 82.2); 2x margin
@@ -96,7 +96,7 @@ def test_a_cut_short_last_line_is_skipped_and_a_bad_line_is_named(tmp_path):
     ({"trials": 0}, "--trials must be at least 1, not 0"),
     ({"trials": 4, "batch": 0}, "--batch must be at least 1, not 0"),
     ({"trials": 4, "method": "nope"}, "unknown search method 'nope'"),
-])  # fmt: skip
+])
 def test_bad_search_parameters(problem, store, kwargs, message):
     space, _ = problem
     with pytest.raises(ValueError, match=message):

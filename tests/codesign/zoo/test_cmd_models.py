@@ -51,7 +51,7 @@ def test_export_json_and_sequence_length(capsys, tmp_path):
     (["mlp", "--seq-len", "4"], "mlp takes no option 'seq_len'"),
     (["mobilenetv2", "--opset", "8"], "mobilenetv2 supports opsets 9 to"),
     (["bert-tiny", "--seq-len", "1"], "bert-tiny sequence length must be in 2..512, not 1"),
-])  # fmt: skip
+])
 def test_bad_export_is_one_line_and_exit_status_2(capsys, tmp_path, argv, message):
     code, _, err = run(capsys, "models", "export", *argv, "-o", str(tmp_path / "x.onnx"))
     assert code == 2 and message in err and err.count("\n") == 1

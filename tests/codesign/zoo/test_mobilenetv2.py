@@ -16,7 +16,7 @@ def _attrs(node: onnx.NodeProto) -> dict[str, object]:
 def test_node_counts_are_mobilenetv2s(model):
     ops = collections.Counter(n.op_type for n in model("mobilenetv2").graph.node)
     assert ops == {"Conv": 52, "BatchNormalization": 52, "Clip": 35, "Add": 10, "GlobalAveragePool": 1,
-                   "Flatten": 1, "Gemm": 1}  # fmt: skip
+                   "Flatten": 1, "Gemm": 1}
 
 
 def test_seventeen_depthwise_convolutions_have_group_equal_to_channels(model):

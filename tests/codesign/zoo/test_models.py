@@ -48,7 +48,7 @@ def test_seed_changes_the_weights(built):
 def test_parameter_count_matches_the_registry(name, model):
     """Parameters are the initializers named *.weight / *.bias (batch-norm buffers and constants are not)."""
     count = sum(int(np.prod(t.dims)) for t in model(name).graph.initializer
-                if t.name.endswith((".weight", ".bias")))  # fmt: skip
+                if t.name.endswith((".weight", ".bias")))
     assert count == zoo.info(name).parameters
 
 
@@ -67,7 +67,7 @@ def test_top1_class_varies_across_sample_inputs(name, session):
 
 
 @pytest.mark.parametrize(("name", "opset"), [("mlp", 9), ("mlp", 13), ("mlp", zoo.MAX_OPSET),
-                                             ("bert-tiny", zoo.MAX_OPSET)])  # fmt: skip
+                                             ("bert-tiny", zoo.MAX_OPSET)])
 def test_other_opsets_check_and_run(name, opset):
     import onnxruntime as ort
 

@@ -31,7 +31,7 @@ def _image(channels: int, size: int) -> np.ndarray:
 @pytest.mark.parametrize(("cin", "cout", "size", "kernel", "stride", "pad", "group"), [
     (3, 8, 15, 7, 2, 3, 1), (4, 6, 9, 3, 1, 1, 1), (5, 3, 8, 1, 2, 0, 1), (6, 6, 9, 3, 2, 1, 6),
     (4, 4, 7, 3, 1, 1, 4),
-])  # fmt: skip
+])
 def test_conv(cin, cout, size, kernel, stride, pad, group):
     g = GraphWriter("t", 20)
     x = g.input("x", _image(cin, size))

@@ -11,7 +11,7 @@ def _conv_rows(m: onnx.ModelProto) -> list[tuple[int, ...]]:
     """(N, C, H, W, K, kernel, stride, pad) of each Conv, from shape inference."""
     inferred = onnx.shape_inference.infer_shapes(m)
     shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-              for v in [*inferred.graph.value_info, *inferred.graph.input]}  # fmt: skip
+              for v in [*inferred.graph.value_info, *inferred.graph.input]}
     weights = {t.name: list(t.dims) for t in m.graph.initializer}
     rows = []
     for node in m.graph.node:
@@ -40,7 +40,7 @@ def test_node_counts_batch_norms_unfolded_and_classifier_shape(model):
     m = model("resnet18")
     ops = collections.Counter(n.op_type for n in m.graph.node)
     assert ops == {"Conv": 20, "BatchNormalization": 20, "Relu": 17, "Add": 8, "MaxPool": 1,
-                   "GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}  # fmt: skip
+                   "GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}
     producers = {n.output[0]: n.op_type for n in m.graph.node}
     assert all(producers[n.input[0]] == "Conv" for n in m.graph.node if n.op_type == "BatchNormalization")
     assert all(len(n.input) == 2 for n in m.graph.node if n.op_type == "Conv")  # no bias before a BN

@@ -8,7 +8,7 @@ from codesign.zoo import digits, train
 def test_gradients_match_finite_differences():
     rng = np.random.default_rng(1)
     weights = {k: v.astype(np.float64) + 0.01 * rng.standard_normal(v.shape)
-               for k, v in train.init_weights(rng, 8).items()}  # fmt: skip
+               for k, v in train.init_weights(rng, 8).items()}
     split = zoo.digits_split()
     images, labels = split.train_images[:5].astype(np.float64), split.train_labels[:5]
     _, grads = train.gradients(weights, images, labels)

@@ -88,7 +88,7 @@ def test_a_convolution_program_folds_loops_and_pads_per_tile():
     # tile 0 reads data rows -1 .. 2, tile 1 rows 1 .. 4, columns -1 .. 4: out-of-range ones padded
     loads = [line for line in listing if line.startswith("LOAD INP")]
     assert loads == ["LOAD INP sram=0 dram=0 y=3 x=4 stride=4 pad=(1,0,1,1)  [pop_next]",
-                     "LOAD INP sram=0 dram=4 y=3 x=4 stride=4 pad=(0,1,1,1)  [pop_next]"]  # fmt: skip
+                     "LOAD INP sram=0 dram=4 y=3 x=4 stride=4 pad=(0,1,1,1)  [pop_next]"]
 
 
 @pytest.mark.parametrize("uop_bytes", [32, 16])
@@ -100,5 +100,5 @@ def test_the_micro_op_buffer_bounds_the_kernels(uop_bytes):
         assert build(conv(t=target), target).program.constants["__uops"].shape[0] == 7
         return
     with pytest.raises(ScheduleError, match="^micro-op kernels need more than 4 entries, the size of the "
-                                            "micro-op buffer; use smaller tiles$"):  # fmt: skip
+                                            "micro-op buffer; use smaller tiles$"):
         build(conv(t=target), target)

@@ -24,7 +24,7 @@ def _wrap32(v: int) -> int:
 
 
 def _elementwise(dtypes: list[str], n: int, fn: Callable[..., E.Expr], out_dtype: str | None = None,
-                 vectorize: bool = False) -> HostKernel:  # fmt: skip
+                 vectorize: bool = False) -> HostKernel:
     """A kernel out[i] = fn(in0[i], in1[i], ...) over n elements."""
     ins = [te.placeholder((n,), d, f"in{k}") for k, d in enumerate(dtypes)]
     out = te.compute((n,), lambda i: fn(*(t[i] for t in ins)), "out", out_dtype)
@@ -88,10 +88,10 @@ def test_narrow_integers_wrap_and_compare_by_signedness():
 def test_float_to_int_casts_truncate_and_saturate(dtype):
     info = np.iinfo(dtype)
     x = np.array([2.9, -2.9, 0.5, -0.5, 1e20, -1e20, np.inf, -np.inf, np.nan, 100.99, -128.5, 255.5],
-                 dtype=np.float32)  # fmt: skip
+                 dtype=np.float32)
     got = _elementwise(["float32"], x.size, lambda v: te.cast(dtype, v))(x)
     expected = [0 if math.isnan(v) else int(min(max(v, info.min), info.max)) if math.isinf(v)
-                else min(max(math.trunc(v), info.min), info.max) for v in x.tolist()]  # fmt: skip
+                else min(max(math.trunc(v), info.min), info.max) for v in x.tolist()]
     assert got.dtype == np.dtype(dtype) and got.tolist() == expected
 
 
@@ -127,7 +127,7 @@ def _ulps(got: np.ndarray, exact: np.ndarray) -> np.ndarray:
      ("log", math.log, 1e-30, 1e30, 2.0), ("sqrt", math.sqrt, 0.0, 1e30, 0.5),
      ("rsqrt", lambda v: 1 / math.sqrt(v), 1e-30, 1e30, 2.0), ("tanh", math.tanh, -10.0, 10.0, 3.0),
      ("erf", math.erf, -0.5, 0.5, 4.0)],
-)  # fmt: skip
+)
 def test_math_calls_are_within_a_few_ulps(name, ref, low, high, max_ulps):
     rng = np.random.default_rng(1)
     x = np.sort(rng.uniform(low, high, 20000)).astype(np.float32)

@@ -57,7 +57,7 @@ def conv_stride_dilation_asymmetric_pads(b: Builder) -> onnx.ModelProto:
 def conv_wide_stride_dilation(b: Builder) -> onnx.ModelProto:
     """16 or more input channels: the interpreter's tap-by-tap GEMM (nn._dense_conv)."""
     y = b.op("Conv", ["x", b.weight("w", [5, 16, 3, 2]), b.weight("b", [5])], strides=[2, 1],
-             dilations=[1, 2], pads=[0, 1, 2, 1])  # fmt: skip
+             dilations=[1, 2], pads=[0, 1, 2, 1])
     return b.model({"x": [2, 16, 9, 8]}, [y])
 
 

@@ -56,7 +56,7 @@ def test_root_stages_get_whole_temporaries_and_big_ones_go_to_the_heap():
     out = te.compute((n,), lambda i: y[i] + small[i % 4], "out")
     func = lower_host(Schedule(out), "k")
     assert {b.name: (b.scope, b.shape) for b in func.buffers.values()} == {
-        "y": ("heap", (n,)), "small": ("stack", (4,))}  # fmt: skip
+        "y": ("heap", (n,)), "small": ("stack", (4,))}
 
 
 def test_compute_at_region_starts_at_the_loop():
@@ -101,7 +101,7 @@ def _two_stage() -> Schedule:
      (R.VirtualThread("out", "i", 2), "virtual_thread on stage out is an accelerator record"),
      (R.Vectorize("out", "i"), r"vectorize\(out, i\): i is not the innermost loop of out; its loops are"),
      ],
-)  # fmt: skip
+)
 def test_host_lowering_refuses(record, message):
     s = _two_stage()
     s.apply(record)

@@ -64,7 +64,7 @@ def test_bound_inference_covers_the_window_a_tile_reads(tile_h):
     shapes = {name: (b.scope, b.shape) for name, b in func.buffers.items()}
     assert shapes == {"pad": ("inp", (1, 1, tile_h + 2, 6, 1, 4)),
                       "kernel.wgt": ("wgt", (1, 1, 3, 3, 4, 4)),
-                      "conv": ("acc", (1, 1, tile_h, 4, 1, 4))}  # fmt: skip
+                      "conv": ("acc", (1, 1, tile_h, 4, 1, 4))}
 
 
 def test_buffers_get_one_copy_per_virtual_thread_and_epilogues_compute_in_place():
@@ -83,7 +83,7 @@ def test_buffers_get_one_copy_per_virtual_thread_and_epilogues_compute_in_place(
 def test_a_scratchpad_may_be_filled_exactly():
     lower(matmul(k=256, n=1, tile_k=256), TINY)  # a.inp and w.wgt: 256 elements, all of inp, wgt
     with pytest.raises(ScheduleError, match=r"^buffers in scope inp need 257 elements \(a\.inp 257\), "
-                                            "more than the 256 the inp scratchpad holds$"):  # fmt: skip
+                                            "more than the 256 the inp scratchpad holds$"):
         lower(matmul(k=257, n=1, tile_k=257), TINY)
 
 
@@ -107,14 +107,14 @@ def test_two_reads_of_one_tile_make_one_region():
 
 def test_regions_that_move_differently_are_not_one_tile():
     with pytest.raises(ScheduleError, match=r"^stage p is read at regions that start at out\.i and "
-                                            r"\(out\.i \* 2\): their union is not one tile$"):  # fmt: skip
+                                            r"\(out\.i \* 2\): their union is not one tile$"):
         lower(_twice_read(lambda i: i * 2), TINY)
 
 
 def test_a_region_needs_affine_reads():
     with pytest.raises(ScheduleError, match=r"^stage p: res reads it at index \(\(out\.i \+ res\.i\) // 2\) "
                                             r"\(dimension 0\), which is not affine: its region cannot "
-                                            "be bounded$"):  # fmt: skip
+                                            "be bounded$"):
         lower(_twice_read(lambda i: i // 2), TINY)
 
 
@@ -123,7 +123,7 @@ def test_computed_at_a_stage_lowered_after_it():
     s = matmul(epilogue=True)
     s.compute_at("bias.acc", "c", "k.o")
     with pytest.raises(ScheduleError, match="^stage bias.acc is computed at c, which is inlined or does not "
-                                            "consume it$"):  # fmt: skip
+                                            "consume it$"):
         lower(s, TINY)
 
 

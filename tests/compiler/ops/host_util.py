@@ -33,7 +33,7 @@ def assert_exact(op: HostOp, seed: int = 0, inputs: list[np.ndarray] | None = No
 
 
 def assert_close(op: HostOp, seed: int = 0, inputs: list[np.ndarray] | None = None,
-                 rtol: float = RTOL, atol: float = ATOL) -> np.ndarray:  # fmt: skip
+                 rtol: float = RTOL, atol: float = ATOL) -> np.ndarray:
     got, ref = run(op, seed, inputs)
     assert got.dtype == np.float32 and got.shape == ref.shape
     err = np.abs(got.astype(np.float64) - ref.astype(np.float64)) - rtol * np.abs(ref)
@@ -77,4 +77,4 @@ BAD_CONV_PARAMETERS = [
     (DEPTHWISE | dict(strategy="channels"), "'channels' needs group 1, not 4"),
     (DEPTHWISE | dict(weight_shape=(8, 1, 3, 3), strategy="depthwise"),
      "'depthwise' needs one input channel per"),
-]  # fmt: skip
+]

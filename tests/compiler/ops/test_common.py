@@ -19,7 +19,7 @@ from compiler.ops import Epilogue
      "epilogue scaled_bias needs a bias and a multiplier"),
     ({"scaled_bias": True, "multiplier": 3, "round": True},
      "epilogue scaled_bias carries the rounding in the bias: round must be off"),
-])  # fmt: skip
+])
 def test_bad_epilogues(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Epilogue(**kwargs)
@@ -96,7 +96,7 @@ def test_a_residual_multiplier_beyond_the_immediate_is_a_vector():
      r"takes no scaled_bias, residual or immediate multiplier"),
     ({"split": 8, "shift": 8, "channel_multiplier": True, "round": True},
      r"epilogue split 8 must be below the shift 8"),
-])  # fmt: skip
+])
 def test_bad_precise_epilogues(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Epilogue(**kwargs)
@@ -112,7 +112,7 @@ def test_precise_requantization_by_hand():
     np.testing.assert_array_equal(parts["mult_hi"], [[12, 9]])
     np.testing.assert_array_equal(parts["mult_lo"], [[4, 5]])
     vectors = {"bias": np.array([[3, -3]]), "clamp_lo": np.array([[-300, -10]]),
-               "clamp_hi": np.array([[300, 10]]), **parts}  # fmt: skip
+               "clamp_hi": np.array([[300, 10]]), **parts}
     acc = np.array([[10, 10], [-1000, 1000], [2, -8]])
     # t = 13: 13*12 = 156, (13*4) >> 3 = 6, 156 + 6 + 16 = 178 >> 5 = 5 (= (1300 + 128) >> 8)
     # t = 7: 63 + ((35) >> 3 = 4) + 16 = 83 >> 5 = 2 (= (539 + 128) >> 8)

@@ -45,7 +45,7 @@ def conv_cases(draw):  # type: ignore[no-untyped-def]
                                Epilogue(residual=1, shift=4),
                                Epilogue(channel_multiplier=True, round=True, shift=31, split=13, clip=None),
                                Epilogue(channel_multiplier=True, round=True, shift=12, split=4,
-                                        clip=(0, 127))]))  # fmt: skip
+                                        clip=(0, 127))]))
     spec = Conv2dSpec(t.batch * draw(st.integers(1, 2)), c, h, w, k, kernel, stride, pad, ep)
     return Conv2d(spec, t), draw(st.integers(0, 2**16)), draw(st.integers(0, 10**6))
 
@@ -64,7 +64,7 @@ def test_virtual_thread_counts(threads):
     t = AcceleratorTarget(PRESETS["rect"])
     op = Conv2d(Conv2dSpec(2, 16, 8, 8, 64, 3, 1, 1), t)
     knobs = Conv2dKnobs(tile_h=2, tile_w=8, tile_oc=1, tile_ic=1, oc_threads=threads[0],
-                        h_threads=threads[1])  # fmt: skip
+                        h_threads=threads[1])
     for seed in range(3):  # random legal interleavings expose a missing token
         check_op(op, knobs=knobs, fsim_seed=seed)
 

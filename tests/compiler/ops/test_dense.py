@@ -19,7 +19,7 @@ def test_resnet18_classifier_exact():
 
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(CONFIGS), st.integers(1, 4), st.integers(1, 70), st.integers(1, 70),
-       st.integers(0, 10**6), st.booleans())  # fmt: skip
+       st.integers(0, 10**6), st.booleans())
 def test_generated_shapes_and_points_exact(cfg, m_blocks, k, n, pick, relu):
     t = AcceleratorTarget(cfg)
     scaled, precise = pick % 4 in (1, 2), pick % 4 == 2

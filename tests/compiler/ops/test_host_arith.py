@@ -116,7 +116,7 @@ def test_tanh_over_its_range_and_edges():
     (HardSigmoid((4099,)), "HardSigmoid", {}),
     (HardSigmoid((4099,), alpha=0.25, beta=0.4), "HardSigmoid", {"alpha": 0.25, "beta": 0.4}),
     (HardSwish((4099,)), "HardSwish", {}),
-])  # fmt: skip
+])
 def test_hard_activations_bit_exact(op, onnx_op, attrs):
     """Over [-8, 8] (both kinks and saturation) and the edges, the numpy evaluator's float32."""
     x = np.concatenate([np.linspace(-8, 8, 4091), [0.0, -0.0, 3.0, -3.0, 2.5, -2.5, 1e-30, -1e-30]])

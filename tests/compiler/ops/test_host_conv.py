@@ -31,7 +31,7 @@ def test_generated_convolutions_are_exact(op, seed):
     Conv2dInt8((1, 3, 32, 32), 64, 7, 2, 3),  # ResNet-18's first convolution, smaller image
     Conv2dInt8((1, 3, 30, 30), 32, 3, 2, 1, bias=True),  # MobileNetV2's, smaller image
     Conv2dInt8((1, 1, 8, 8), 16, 5, 1, 2, bias=True),  # a digits-sized one
-])  # fmt: skip
+])
 def test_first_convolutions_of_the_zoo_models(op):
     assert_exact(op, seed=1)
 
@@ -49,7 +49,7 @@ def test_extreme_values_accumulate_without_overflow():
     [(dict(shape=(1, 3, 4, 4), out_channels=0, kernel=3), "out_channels must be an int >= 1, not 0"),
      (dict(shape=(1, 3, 2, 2), out_channels=4, kernel=5), "kernel .* is larger than the padded input"),
      (dict(shape=(1, 3, 4, 4), out_channels=4, kernel=3, pad=-1), "pad must be an int >= 0 or a pair")],
-)  # fmt: skip
+)
 def test_bad_parameters(params, message):
     with pytest.raises(ValueError, match=message):
         Conv2dInt8(**params)

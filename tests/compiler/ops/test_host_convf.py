@@ -81,7 +81,7 @@ def random_conv(seed: int) -> Conv2d:
     strides = (pick(1, 2, 3), pick(1, 2))
     legal = ["auto", "rows"] + ["channels"] * (group == 1) + ["depthwise"] * (c == k == group)
     return Conv2d((pick(1, 2), c, h, w), (k, c // group, r, s), strides, pads, group, turn % 2 == 1,
-                  legal[turn % len(legal)])  # fmt: skip
+                  legal[turn % len(legal)])
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -105,7 +105,7 @@ def test_zoo_shape_classes_take_the_intended_schedules():
     strategies = {name: op.chosen_strategy for name, op in ZOO.items()}
     assert strategies == {
         "resnet18 conv1": "channels", "mobilenetv2 first conv": "channels", "tf same padding": "channels",
-        "depthwise s1 wide": "rows", "depthwise s2 narrow": "depthwise", "grouped": "rows"}  # fmt: skip
+        "depthwise s1 wide": "rows", "depthwise s2 narrow": "depthwise", "grouped": "rows"}
 
 
 @pytest.mark.parametrize("name", list(ZOO))
@@ -142,7 +142,7 @@ def test_parameters_normalise_so_equal_convolutions_share_a_kernel():
 
 @pytest.mark.parametrize("params,message", BAD_CONV_PARAMETERS + [
     (CONV | dict(bias=1), "bias must be a bool, not 1"),
-])  # fmt: skip
+])
 def test_bad_parameters(params, message):
     with pytest.raises(ValueError, match=message) as err:
         Conv2d(**params)

@@ -33,7 +33,7 @@ def test_pack_matches_the_accelerator_operators(cfg):
 @settings(max_examples=8, deadline=None)
 @given(st.integers(1, 3), SIZES, st.lists(SIZES, max_size=2), st.sampled_from([1, 2, 4]),
        st.sampled_from([1, 3, 8, 16]), st.sampled_from(["int8", "int32", "float32"]),
-       st.integers(0, 99))  # fmt: skip
+       st.integers(0, 99))
 def test_pack_and_unpack_any_rank(batches, channels, spatial, b, c, dtype, seed):
     shape = (batches * b, channels, *spatial)
     pack = Pack(shape, b, c, dtype)
@@ -71,7 +71,7 @@ def test_integer_add_and_mul_wrap_like_numpy():
      (Unpack, dict(shape=(2, 4), channel_block=0), "channel_block must be an int >= 1, not 0"),
      (Add, dict(a_shape=(2, 3), b_shape=(4,)), r"add: shapes \(2, 3\) and \(4,\) do not broadcast"),
      (Mul, dict(a_shape=(2,), b_shape=(2,), dtype="bool"), "operand dtype must be one of")],
-)  # fmt: skip
+)
 def test_bad_parameters(cls, params, message):
     with pytest.raises(ValueError, match=message):
         cls(**params)

@@ -64,7 +64,7 @@ def test_float_matmul_broadcasts_batches(batch, m, k, n, seed):
 @pytest.mark.parametrize("a_shape,b_shape,out_shape", [
     ((7,), (7, 5), (1, 5)), ((3, 7), (7,), (3, 1)), ((9,), (2, 9, 4), (2, 1, 4)), ((1,), (1,), (1, 1)),
     ((2, 1, 3, 5), (4, 5, 17), (2, 4, 3, 17)),
-])  # fmt: skip
+])
 def test_matmul_promotes_rank_1_operands(a_shape, b_shape, out_shape):
     op = MatMul(a_shape, b_shape)
     assert op.out_shape == out_shape
@@ -74,7 +74,7 @@ def test_matmul_promotes_rank_1_operands(a_shape, b_shape, out_shape):
 
 
 @pytest.mark.parametrize("a_shape,b_shape", [((1, 2, 128, 64), (1, 2, 64, 128)),
-                                             ((1, 2, 128, 128), (1, 2, 128, 64))])  # fmt: skip
+                                             ((1, 2, 128, 128), (1, 2, 128, 64))])
 def test_matmul_bert_tiny_attention(a_shape, b_shape):
     check_matmul(MatMul(a_shape, b_shape), seed=1)
 
@@ -125,7 +125,7 @@ def test_gemm(m, k, n, bias, seed):
 
 
 @pytest.mark.parametrize("shape,weight_shape", [((1, 128), (2, 128)), ((1, 512), (1000, 512)),
-                                                ((64, 96), (48, 96))])  # fmt: skip
+                                                ((64, 96), (48, 96))])
 def test_gemm_classifier_shapes(shape, weight_shape):
     check_gemm(Gemm(shape, weight_shape), seed=2)
 

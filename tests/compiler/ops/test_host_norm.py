@@ -61,7 +61,7 @@ def test_gelu_tails_and_zero():
      (LayerNorm, dict(shape=(4,), eps=-1.0), "eps must be a finite float >= 0, not -1.0"),
      (LayerNorm, dict(shape=(4,), eps=float("nan")), "eps must be a finite float >= 0"),
      (Gelu, dict(shape=(2, -1)), r"shape must be positive ints, not \(2, -1\)")],
-)  # fmt: skip
+)
 def test_bad_parameters(cls, params, message):
     with pytest.raises(ValueError, match=message):
         cls(**params)

@@ -66,7 +66,7 @@ def test_global_avg_pool(shape):
      (AvgPool2d, dict(shape=(1, 1, 4, 4), kernel=0), "kernel must be an int >= 1 or a pair of them, not 0"),
      (AvgPool2d, dict(shape=(1, 1, 4, 4), kernel=2, stride=(1, 2, 3)), "stride must be an int >= 1 or"),
      (GlobalAvgPool2d, dict(shape=(1, 0, 4, 4)), r"shape must be positive ints, not \(1, 0, 4, 4\)")],
-)  # fmt: skip
+)
 def test_bad_parameters(cls, params, message):
     with pytest.raises(ValueError, match=message):
         cls(**params)

@@ -71,7 +71,7 @@ def qconvs(draw):  # type: ignore[no-untyped-def]
     legal = ["auto", "rows"] + ["channels"] * (group == 1) + ["depthwise"] * (c == k == group)
     op = QConv2d((draw(st.integers(1, 2)), c, h, w), (k, c // group, r, s), strides, pads, group,
                  strategy=draw(st.sampled_from(legal)),
-                 pad_value=draw(st.sampled_from([0, -128, 37])))  # fmt: skip
+                 pad_value=draw(st.sampled_from([0, -128, 37])))
     lo = draw(st.integers(-128, 0))
     return dataclasses.replace(op, shift=spread_shift(op), clip_lo=lo, clip_hi=draw(st.integers(lo, 127)))
 
@@ -93,7 +93,7 @@ ZOO = {
     "depthwise s2 narrow": QConv2d((1, 32, 15, 15), (32, 1, 3, 3), 2, (0, 0, 1, 1), 32, shift=19),
     "depthwise 7x7": QConv2d((1, 40, 7, 7), (40, 1, 3, 3), 1, 1, 40, shift=19),
     "grouped": QConv2d((1, 12, 10, 10), (8, 3, 3, 3), 1, 1, 4, shift=21),
-}  # fmt: skip
+}
 
 
 def test_zoo_shape_classes_take_the_intended_schedules():
@@ -102,7 +102,7 @@ def test_zoo_shape_classes_take_the_intended_schedules():
         "resnet18 conv1": "channels", "mobilenetv2 first conv": "channels",
         "depthwise s1 wide": "rows", "depthwise s1 width 40": "rows", "depthwise s2 wide": "rows",
         "depthwise s1 narrow": "depthwise", "depthwise s2 narrow": "depthwise",
-        "depthwise 7x7": "depthwise", "grouped": "rows"}  # fmt: skip
+        "depthwise 7x7": "depthwise", "grouped": "rows"}
 
 
 @pytest.mark.parametrize("name", list(ZOO))
@@ -159,7 +159,7 @@ def test_accumulation_wraps_at_32_bits():
 def test_clip_bounds_outside_int8_keep_the_low_bits():
     op = QConv2d((1, 1, 1, 1), (3, 1, 1, 1), shift=0, clip_lo=-300, clip_hi=300)
     inputs = [np.zeros((1, 1, 1, 1), np.int8), np.zeros((3, 1, 1, 1), np.int8),
-              np.array([-1000, 200, 1000], np.int32), np.ones(3, np.int32)]  # fmt: skip
+              np.array([-1000, 200, 1000], np.int32), np.ones(3, np.int32)]
     got = assert_exact(op, inputs)
     assert got[0, :, 0, 0].tolist() == [-300 + 256, 200 - 256, 300 - 256]
 
@@ -223,7 +223,7 @@ def test_precise_zoo_shape_classes_clamp_clip_and_compile_quietly(name, mode, ca
     out = assert_exact(precise, inputs)
     assert np.array_equal(out, want)
     t = wrap32(conv_acc(*inputs[:2], precise.stride_hw, precise.pad_tlbr, precise.group) +
-               inputs[2].astype(np.int64)[:, None, None])  # fmt: skip
+               inputs[2].astype(np.int64)[:, None, None])
     assert_clamps_and_clips(t, inputs, out, (precise.clip_lo, precise.clip_hi), axis=1)
     assert "not vectorized" not in capfd.readouterr().err
 
@@ -237,7 +237,7 @@ def test_precise_kernel_is_exact_for_any_int32_vectors(name, seed):
     data, weight, bias, *_ = op.random_inputs(seed)
     rng = np.random.default_rng(seed)
     mult, *clamps = (rng.integers(INT32.min, INT32.max, op.weight_shape[0], endpoint=True, dtype=np.int32)
-                     for _ in range(3))  # fmt: skip
+                     for _ in range(3))
     lo_t, hi_t = np.minimum(*clamps), np.maximum(*clamps)
     acc = conv_acc(data, weight, op.stride_hw, op.pad_tlbr, op.group)
     want = precise_requantize(acc, bias, mult, lo_t, hi_t, op.shift, op.clip_lo, op.clip_hi)
@@ -254,7 +254,7 @@ def test_parameters_normalise_so_equal_convolutions_share_a_kernel():
     (CONV | dict(precise="yes"), "precise must be a bool, not 'yes'"),
     (CONV | dict(precise=True),
      r"precise requantization needs shift >= 1 \(it rounds by 2\*\*\(shift - 1\)\), not 0"),
-])  # fmt: skip
+])
 def test_bad_parameters(params, message):
     with pytest.raises(ValueError, match=message) as err:
         QConv2d(**params)

@@ -147,7 +147,7 @@ def graph_output(op: str, inputs: list[np.ndarray], attrs: dict[str, object]) ->
 
 
 def assert_clamps_and_clips(t: np.ndarray, inputs: list[np.ndarray], out: np.ndarray, clip: tuple[int, int],
-                            axis: int) -> None:  # fmt: skip
+                            axis: int) -> None:
     """Some t = acc + bias below clamp_lo and some above clamp_hi, and outputs at both clip bounds."""
     shape = [1] * t.ndim
     shape[axis] = -1
@@ -158,7 +158,7 @@ def assert_clamps_and_clips(t: np.ndarray, inputs: list[np.ndarray], out: np.nda
 
 @settings(max_examples=10, deadline=None)
 @given(SIZES, st.sampled_from([1, 2, 3, 16, 17, 64, 100]), SIZES, CLIPS, st.sampled_from(PRECISE_MODES),
-       st.integers(0, 2**16))  # fmt: skip
+       st.integers(0, 2**16))
 def test_precise_qgemm_generated_shapes_equal_the_graph(m, k, n, clip, mode, seed):
     inputs, p = precise_inputs(QGemm((m, k), (n, k)).random_inputs(seed), k, clip, mode, seed)
     op = QGemm((m, k), (n, k), p.shift, *clip, precise=True)
@@ -211,7 +211,7 @@ def test_precise_qgemm_by_hand():
 
 @settings(max_examples=10, deadline=None)
 @given(st.lists(SIZES, min_size=1, max_size=4).map(tuple), st.integers(-(2**15), 2**15),
-       st.integers(-(2**15), 2**15), CLIPS, st.integers(0, 2**16))  # fmt: skip
+       st.integers(-(2**15), 2**15), CLIPS, st.integers(0, 2**16))
 def test_qadd_generated_shapes(shape, mult_a, mult_b, clip, seed):
     op = QAdd(shape, mult_a, mult_b, 9, *clip)
     assert_exact(op, op.random_inputs(seed))
@@ -273,7 +273,7 @@ def test_qglobal_avg_pool_product_wraps_at_32_bits():
     (GEMMS[1], "QGemm", {}),
     (QAdd((1, 64, 56, 56), 300, -170, 8), "QAdd", {"mult_a": 300, "mult_b": -170}),
     (QGlobalAvgPool((1, 512, 7, 7), 1337, 16), "QGlobalAvgPool", {"mult": 1337}),
-], ids=["QGemm", "QAdd", "QGlobalAvgPool"])  # fmt: skip
+], ids=["QGemm", "QAdd", "QGlobalAvgPool"])
 def test_equals_the_graph_evaluator(op, graph_op, attrs):
     full = make_attrs(graph_op, {**attrs, "shift": op.shift, "clip_lo": op.clip_lo, "clip_hi": op.clip_hi})
     for seed in range(2):
@@ -294,7 +294,7 @@ def test_equals_the_graph_evaluator(op, graph_op, attrs):
     ("qadd", dict(shape=(4,), mult_a=1), "missing 1 required positional argument: 'mult_b'"),
     ("qglobal_avg_pool", dict(shape=(1, 2, 3), mult=1), "shape must have 4 dimensions"),
     ("qglobal_avg_pool", dict(shape=(1, 2, 3, 3), mult=1.5), r"mult must be an int in"),
-])  # fmt: skip
+])
 def test_bad_parameters(name, params, message):
     with pytest.raises(ValueError, match=message):
         compile_host_op(name, **params)

@@ -17,7 +17,7 @@ SCALES = st.sampled_from([0.1, 0.02, 1.0, 3.7, 1 / 255])
 
 @settings(max_examples=8, deadline=None)
 @given(SHAPES, SCALES, st.sampled_from([("int8", -5), ("int8", 0), ("uint8", 128), ("uint8", 0)]),
-       st.integers(0, 99))  # fmt: skip
+       st.integers(0, 99))
 def test_quantize(shape, scale, target, seed):
     dtype, zero_point = target
     op = Quantize(shape, scale, zero_point, dtype)
@@ -49,7 +49,7 @@ def test_requantize_with_a_float_scale(shape, scale, zero_point, seed):
 
 @pytest.mark.parametrize("multiplier,shift,zero_point,dtype", [
     (12345, 24, 5, "int8"), (2**31 - 1, 40, 0, "int8"), (1, 0, 0, "int8"),
-    (77, 8, 128, "uint8")])  # fmt: skip
+    (77, 8, 128, "uint8")])
 def test_requantize_in_integers_rounds_half_up_without_overflow(multiplier, shift, zero_point, dtype):
     x = np.random.default_rng(0).integers(-(2**31), 2**31, 999, dtype=np.int64).astype(np.int32)
     x[:4] = [-(2**31), 2**31 - 1, 0, -1]
@@ -71,7 +71,7 @@ def test_requantize_in_integers_rounds_half_up_without_overflow(multiplier, shif
      (Requantize, dict(shape=(2,), scale=0.5, multiplier=3), "give either scale or multiplier .* not both"),
      (Requantize, dict(shape=(2,), multiplier=0), r"multiplier must be an int in \[1, 2147483647\], not 0"),
      (Requantize, dict(shape=(2,), multiplier=3, shift=63), r"shift must be an int in \[0, 62\], not 63")],
-)  # fmt: skip
+)
 def test_bad_parameters(cls, params, message):
     with pytest.raises(ValueError, match=message):
         cls(**params)

@@ -27,7 +27,7 @@ def _evaluate(op: str, inputs: list[np.ndarray], **attrs: object) -> np.ndarray:
 @settings(max_examples=12, deadline=None, derandomize=True)
 @given(st.lists(SIZES, min_size=1, max_size=4).flatmap(
     lambda shape: st.tuples(st.just(tuple(shape)), st.permutations(range(len(shape))))),
-    DTYPES, st.integers(0, 99))  # fmt: skip
+    DTYPES, st.integers(0, 99))
 def test_transpose_any_rank_and_permutation(shape_perm, dtype, seed):
     shape, perm = shape_perm
     op = Transpose(shape, tuple(perm), dtype)
@@ -60,7 +60,7 @@ def test_transpose_rejects_a_bad_permutation():
 
 @settings(max_examples=12, deadline=None, derandomize=True)
 @given(st.lists(SIZES, min_size=1, max_size=3), st.lists(SIZES, min_size=1, max_size=2), st.data(),
-       DTYPES, st.sampled_from(["int32", "int64"]), st.integers(0, 99))  # fmt: skip
+       DTYPES, st.sampled_from(["int32", "int64"]), st.integers(0, 99))
 def test_gather_any_axis(shape, indices_shape, data, dtype, index_dtype, seed):
     axis = data.draw(st.integers(0, len(shape) - 1))
     op = Gather(tuple(shape), tuple(indices_shape), axis, dtype, index_dtype)

@@ -31,7 +31,7 @@ def identical(got: np.ndarray, want: np.ndarray) -> bool:
     (-0.0, 0.0), (0.0, -0.0),  # a tie gives the bound, its zero sign too
     (3.0, 1.0),  # min above max: max everywhere (but NaN)
     (0.1, 3e38),  # rounded to float32 first
-])  # fmt: skip
+])
 def test_clip_equals_the_interpreter(low, high):
     op = Clip(X.shape, low, high)
     got, ref = run(op, inputs=[X])
@@ -70,7 +70,7 @@ def test_bounds_are_float32_values():
     (dict(max=np.float32("nan")), "clip: max must be a number, not nan"),
     (dict(max="6"), "clip: max must be a float, not '6'"),
     (dict(min=True), "clip: min must be a float, not True"),
-])  # fmt: skip
+])
 def test_bad_bounds(params, message):
     with pytest.raises(ValueError, match=message):
         Clip((4,), **params)

@@ -26,7 +26,7 @@ def rtl():  # type: ignore[no-untyped-def]
 def test_conv_and_dense_points_on_rtl(cfg, rtl):
     t = AcceleratorTarget(cfg)
     conv = Conv2d(Conv2dSpec(t.batch, 2 * t.block_in, 6, 6, 2 * t.block_out, 3, 1, 1,
-                             Epilogue(multiplier=3, round=True, shift=5, clip=(-90, 90))), t)  # fmt: skip
+                             Epilogue(multiplier=3, round=True, shift=5, clip=(-90, 90))), t)
     four_threads = Conv2dKnobs(tile_h=1, tile_w=6, tile_ic=2, oc_threads=2, h_threads=2)
     points = [conv.default_knobs(), Conv2dKnobs(tile_h=3, tile_w=6, oc_threads=2)]
     if t.token_capacity >= 4:

@@ -22,14 +22,14 @@ Product = Callable[..., te.Expr]
 
 
 def inp_times_wgt(a: te.Tensor, w: te.Tensor, m: te.Var, n: te.Var, b: te.Var, o: te.Var,
-                  k: te.IterVar, ki: te.IterVar) -> te.Expr:  # fmt: skip
+                  k: te.IterVar, ki: te.IterVar) -> te.Expr:
     return te.cast("int32", a[m, k, b, ki]) * te.cast("int32", w[n, k, o, ki])
 
 
 def matmul(m: int = 1, k: int = 2, n: int = 2, *, tile_k: int = 1, tile_n: int = 1,
            threads: int = 1, epilogue: bool = False, loads_per_tile: bool = False,
            product: Product = inp_times_wgt, a_dtype: str = "int8", a_scope: str = "inp",
-           store_at: str = "n.i", t: AcceleratorTarget = TINY) -> Schedule:  # fmt: skip
+           store_at: str = "n.i", t: AcceleratorTarget = TINY) -> Schedule:
     """out[m, n] = int8(sum_k a[m, k] * w[n, k]) in blocks, optionally through the epilogue
     `min(max((acc + bias) >> 8, 0), 127)` on the ALU; one output block (or `tile_n` of them) per
     tile, `threads` virtual threads over n, the reduction in steps of `tile_k` blocks (or, with
@@ -46,7 +46,7 @@ def matmul(m: int = 1, k: int = 2, n: int = 2, *, tile_k: int = 1, tile_n: int =
     if epilogue:
         bias = te.placeholder((n, b, co), "int32", "bias")
         res = te.compute(shape, lambda m, n, b, o: te.minimum(
-            te.maximum((c[m, n, b, o] + bias[n, b, o]) >> 8, 0), 127), "epi")  # fmt: skip
+            te.maximum((c[m, n, b, o] + bias[n, b, o]) >> 8, 0), 127), "epi")
     out = te.compute(shape, lambda m, n, b, o: te.cast("int8", res[m, n, b, o]), "out")
     s = Schedule(out)
     a_copy = s.cache_read("a", a_scope, ["c"])
@@ -78,7 +78,7 @@ def matmul(m: int = 1, k: int = 2, n: int = 2, *, tile_k: int = 1, tile_n: int =
 
 
 def matmul_data(m: int = 1, k: int = 2, n: int = 2, *, epilogue: bool = False,
-                seed: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
+                seed: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Seeded inputs of `matmul` (tiny's blocks) and its exact output."""
     rng = np.random.default_rng(seed)
     a = rng.integers(-128, 128, (m, k, 1, 4)).astype(np.int8)
@@ -92,7 +92,7 @@ def matmul_data(m: int = 1, k: int = 2, n: int = 2, *, epilogue: bool = False,
 
 
 def conv(h: int = 4, w: int = 4, *, kernel: int = 3, pad: int = 1, tile_h: int = 2, threads: int = 1,
-         t: AcceleratorTarget = TINY) -> Schedule:  # fmt: skip
+         t: AcceleratorTarget = TINY) -> Schedule:
     """A one-channel-block 2-D convolution (stride 1, zero padding `pad`) in tiles of `tile_h`
     output rows, `threads` virtual threads over the tiles: the padded input is one 2-D DMA per
     tile with pads on both spatial axes."""
@@ -102,14 +102,14 @@ def conv(h: int = 4, w: int = 4, *, kernel: int = 3, pad: int = 1, tile_h: int =
     hp, wp = h + 2 * pad, w + 2 * pad
     padded = te.compute((1, 1, hp, wp, b, ci), lambda n, c, y, x, bi, i: te.if_then_else(
         te.all_of(te.ge(y, pad), te.lt(y, h + pad), te.ge(x, pad), te.lt(x, w + pad)),
-        data[n, c, y - pad, x - pad, bi, i], 0), "pad")  # fmt: skip
+        data[n, c, y - pad, x - pad, bi, i], 0), "pad")
     ic, ry, rx = te.reduce_axis(1, "ic"), te.reduce_axis(kernel, "ry"), te.reduce_axis(kernel, "rx")
     ii = te.reduce_axis(ci, "ii")
     oh, ow = hp - kernel + 1, wp - kernel + 1
     shape = (1, 1, oh, ow, b, co)
     cv = te.compute(shape, lambda n, o, y, x, bi, oi: te.sum(
         te.cast("int32", padded[n, ic, y + ry, x + rx, bi, ii])
-        * te.cast("int32", kern[o, ic, ry, rx, oi, ii]), [ic, ry, rx, ii]), "conv")  # fmt: skip
+        * te.cast("int32", kern[o, ic, ry, rx, oi, ii]), [ic, ry, rx, ii]), "conv")
     out = te.compute(shape, lambda n, o, y, x, bi, oi: te.cast("int8", cv[n, o, y, x, bi, oi]), "out")
     s = Schedule(out)
     s.set_scope("pad", "inp")

@@ -98,7 +98,7 @@ def test_loads_into_acc_run_on_the_compute_queue():
     s.pragma("res", "i", "alu")
     s.pragma("out", "i", "dma_copy")
     assert _dmas(s) == ["dma_load ACC_8BIT x[0] <-> sram[0] y=1 x=2 stride=2  // compute",
-                        "dma_store OUT out[0] <-> sram[0] y=1 x=2 stride=2  // store"]  # fmt: skip
+                        "dma_store OUT out[0] <-> sram[0] y=1 x=2 stride=2  // store"]
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def test_the_pragma_must_hold_only_the_copy():
     s = matmul()
     s.pragma("out", "n.o", "dma_copy")  # around c's nest as well as the store
     _error(s, r"^dma_copy of stage out: the loops from the pragma inward must hold only the copy \(move "
-              r"the pragma inside the attached stages\)$")  # fmt: skip
+              r"the pragma inside the attached stages\)$")
 
 
 def test_the_value_must_be_a_copy():
@@ -171,7 +171,7 @@ def test_a_store_cannot_pad():
     x = te.placeholder((2, 1, 4), "int32", "x")
     p = te.compute((2, 1, 4), lambda *i: x[i], "p")
     out = te.compute((2, 1, 4), lambda i, b, j: te.if_then_else(
-        te.lt(i, 1), te.cast("int8", p[i, b, j]), 0), "out")  # fmt: skip
+        te.lt(i, 1), te.cast("int8", p[i, b, j]), 0), "out")
     s = Schedule(out)
     s.set_scope("p", "acc")
     s.pragma("p", "i0", "dma_copy")
@@ -183,7 +183,7 @@ def test_a_store_cannot_pad():
     ("acc", "int16", "no LOAD brings a int16 tensor into acc"),
     ("inp", "int32", "scope inp holds int8, not int32"),
     ("wgt", "int16", "scope wgt holds int8, not int16"),
-])  # fmt: skip
+])
 def test_a_load_needs_the_scope_dtype(scope, dtype, match):
     shape = (2, 4, 4) if scope == "wgt" else (2, 1, 4)
     sched = _staged(lambda x, *i: x[i], shape, src_dtype=dtype, scope=scope)
@@ -198,7 +198,7 @@ def test_the_pragma_must_enclose_the_lanes():
 def test_the_lanes_must_be_copied_in_order():
     _error(_staged(lambda x, i0, i1, i2: x[i0, i1, 3 - i2]),
            r"^dma_copy of stage p: the two innermost loops must run over the element's lanes in the "
-           r"DRAM tensor, which is indexed \[p\.i0, p\.i1, \(3 - p\.i2\)\]$")  # fmt: skip
+           r"DRAM tensor, which is indexed \[p\.i0, p\.i1, \(3 - p\.i2\)\]$")
     x = te.placeholder((2, 1, 4), "int32", "x")
     p = te.compute((2, 1, 4), lambda *i: x[i], "p")
     out = te.compute((2, 1, 4), lambda i, b, j: te.cast("int8", p[i, b, 3 - j]), "out")
@@ -219,7 +219,7 @@ def test_scratchpad_rows_must_follow_each_other():
     s = matmul(k=4, n=4, tile_k=2, tile_n=2)
     s.reorder("w.wgt", "i1", "i0")  # the pragma at i0 no longer encloses i1
     _error(s, "^dma_copy of stage w.wgt: the scratchpad rows are 2 elements apart, the DMA writes them 1 "
-              "apart$")  # fmt: skip
+              "apart$")
 
 
 def test_rows_cannot_go_backwards():
@@ -248,16 +248,16 @@ def test_dma_addresses_must_be_affine():
      r"the padding condition lets dimension 0 of x be read at \[0, 1152921504606846976\), outside its "
      "extent 4"),
 ], ids=["not-affine", "no-source-index", "not-ordered", "not-a-comparison", "below-0",
-        "no-upper-bound"])  # fmt: skip
+        "no-upper-bound"])
 def test_padding_conditions(cond, match):
     _error(_padded(cond), f"^dma_copy of stage p: {match}$")
 
 
 def test_padded_indices_step_by_one_along_a_loop_inside_the_pragma():
     two = _padded(lambda i, b: te.all_of(te.ge(2 * i, 1), te.lt(2 * i, 5)), index=lambda i: 2 * i - 1,
-                  rows=3)  # fmt: skip
+                  rows=3)
     _error(two, r"^dma_copy of stage p: padded index \(\(2 \* p\.i\) - 1\) must step by 1 along one loop "
-                "inside the pragma$")  # fmt: skip
+                "inside the pragma$")
     outside = _padded(lambda i, b: te.all_of(te.ge(i, 1), te.lt(i, 5)), at="b")
     _error(outside, r"^dma_copy of stage p: padded index \(p\.i - 1\) must step by 1 along one loop "
-                    "inside the pragma$")  # fmt: skip
+                    "inside the pragma$")

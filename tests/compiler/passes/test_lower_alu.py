@@ -61,7 +61,7 @@ def _eltwise(body, *, res_at: str | None = None, cache_y: bool = True, y_index=N
     y = te.placeholder((2, 1, 4), "int8", "y")
     yi = y_index or (lambda i, b, j: (i, b, j))
     res = te.compute((2, 1, 4), lambda i, b, j: body(te.cast("int32", x[i, b, j]),
-                                                     te.cast("int32", y[yi(i, b, j)])), "res")  # fmt: skip
+                                                     te.cast("int32", y[yi(i, b, j)])), "res")
     out = te.compute((2, 1, 4), lambda i, b, j: te.cast("int8", res[i, b, j]), "out")
     s = Schedule(out)
     s.set_scope("res", "acc")
@@ -89,7 +89,7 @@ def _alu_ops(sched: Schedule) -> list[str]:
     (lambda x, y: te.minimum(-1, x >> 1), ["alu SHR acc[res.i], imm 1", "alu MIN acc[res.i], imm -1"]),
     (lambda x, y: (x + y) * 3 - 1, ["alu ADD acc[res.i], acc[(res.i + 2)]", "alu MUL acc[res.i], imm 3",
                                      "alu ADD acc[res.i], imm -1"]),
-], ids=["add", "max", "sub-imm", "shl-imm", "mul-imm", "shr-min", "chain"])  # fmt: skip
+], ids=["add", "max", "sub-imm", "shl-imm", "mul-imm", "shr-min", "chain"])
 def test_the_spine_in_place_over_its_first_operand(body, expected):
     # res computes in place over x.acc (its only reader, same region): no clearing first
     assert _alu_ops(_eltwise(body)) == expected
@@ -132,10 +132,10 @@ def test_the_pragma_must_enclose_the_lanes():
 def test_tensor_operands_must_be_in_acc():
     _error(_eltwise(lambda x, y: x + y, cache_y=False),
            r"^alu pragma of stage res: tensor operand y\[res\.i, res\.b, res\.j\] must be in the acc scope "
-           r"\(cache_read it into acc\)$")  # fmt: skip
+           r"\(cache_read it into acc\)$")
 
 
 def test_tensor_operands_must_be_indexed_by_the_lanes_last():
     _error(_eltwise(lambda x, y: x + y, y_index=lambda i, b, j: (i, b, 3 - j)),
            r"^alu pragma of stage res: tensor operand y\.acc\[res\.i, res\.b, \(\(res\.j \* -1\) \+ 3\)\] "
-           "must be indexed by the lanes last$")  # fmt: skip
+           "must be indexed by the lanes last$")

@@ -97,7 +97,7 @@ def test_the_mark_must_hold_only_the_computation():
     s = matmul()
     s.tensorize("out", "n.o")  # around c's nest and the store
     _error(s, r"^tensorize\(out, gemm\): the loops from the tensorize axis inward must hold only the "
-              "computation$")  # fmt: skip
+              "computation$")
 
 
 def test_the_result_must_be_in_acc():
@@ -119,7 +119,7 @@ def test_exactly_one_reduction_loop():
     s.tensorize("c", "k.i")  # k.i and ki both inside the mark
     _error(s, r"^tensorize\(c, gemm\): the loops from the tensorize axis inward are \['c\.k\.i', 'c\.b', "
               r"'c\.o', 'c\.ki'\]; the gemm intrinsic needs exactly batch, block_out and one block_in "
-              "reduction loop$")  # fmt: skip
+              "reduction loop$")
 
 
 def test_operands_must_be_in_their_scopes():
@@ -136,16 +136,16 @@ def test_operands_must_be_indexed_by_the_lanes_last():
     transposed = _wgt_first(w_index=lambda n, o, k, ki: (n, k, ki, o))
     _error(matmul(product=transposed),
            r"^tensorize\(c, gemm\): w\.wgt\[c\.n, c\.k\.i, c\.ki, c\.o\] must be indexed by the lanes "
-           r"\[c\.o, c\.ki\] last$")  # fmt: skip
+           r"\[c\.o, c\.ki\] last$")
     lane_row = _wgt_first(a_index=lambda m, b, k, ki: (m + b, k, b, ki))
     _error(matmul(product=lane_row),
            r"^tensorize\(c, gemm\): a\.inp\[\(c\.b \+ c\.m\), c\.k\.i, c\.b, c\.ki\] uses lane loops in its "
-           "outer indices$")  # fmt: skip
+           "outer indices$")
 
 
 def test_operands_must_have_the_intrinsic_dtypes():
     # (no DMA brings int16 into inp, so the pass runs on the lowered IR itself)
     body = lower(matmul(product=_wgt_first(), a_dtype="int16"), TINY).body
     with pytest.raises(ScheduleError, match=r"^tensorize\(c, gemm\): a\.inp is int16, the intrinsic reads "
-                                            "int8$"):  # fmt: skip
+                                            "int8$"):
         tensorize(body, TINY)

@@ -117,7 +117,7 @@ def test_a_token_free_loop_is_one_task():
 
 def _task_kinds(stmts: tuple[S.Stmt, ...]) -> list[str]:
     return [describe(s).split(" ")[0] + (f" {describe(s).split()[1]}" if isinstance(s, S.Dma) else "")
-            for s in stmts]  # fmt: skip
+            for s in stmts]
 
 
 def _loop(node: S.Stmt, name: str) -> S.For | None:
@@ -138,7 +138,7 @@ def test_any_thread_count_interleaves_whole_tasks_and_computes_exactly(threads):
     assert _task_kinds(loop.body.stmts) == load * threads + gemm * threads  # type: ignore[union-attr]
     gemms = [s for s in loop.body.stmts if isinstance(s, S.Kernel)]  # type: ignore[union-attr]
     assert [describe(k) for k in gemms] == [f"kernel[][] gemm acc[{t}] += inp[{t}] * wgt[{t}]"
-                                            for t in range(threads)]  # fmt: skip
+                                            for t in range(threads)]
     assert max(outstanding(built.ir["inject_virtual_threads"]).values()) == threads
     inputs, expected = matmul_data(n=threads, seed=threads)
     for seed in (None, 1, 2):  # the deterministic order, then random legal orders of the modules
@@ -152,12 +152,12 @@ def test_threads_are_limited_by_the_token_counters():
     assert max(outstanding(built.ir["inject_virtual_threads"]).values()) == 3
     with pytest.raises(ScheduleError, match=r"^virtual threads out\.n\.o\.vt \(4\) = 4 threads can leave 4 "
                                             "tokens outstanding on one queue; the token counters hold 3 "
-                                            r"\(token_counter_bits=2\)$"):  # fmt: skip
+                                            r"\(token_counter_bits=2\)$"):
         build(matmul(n=4, threads=4, t=odd), odd)
     nested = matmul(m=2, n=2, threads=2, t=odd)
     nested.virtual_thread("out", "m", 2)
     with pytest.raises(ScheduleError, match=r"^virtual threads out\.m\.vt \(2\) x out\.n\.o\.vt \(2\) = 4 "
-                                            "threads can leave 4 tokens"):  # fmt: skip
+                                            "threads can leave 4 tokens"):
         build(nested, odd)
 
 
@@ -167,6 +167,6 @@ def test_three_threads_on_three_token_slots_compute_exactly():
     a = rng.integers(-128, 128, (1, 2, 2, 8)).astype(np.int8)
     w = rng.integers(-128, 128, (3, 2, 4, 8)).astype(np.int8)
     result = FunctionalSimulator(ODD, seed=5).run(build(matmul(n=3, threads=3, t=odd), odd).program,
-                                                 {"a": a, "w": w})  # fmt: skip
+                                                 {"a": a, "w": w})
     expected = np.einsum("mkbi,nkoi->mnbo", a.astype(np.int64), w.astype(np.int64))
     assert np.array_equal(result.outputs["out"], expected.astype(np.int32).astype(np.int8))

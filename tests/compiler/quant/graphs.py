@@ -41,7 +41,7 @@ def small_cnn(seed: int = 0) -> Graph:
     append(g, "GlobalAveragePool", ["r3"], ["gap"])
     append(g, "Flatten", ["gap"], ["f"], {"axis": 1})
     append(g, "Gemm", ["f", param("w4", (10, 8), 0.5), param("b4", (10,), 0.1)], ["logits"],
-           {"transB": 1})  # fmt: skip
+           {"transB": 1})
     g.outputs = ["logits"]
     return g
 

@@ -20,7 +20,7 @@ def _lowered(correct: bool) -> tuple[Graph, list[dict[str, np.ndarray]], Graph]:
     feeds = inputs(g, 8, seed=1)
     cal = collect(g, feeds)
     params = QuantParams(activation_scales(g, cal, "minmax"), calibration=cal,
-                         correction_inputs=feeds if correct else ())  # fmt: skip
+                         correction_inputs=feeds if correct else ())
     return g, feeds, lower(g, params)
 
 
@@ -54,5 +54,5 @@ def test_quantize_corrects_biases_unless_told_not_to() -> None:
     feeds = inputs(small_cnn(), 8, seed=1)
     on, off = (quantize(small_cnn(), feeds, bias_correction=b) for b in (True, False))
     biases = [(on.const_data(n.inputs[2]), off.const_data(m.inputs[2]))
-              for n, m in zip(on.nodes, off.nodes, strict=True) if n.op == "QConv"]  # fmt: skip
+              for n, m in zip(on.nodes, off.nodes, strict=True) if n.op == "QConv"]
     assert any(not np.array_equal(a, b) for a, b in biases)

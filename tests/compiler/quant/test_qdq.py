@@ -155,4 +155,4 @@ def test_without_calibration_convolutions_requantize_precisely(qdq_model: onnx.M
     assert all(11 <= n.int_attr("split") <= 20 for n in dense)
     plain = import_qdq(import_onnx(qdq_model), precise=False)
     assert all("split" not in n.attrs or n.int_attr("split") == 0
-               for n in plain.nodes if n.op in ("QConv", "QGemm"))  # fmt: skip
+               for n in plain.nodes if n.op in ("QConv", "QGemm"))

@@ -60,7 +60,7 @@ def test_qconv_matches_python_integers(group: int, stride: int, pad: int) -> Non
     mult = rng.integers(-3000, 3000, 6).astype(np.int32)
     shift, lo, hi = 11, -100, 90
     attrs = {"strides": (stride, stride), "pads": (pad,) * 4, "group": group, "shift": shift, "clip_lo": lo,
-             "clip_hi": hi, "out_scale": 0.1}  # fmt: skip
+             "clip_hi": hi, "out_scale": 0.1}
     got = run_op("QConv", {"x": x}, {"w": w, "b": bias, "m": mult}, attrs)
     acc = naive_conv(x, w, stride, pad, group)
     want = np.vectorize(lambda t, k: epilogue(t, int(bias[k]), int(mult[k]), shift, lo, hi), otypes=[object])(
@@ -120,7 +120,7 @@ def test_epilogue_wraps_at_32_bits_like_the_alu() -> None:
 def test_rounding_shift_of_negatives_rounds_half_up(t: int, shift: int, want: int) -> None:
     # QGemm with x = t, w = 1, no bias, mult 1: y = (t + 2**(shift-1)) >> shift = floor(t / 2**shift + 1/2)
     got = run_op("QGemm", {"x": np.array([[t]], np.int8)}, {"w": np.array([[1]], np.int8),
-                 "b": np.zeros(1, np.int32), "m": np.ones(1, np.int32)}, {"shift": shift})  # fmt: skip
+                 "b": np.zeros(1, np.int32), "m": np.ones(1, np.int32)}, {"shift": shift})
     assert got[0, 0] == want == int(np.floor(t / 2**shift + 0.5))
 
 
@@ -242,9 +242,9 @@ def test_weights_and_vectors_must_be_int_constants() -> None:
 
 
 def _precise_gemm(mult: list[int], lo_t: list[int], hi_t: list[int], attrs: dict, x: np.ndarray,
-                  w: np.ndarray, bias: list[int]) -> np.ndarray:  # fmt: skip
+                  w: np.ndarray, bias: list[int]) -> np.ndarray:
     consts = {"w": w, "b": np.array(bias, np.int32), "m": np.array(mult, np.int32),
-              "lo": np.array(lo_t, np.int32), "hi": np.array(hi_t, np.int32)}  # fmt: skip
+              "lo": np.array(lo_t, np.int32), "hi": np.array(hi_t, np.int32)}
     return run_op("QGemm", {"x": x}, consts, attrs)
 
 
@@ -276,7 +276,7 @@ def test_precise_requantization_hand_values() -> None:
     ],
 )
 def test_precise_parameter_checks(mult: list[int], lo_t: list[int], hi_t: list[int], attrs: dict,
-                                  match: str) -> None:  # fmt: skip
+                                  match: str) -> None:
     x, w = np.zeros((1, 1), np.int8), np.ones((2, 1), np.int8)
     with pytest.raises(GraphError, match=match):
         _precise_gemm(mult, lo_t, hi_t, attrs, x, w, [0, 0])
@@ -286,7 +286,7 @@ def test_precise_mode_needs_its_inputs() -> None:
     x, w = np.zeros((1, 1), np.int8), np.ones((2, 1), np.int8)
     consts = {"w": w, "b": np.zeros(2, np.int32), "m": np.ones(2, np.int32)}
     with pytest.raises(GraphError, match=r"split 3 \(precise requantization\) needs the inputs clamp_lo and "
-                                         r"clamp_hi after mult, 6 inputs, not 4"):  # fmt: skip
+                                         r"clamp_hi after mult, 6 inputs, not 4"):
         run_op("QGemm", {"x": x}, consts, {"shift": 8, "split": 3})
     extra = {**consts, "lo": np.zeros(2, np.int32), "hi": np.zeros(2, np.int32)}
     with pytest.raises(GraphError, match=r"QGemm takes 6 inputs only with split > 0"):

@@ -98,7 +98,7 @@ def test_accumulator_bounds_take_the_smaller_of_the_worst_case_and_the_likely_ra
     worst = np.array([128 * 6 + 10, 128 * 381 + 5])
     reals = np.array([1e-3, 1e-3])
     np.testing.assert_array_equal(accumulator_bounds(w, bias, reals, np.array([5000.0, 100.0])),
-                                  np.minimum(worst, [HEADROOM * 5000, HEADROOM * 100]))  # fmt: skip
+                                  np.minimum(worst, [HEADROOM * 5000, HEADROOM * 100]))
     np.testing.assert_array_equal(
         accumulator_bounds(w, bias, reals, None), np.minimum(worst, OUT_RANGE / 1e-3)
     )

@@ -45,7 +45,7 @@ def test_each_layer_figure_is_the_error_with_that_layer_float() -> None:
     assert any(result.gain(e) > 0 for e in result.layers)  # a float layer takes its error away
     # a group's layers float together; layers the baseline leaves float drop out of it
     grouped = float_layer_gains(calibrate(g, calibration), xs, references, keep_float=first,
-                                groups={"both": {"c1", "c2", "c3"}, "stem": {"c1"}})  # fmt: skip
+                                groups={"both": {"c1", "c2", "c3"}, "stem": {"c1"}})
     assert [(e.name, e.layers) for e in grouped.layers] == [("both", ("c2", "c3"))]
     assert grouped.layers[0].rms_err == pytest.approx(_rms(g, quantized("c1", "c2", "c3"), xs), rel=1e-9)
 

@@ -24,7 +24,7 @@ def test_small_cnn_becomes_the_fused_integer_ops(calibration: list) -> None:
     q = verify(quantize(small_cnn(), calibration))
     ops = [n.op for n in q.nodes]
     assert ops == ["Quantize", "QConv", "QConv", "QAdd", "MaxPool", "QConv", "QGlobalAvgPool", "Flatten",
-                   "Dequantize", "Gemm"]  # fmt: skip
+                   "Dequantize", "Gemm"]
     by_out = {n.outputs[0]: n for n in q.nodes}
     assert by_out["r1"].int_attr("clip_lo") == 0  # conv + ReLU
     assert by_out["c2"].int_attr("clip_lo") == -128  # feeds the residual add

@@ -29,7 +29,7 @@ def _attrs(pad: int = 0, group: int = 1) -> dict[str, object]:
 
 
 def _graph(clip_min: float = 0.0, reader_pad: int = 0, float_reader: bool = False,
-           depthwise_reader: bool = False) -> Graph:  # fmt: skip
+           depthwise_reader: bool = False) -> Graph:
     """x[1,16,4,4] -> depthwise 1x1 conv -> Clip(clip_min, 6) = r -> 1x1 conv (3 channels) = p
     -> pool -> y; or r -> depthwise 3x3 conv padded by 1 = p."""
     g = Graph("unsigned")
@@ -60,7 +60,7 @@ def _inputs(count: int, seed: int) -> list[dict[str, np.ndarray]]:
 
 def _quantize(g: Graph, unsigned: bool, per_channel: bool = False) -> Graph:
     return quantize(g, _inputs(8, 1), method="minmax", per_channel=per_channel, rounding="nearest",
-                    bias_correction=False, unsigned=unsigned)  # fmt: skip
+                    bias_correction=False, unsigned=unsigned)
 
 
 def test_only_nonnegative_outputs_that_unpadded_or_grouped_convolutions_read_qualify() -> None:
@@ -177,7 +177,7 @@ def test_a_reader_that_cannot_be_lowered_is_refused() -> None:
 def test_an_unsigned_value_whose_producer_stays_float_enters_with_zero_point_minus_128() -> None:
     g = _graph(depthwise_reader=True)
     q = quantize(g, _inputs(8, 1), method="minmax", rounding="nearest", bias_correction=False,
-                 keep_float=lambda graph, node: node.outputs[0] == "c")  # fmt: skip
+                 keep_float=lambda graph, node: node.outputs[0] == "c")
     ops = [(n.op, n.outputs[0]) for n in q.nodes]
     assert ops[:4] == [("Conv", "c"), ("Clip", "r"), ("Quantize", "r.q"), ("QConv", "p")]
     quant = q.nodes[2]
@@ -195,7 +195,7 @@ def test_a_convolution_kept_float_runs_float_before_a_quantize() -> None:
     g = small_cnn()
     calibration, xs = inputs(g, 4, 1), inputs(g, 4, 2)
     q = quantize(g, calibration, rounding="nearest", bias_correction=False,
-                 keep_float=lambda graph, node: node.outputs[0] == "c1")  # fmt: skip
+                 keep_float=lambda graph, node: node.outputs[0] == "c1")
     ops = [(n.op, n.outputs[0]) for n in q.nodes]
     assert ops[:3] == [("Conv", "c1"), ("Relu", "r1"), ("Quantize", "r1.q")]
     assert [op for op, _ in ops].count("QConv") == 2  # c2 and the depthwise c3

@@ -44,7 +44,7 @@ def _run(step, arrays, backend):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("name", ["tiny", "vta"])
 @pytest.mark.parametrize("c,k,size,r,stride,pad",
-                         [(3, 20, 9, 3, 2, 1), (40, 16, 6, 1, 1, 0), (17, 33, 7, 3, 1, 1)])  # fmt: skip
+                         [(3, 20, 9, 3, 2, 1), (40, 16, 6, 1, 1, 0), (17, 33, 7, 3, 1, 1)])
 def test_qconv_on_the_accelerator_matches_the_contract(name, c, k, size, r, stride, pad):
     cfg = PRESETS[name]
     t = AcceleratorTarget(cfg)
@@ -54,10 +54,10 @@ def test_qconv_on_the_accelerator_matches_the_contract(name, c, k, size, r, stri
     bias = rng.integers(-5000, 5000, k).astype(np.int32)
     mult = rng.integers(1, 3000, k).astype(np.int32)
     step = conv_step("conv", t, x.shape, w, bias, mult, strides=(stride, stride), pads=(pad,) * 4,
-                     shift=14, clip=(0, 127))  # fmt: skip
+                     shift=14, clip=(0, 127))
     got = _run(step, [x], make_backend("fsim", cfg))
     want = _requant(_conv_ref(x, w, stride, pad), bias[None, :, None, None], mult[None, :, None, None],
-                    14, 0, 127)  # fmt: skip
+                    14, 0, 127)
     np.testing.assert_array_equal(got, want)
 
 
@@ -83,7 +83,7 @@ def test_what_the_accelerator_does_not_run_is_refused():
     z = np.zeros(16, np.int32)
     with pytest.raises(ScheduleError, match=r"conv: the accelerator runs square kernels with one group, "
                                             r"equal strides and symmetric padding \(kernel 3x3, strides "
-                                            r"\(1, 1\), pads \(0, 1, 0, 1\), 2 groups\)"):  # fmt: skip
+                                            r"\(1, 1\), pads \(0, 1, 0, 1\), 2 groups\)"):
         conv_step("conv", t, (1, 16, 5, 5), w, z, z, strides=(1, 1), pads=(0, 1, 0, 1), shift=0, clip=(0, 1))
     with pytest.raises(ScheduleError, match="add: the accelerator adds NCHW tensors, not shape"):
         add_step("add", t, (4, 16), mult_a=1, mult_b=1, shift=0, clip=(0, 1))

@@ -26,7 +26,7 @@ def _conv(cfg: AcceleratorConfig) -> tuple[AccelStep, dict[str, np.ndarray]]:
     w = rng.integers(-128, 128, (2 * t.block_out, x.shape[1], 3, 3)).astype(np.int8)
     bias, mult = rng.integers(-999, 999, w.shape[0]), rng.integers(1, 900, w.shape[0])
     step = conv_step("conv", t, x.shape, w, bias, mult, strides=(1, 1), pads=(1,) * 4, shift=12,
-                     clip=(-128, 127))  # fmt: skip
+                     clip=(-128, 127))
     return step, step.pack([x])
 
 
@@ -86,7 +86,7 @@ def test_moving_a_region_by_part_of_an_element_is_refused():
     new = kernel.offset + wgt + wgt // 2
     with pytest.raises(ProgramError, match=rf"region 'kernel' cannot move from offset {kernel.offset} to "
                        rf"{new}: {wgt + wgt // 2} bytes is not a multiple of the {wgt}-byte WGT elements "
-                       r"that address it"):  # fmt: skip
+                       r"that address it"):
         relocate(program, {"kernel": new}, cfg, program.dram_bytes + 4 * wgt)
 
 
@@ -100,7 +100,7 @@ def test_a_dma_address_outside_every_region_is_refused():
     program = b.build()
     address = 9 * cfg.inp_elem_bytes
     with pytest.raises(ProgramError, match=rf"instruction #0 \(LOAD.*\): DMA address {address} lies in no "
-                       "region of the program"):  # fmt: skip
+                       "region of the program"):
         relocate(program, {"data": 0}, cfg, program.dram_bytes)
 
 
@@ -109,7 +109,7 @@ def test_regions_must_fit_the_dram_and_exist():
     program = _conv(cfg)[0].compiled.built.program
     out = program.region("out")
     with pytest.raises(ProgramError, match=rf"region 'out' at offset {program.dram_bytes} \({out.nbytes} "
-                       rf"bytes\) does not fit a {program.dram_bytes}-byte DRAM"):  # fmt: skip
+                       rf"bytes\) does not fit a {program.dram_bytes}-byte DRAM"):
         relocate(program, {"out": program.dram_bytes}, cfg, program.dram_bytes)
     with pytest.raises(ProgramError, match=r"cannot relocate regions \['nope'\]: the program has data, "):
         relocate(program, {"nope": 0}, cfg, program.dram_bytes)
@@ -128,7 +128,7 @@ def test_the_alignment_is_a_multiple_of_every_element_and_the_bus_word(preset_cf
 def model(request: pytest.FixtureRequest) -> CompiledModel:
     """c1 -> c2 -> QAdd(c1, c2) on the accelerator: c1 is read in place twice, c2 once."""
     return CompiledModel.compile(_quantized_graph(np.random.default_rng(7)),
-                                 AcceleratorTarget(PRESETS[request.param]), offload_shallow=True)  # fmt: skip
+                                 AcceleratorTarget(PRESETS[request.param]), offload_shallow=True)
 
 
 def test_buffers_live_at_the_same_time_never_share_bytes(model):

@@ -27,11 +27,11 @@ I8, BOOL = TensorProto.INT8, TensorProto.BOOL
 
 
 def _model(nodes: list[onnx.NodeProto], inputs: dict[str, tuple[int, list[int]]], outputs: list[str],
-           initializers: dict[str, np.ndarray] | None = None) -> Graph:  # fmt: skip
+           initializers: dict[str, np.ndarray] | None = None) -> Graph:
     graph = helper.make_graph(
         nodes, "host_ops", [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
         [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in outputs],
-        [numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()])  # fmt: skip
+        [numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()])
     return import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
 
 
@@ -85,9 +85,9 @@ def test_bert_attention_heads_run_natively():
         helper.make_node("Transpose", ["context"], ["y"], perm=[0, 2, 1, 3]),
     ]
     consts = {"sqrt_d": np.array(2.0, np.float32), "one": np.array(1.0, np.float32),
-              "big": np.array(-10000.0, np.float32)}  # fmt: skip
+              "big": np.array(-10000.0, np.float32)}
     graph = _model(nodes, {"q": (F, [1, s, h, d]), "k": (F, [1, s, h, d]), "v": (F, [1, s, h, d]),
-                           "mask": (I64, [1, 1, 1, s])}, ["y"], consts)  # fmt: skip
+                           "mask": (I64, [1, 1, 1, s])}, ["y"], consts)
     feeds = _feeds(graph)
     feeds["mask"] = np.array([[[[1, 1, 1, 1, 1, 0, 0, 1]]]], np.int64)
     got, want = _run(graph, feeds, {"Transpose", "MatMul", "Div", "Cast", "Sub"})
@@ -104,7 +104,7 @@ def test_transpose(perm):
 def test_gather_embedding_and_first_token():
     table = np.random.default_rng(1).standard_normal((11, 6)).astype(np.float32)
     nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
-             helper.make_node("Gather", ["emb", "first"], ["y"], axis=1)]  # fmt: skip
+             helper.make_node("Gather", ["emb", "first"], ["y"], axis=1)]
     consts = {"table": table, "first": np.array(0, np.int64)}
     graph = _model(nodes, {"ids": (I64, [1, 5])}, ["emb", "y"], consts)
     feeds = {"ids": np.array([[0, 10, -1, 3, -11]], np.int64)}
@@ -146,7 +146,7 @@ def test_batched_matmul_broadcasts():
 def test_nodes_outside_the_kernels_stay_with_the_interpreter():
     nodes = [helper.make_node("Cast", ["x"], ["d"], to=TensorProto.DOUBLE),
              helper.make_node("Transpose", ["d"], ["t"], perm=[1, 0]),
-             helper.make_node("Cast", ["t"], ["y"], to=F)]  # fmt: skip
+             helper.make_node("Cast", ["t"], ["y"], to=F)]
     graph = _model(nodes, {"x": (F, [2, 3])}, ["y"])
     model = CompiledModel.compile(graph, AcceleratorTarget(CFG))
     assert [s.where for s in model.steps] == ["host-numpy"] * 3  # float64 has no host kernel
@@ -156,7 +156,7 @@ def test_gemm_and_tanh_run_natively():
     rng = np.random.default_rng(2)
     w, b = rng.standard_normal((3, 16)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
     nodes = [helper.make_node("Tanh", ["x"], ["t"]),
-             helper.make_node("Gemm", ["t", "w", "b"], ["y"], transB=1)]  # fmt: skip
+             helper.make_node("Gemm", ["t", "w", "b"], ["y"], transB=1)]
     graph = _model(nodes, {"x": (F, [1, 16])}, ["y"], {"w": w, "b": b})
     got, want = _run(graph, _feeds(graph), {"Gemm", "Tanh"})
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-6)
@@ -170,14 +170,14 @@ def test_float_stem_convolutions_and_activations_run_natively():
     rng = np.random.default_rng(4)
     consts = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in (
         ("w1", (16, 3, 7, 7)), ("b1", (16,)), ("w2", (8, 3, 3, 3)), ("b2", (8,)), ("w3", (8, 1, 3, 3)),
-        ("w4", (4, 4, 3, 3)))}  # fmt: skip
+        ("w4", (4, 4, 3, 3)))}
     consts |= {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], strides=[2, 2], pads=[3, 3, 3, 3]),
              helper.make_node("Relu", ["c1"], ["r"]),
              helper.make_node("Conv", ["x", "w2", "b2"], ["c2"], strides=[2, 2], pads=[0, 0, 1, 1]),
              helper.make_node("Clip", ["c2", "lo", "hi"], ["c6"]),
              helper.make_node("Conv", ["c6", "w3"], ["d"], pads=[1, 1, 1, 1], group=8),
-             helper.make_node("Conv", ["d", "w4"], ["y"], pads=[0, 1, 2, 2], group=2)]  # fmt: skip
+             helper.make_node("Conv", ["d", "w4"], ["y"], pads=[0, 1, 2, 2], group=2)]
     graph = _model(nodes, {"x": (F, [1, 3, 16, 16])}, ["r", "y"], consts)
     got, want = _run(graph, _feeds(graph), {"Conv", "Relu", "Clip"})
     assert got["r"].shape == (1, 16, 8, 8) and got["y"].shape == (1, 4, 8, 9)
@@ -188,7 +188,7 @@ def test_float_stem_convolutions_and_activations_run_natively():
 def test_dilated_convolution_and_integer_relu_stay_with_the_interpreter():
     w = np.random.default_rng(5).standard_normal((4, 3, 3, 3)).astype(np.float32)
     nodes = [helper.make_node("Conv", ["x", "w"], ["y"], dilations=[2, 2]),
-             helper.make_node("Relu", ["q"], ["r"])]  # fmt: skip
+             helper.make_node("Relu", ["q"], ["r"])]
     graph = _model(nodes, {"x": (F, [1, 3, 9, 9]), "q": (I8, [2, 7])}, ["y", "r"], {"w": w})
     model = CompiledModel.compile(graph, AcceleratorTarget(CFG))
     assert [(s.node.op, s.where) for s in model.steps] == [("Conv", "host-numpy"), ("Relu", "host-numpy")]
@@ -197,7 +197,7 @@ def test_dilated_convolution_and_integer_relu_stay_with_the_interpreter():
 
 
 def _qnode(g: Graph, op: str, inputs: list[str], weight: np.ndarray, attrs: dict[str, object], out: str,
-           precise: bool, seed: int) -> None:  # fmt: skip
+           precise: bool, seed: int) -> None:
     """Append a QConv/QGemm reading `inputs[0]` with `weight`, seeded biases, and multipliers (and
     clamp bounds: precise) from seeded ratios as a QDQ import makes them; `inputs[1:]` follow mult."""
     rng = np.random.default_rng(seed)
@@ -231,9 +231,9 @@ def test_precise_quantized_convolutions_and_dense_layers_run_natively():
 
     _qnode(g, "QConv", ["x"], weight(8, 3, 7, 7), {"strides": (2, 2), "pads": (3, 3, 3, 3)}, "stem", True, 1)
     _qnode(g, "QConv", ["stem"], weight(8, 1, 3, 3), {"strides": (1, 1), "pads": (1, 1, 1, 1), "group": 8},
-           "dw", True, 2)  # fmt: skip
+           "dw", True, 2)
     _qnode(g, "QConv", ["dw", "stem"], weight(8, 8, 1, 1), {"strides": (1, 1), "pads": (0, 0, 0, 0),
-                                                            "mult_r": 3000}, "res", False, 3)  # fmt: skip
+                                                            "mult_r": 3000}, "res", False, 3)
     _qnode(g, "QGemm", ["v"], weight(10, 40), {}, "fc", True, 4)
     _qnode(g, "QGemm", ["v"], weight(10, 40), {}, "plain_fc", False, 5)
     g.outputs = ["dw", "res", "fc", "plain_fc"]

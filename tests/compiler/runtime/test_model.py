@@ -91,10 +91,10 @@ def test_quantized_graph_on_the_accelerator_equals_the_integer_reference(name):
     cfg = PRESETS[name]
     model = CompiledModel.compile(g, AcceleratorTarget(cfg), offload_shallow=True)  # c1 reads 5 channels
     where = {s.node.op + ("-dw" if s.node.op == "QConv" and s.node.int_attr("group") > 1 else ""): s.where
-             for s in model.steps}  # fmt: skip
+             for s in model.steps}
     assert where == {"Quantize": "host", "QConv": "accel", "QAdd": "accel", "QConv-dw": "host",
                      "MaxPool": "host", "QGlobalAvgPool": "host", "Flatten": "view", "QGemm": "accel",
-                     "Dequantize": "host"}  # fmt: skip
+                     "Dequantize": "host"}
     # the convolutions hand their outputs to the residual add packed; only the add's output (read
     # by the host's depthwise conv) and the classifier's (read by Dequantize) are unpacked
     assert model.unpacked == {"r", "logits_q"}
@@ -179,7 +179,7 @@ def test_a_scalar_operand_runs_on_the_native_kernel():
 
 
 def _per_step(model: CompiledModel, inputs: dict[str, np.ndarray],
-              backend: Any) -> tuple[dict[str, Any], list[Any]]:  # fmt: skip
+              backend: Any) -> tuple[dict[str, Any], list[Any]]:
     """The model run as before the device arena: each accelerator step's Program on its own
     DRAM image (`backend.run`), packed outputs handed over as arrays.  Returns the graph's
     outputs and each accelerator step's Stats."""

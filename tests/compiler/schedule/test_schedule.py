@@ -69,7 +69,7 @@ def _records_error(op, records, match):
     (R.Pragma("out", "m", "vectorize"), "unknown pragma 'vectorize'"),
     (R.Reorder("out", ("m", "m")), "an axis is named twice"),
     (R.Fuse("out", "m", "bi"), "bi must directly follow m"),
-])  # fmt: skip
+])
 def test_illegal_records_name_themselves(record, match):
     op = Dense(DenseSpec(4, 16, 16), TINY)
     s = Schedule(op.tensors()["out"])
@@ -95,7 +95,7 @@ def test_split_that_does_not_divide():
 def test_tile_too_big_for_its_scratchpad():
     op = Dense(DenseSpec(4, 128, 64), TINY)
     with pytest.raises(ScheduleError, match=r"buffers in scope wgt need 512 elements \(weight.wgt 512\), "
-                                            "more than the 256"):  # fmt: skip
+                                            "more than the 256"):
         build(op.schedule(DenseKnobs(tile_m=1, tile_k=32, tile_n=16)), TINY)
 
 
@@ -121,9 +121,9 @@ def test_dma_with_more_than_two_dimensions():
     op = Conv2d(Conv2dSpec(1, 8, 6, 6, 8, 3, 1, 1), TINY)
     sched = op.schedule(Conv2dKnobs(tile_h=3, tile_w=3, tile_oc=2, tile_ic=2))
     records = [R.Pragma(r.stage, "c", r.pragma) if isinstance(r, R.Pragma) and r.stage == "data_pad"
-               else r for r in sched.records]  # fmt: skip
+               else r for r in sched.records]
     _records_error(op, records, r"dma_copy of stage data_pad: the copy needs 3 dimensions .* more than "
-                                "the DMA's 2")  # fmt: skip
+                                "the DMA's 2")
 
 
 def test_alu_immediate_out_of_range():
@@ -146,7 +146,7 @@ def test_a_stage_that_cannot_hold_a_whole_element():
     s = Schedule(c)
     s.set_scope("b", "acc")
     with pytest.raises(ScheduleError, match=r"stage b in scope acc: its two innermost dimensions must be "
-                                            r"one whole acc element \(1, 4\), not \(1, 2\)"):  # fmt: skip
+                                            r"one whole acc element \(1, 4\), not \(1, 2\)"):
         build(s, TINY)
 
 
@@ -156,7 +156,7 @@ def test_a_stage_that_cannot_hold_a_whole_element():
     (R.Fuse("gemm", "oi", "ko"), r"^fuse\(gemm, outer=oi, inner=ko\): cannot fuse a reduction and a spatial "
                                  "axis$"),
     (R.CacheRead("nope", "inp", ("gemm",)), "^no tensor 'nope'$"),
-])  # fmt: skip
+])
 def test_more_illegal_records(record, match):
     op = Dense(DenseSpec(4, 16, 16), TINY)
     s = Schedule(op.tensors()["out"])
@@ -169,7 +169,7 @@ def test_a_copy_stage_name_is_taken():
     s = Schedule(op.tensors()["out"])
     s.cache_write("gemm", "acc")
     with pytest.raises(ScheduleError, match=r"^cache_write\(gemm, scope=acc\): a stage named gemm\.acc "
-                                            "already exists$"):  # fmt: skip
+                                            "already exists$"):
         s.cache_write("gemm", "acc")
 
 
@@ -193,5 +193,5 @@ def test_schedule_files_hold_a_list_of_record_objects(tmp_path):
         load_records(tmp_path / "list.json")
     (tmp_path / "item.json").write_text('{"records": [[1]]}')
     with pytest.raises(ScheduleError, match=r"item.json record 0: a record must be an object with a 'kind', "
-                                            r"not \[1\]$"):  # fmt: skip
+                                            r"not \[1\]$"):
         load_records(tmp_path / "item.json")

@@ -104,7 +104,7 @@ def test_evaluate_rounds_every_float_operation_to_float32():
     [(2.9, "int8", 2), (-2.9, "int8", -2), (300.7, "int8", 127), (-1e10, "int8", -128),
      (math.nan, "int32", 0), (math.inf, "int32", 2**31 - 1), (-5.0, "uint8", 0), (255.9, "uint8", 255),
      (1e30, "int64", 2**63 - 1)],
-)  # fmt: skip
+)
 def test_float_to_int_casts_truncate_and_saturate(value, dtype, expected):
     assert E.evaluate(te.cast(dtype, E.FloatConst(value)), {}) == expected
 
@@ -119,7 +119,7 @@ def test_int_to_float_casts_round_to_nearest_even():
 def test_evaluate_math_calls(name):
     ref = {"exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda v: 1 / math.sqrt(v),
            "erf": math.erf, "tanh": math.tanh, "fabs": abs, "floor": math.floor,
-           "rint": lambda v: float(np.rint(v))}[name]  # fmt: skip
+           "rint": lambda v: float(np.rint(v))}[name]
     for v in (0.5, 2.5, 3.5, 7.25):
         assert E.evaluate(te.call(name, E.FloatConst(v)), {}) == f32(ref(v))
 

@@ -24,7 +24,7 @@ class Dram:
     """
 
     def __init__(self, image: np.ndarray, ports: Mapping[str, Any], *, bus_bytes: int,
-                 latency: int = 8, p_ready: float = 1.0, seed: int = 0) -> None:  # fmt: skip
+                 latency: int = 8, p_ready: float = 1.0, seed: int = 0) -> None:
         self.image, self.p, self.bus_bytes, self.latency = image, ports, bus_bytes, latency
         self.p_ready = p_ready
         self.rng = np.random.default_rng(seed)
@@ -105,7 +105,7 @@ class Dram:
 
 def mem_ports(dut: Accelerator) -> dict[str, Any]:
     return {name.removeprefix("mem_"): getattr(dut, name)
-            for name in dir(dut) if name.startswith("mem_")}  # fmt: skip
+            for name in dir(dut) if name.startswith("mem_")}
 
 
 class AmaranthBackend:
@@ -114,7 +114,7 @@ class AmaranthBackend:
     name = "rtl-amaranth"
 
     def __init__(self, config: AcceleratorConfig, *, latency: int = 8, p_ready: float = 1.0,
-                 seed: int = 0, max_cycles: int = 50_000, idle_cycles: int = 400) -> None:  # fmt: skip
+                 seed: int = 0, max_cycles: int = 50_000, idle_cycles: int = 400) -> None:
         self.config = config
         self.latency, self.p_ready, self.seed = latency, p_ready, seed
         self.max_cycles, self.idle_cycles = max_cycles, idle_cycles
@@ -126,7 +126,7 @@ class AmaranthBackend:
         insn = program.insn_region
         dut = Accelerator(self.config)
         dram = self.dram = Dram(image, mem_ports(dut), bus_bytes=self.config.bus_bytes,
-                                latency=self.latency, p_ready=self.p_ready, seed=self.seed)  # fmt: skip
+                                latency=self.latency, p_ready=self.p_ready, seed=self.seed)
         result: dict[str, Any] = {}
 
         async def bench(ctx: Any) -> None:
@@ -141,7 +141,7 @@ class AmaranthBackend:
                 if dram.cycle % 32 == 0:
                     seen = (dram.ar_count, dram.r_beats, dram.w_beats,
                             *(ctx.get(getattr(dut, f"cnt_{n}_insns")) for n in
-                              ("load", "compute", "store")))  # fmt: skip
+                              ("load", "compute", "store")))
                     if seen != last_seen:
                         last_progress, last_seen = dram.cycle, seen
                 if dram.cycle - last_progress > self.idle_cycles or dram.cycle > self.max_cycles:

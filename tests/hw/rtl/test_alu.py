@@ -20,7 +20,7 @@ def test_alu_op_matches_reference(op: isa.AluOp) -> None:
     dut = TensorAlu(cfg)
     rng = np.random.default_rng(int(op))
     pairs = [(rng.integers(-(1 << 31), 1 << 31, lanes), rng.integers(-(1 << 31), 1 << 31, lanes))
-             for _ in range(6)]  # fmt: skip
+             for _ in range(6)]
     # shift amounts at the boundaries: -32 (all shifted out), -1, 0, 31
     pairs.append((np.array([-7, 123456, -(1 << 31), (1 << 31) - 1]), np.array([-32, -1, 0, 31])))
     pairs.append((rng.integers(-1000, 1000, lanes), rng.integers(-40, 40, lanes)))

@@ -27,7 +27,7 @@ class DmaBench(wiring.Component):
 
     def __init__(self, elem_bytes: int, inflight: int, widening: Widening | None = None) -> None:
         self.dma = LoadDMA(mem_layout=insn_struct(CFG, "mem"), elem_bytes=elem_bytes, depth=256,
-                           bus_bits=BUS_BITS, max_burst_beats=4, widening=widening)  # fmt: skip
+                           bus_bits=BUS_BITS, max_burst_beats=4, widening=widening)
         self.arb = ReadArbiter(clients=1, bus_bits=BUS_BITS, inflight=inflight)
         super().__init__({})
 
@@ -62,7 +62,7 @@ LOADS = [
              x_stride=23, x_pad_0=1),
     isa.Load(memory_type=isa.MemType.INP, sram_base=0, dram_base=2, y_size=0, x_size=2,
              x_stride=2, y_pad_0=1, y_pad_1=1),
-]  # fmt: skip
+]
 
 
 def widened(rows: list[bytes], w: Widening) -> list[bytes]:
@@ -72,14 +72,14 @@ def widened(rows: list[bytes], w: Widening) -> list[bytes]:
 
 
 def run_loads(bench: DmaBench, elem_bytes: int, loads: list[tuple[isa.Load, bool]], *,
-              p_ready: float) -> None:  # fmt: skip
+              p_ready: float) -> None:
     """Run `loads` (each with its `narrow` flag) back to back; check every SRAM write."""
     dma, widening = bench.dma, bench.dma.widening
     rng = np.random.default_rng(elem_bytes)
     image = rng.integers(0, 256, 4096, dtype=np.uint8)
     ports = {n: getattr(bench.arb.mem, n)
              for n in ("ar_valid", "ar_ready", "ar_addr", "ar_len",
-                       "r_valid", "r_ready", "r_data", "r_last")}  # fmt: skip
+                       "r_valid", "r_ready", "r_data", "r_last")}
     dram = Dram(image, ports, bus_bytes=BUS_BITS // 8, latency=7, p_ready=p_ready, seed=1)
     layout = insn_struct(CFG, "mem")
 
@@ -87,7 +87,7 @@ def run_loads(bench: DmaBench, elem_bytes: int, loads: list[tuple[isa.Load, bool
         written: dict[int, bytes] = {}
         word = isa.encode_insn(load, CFG)
         ctx.set(dma.cmd, layout.const({f.name: (word >> f.offset) & ((1 << f.width) - 1)
-                                       for f in isa.layouts(CFG)["mem"].fields}))  # fmt: skip
+                                       for f in isa.layouts(CFG)["mem"].fields}))
         if widening is not None:
             ctx.set(dma.narrow, narrow)
         ctx.set(dma.start, 1)
@@ -128,21 +128,21 @@ def run_loads(bench: DmaBench, elem_bytes: int, loads: list[tuple[isa.Load, bool
 @pytest.mark.parametrize("p_ready", [1.0, 0.6])
 def test_load_dma_writes_padded_rows(elem_bytes: int, p_ready: float) -> None:
     run_loads(DmaBench(elem_bytes, inflight=3), elem_bytes, [(load, False) for load in LOADS],
-              p_ready=p_ready)  # fmt: skip
+              p_ready=p_ready)
 
 
 # On the 64-bit bus: narrow elements of 1 to 16 bytes (several per beat, one beat, two beats),
 # wide ones of 4 to 32 bytes (two per beat up to four beats).
 @pytest.mark.parametrize(("lanes", "narrow_bits", "wide_bits"),
                          [(1, 8, 32), (2, 8, 16), (4, 8, 32), (8, 8, 32), (8, 16, 32),
-                          (16, 8, 16)])  # fmt: skip
+                          (16, 8, 16)])
 @pytest.mark.parametrize("p_ready", [1.0, 0.6])
 def test_widening_dma_sign_extends_narrow_loads(lanes: int, narrow_bits: int, wide_bits: int,
-                                                p_ready: float) -> None:  # fmt: skip
+                                                p_ready: float) -> None:
     """Narrow (ACC_8BIT-like) and wide loads interleaved on one DMA: each narrow lane is
     sign-extended, with the same padding, strides and SRAM addresses as a wide load."""
     widening = Widening(lanes=lanes, narrow_bits=narrow_bits, wide_bits=wide_bits)
     elem_bytes = lanes * wide_bits // 8
     loads = [(load, narrow) for load in LOADS for narrow in (True, False)]
     run_loads(DmaBench(elem_bytes, inflight=3, widening=widening), elem_bytes, loads,
-              p_ready=p_ready)  # fmt: skip
+              p_ready=p_ready)

@@ -28,7 +28,7 @@ def unpack(word: int, count: int, bits: int) -> np.ndarray:
 def test_dot_matches_numpy(shape: tuple[int, int, int]) -> None:
     batch, block_in, block_out = shape
     cfg = dataclasses.replace(PRESETS["tiny"], batch=batch, block_in=block_in, block_out=block_out,
-                              inp_bytes=4096, wgt_bytes=8192, acc_bytes=8192)  # fmt: skip
+                              inp_bytes=4096, wgt_bytes=8192, acc_bytes=8192)
     dut = GemmDot(cfg)
     rng = np.random.default_rng(sum(shape))
     cases = [rng.integers(-128, 128, (batch, block_in)) for _ in range(4)]

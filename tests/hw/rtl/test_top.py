@@ -22,7 +22,7 @@ CONTRACT_PORTS = {
     "mem_r_valid", "mem_r_ready", "mem_r_data", "mem_r_last",
     "mem_aw_valid", "mem_aw_ready", "mem_aw_addr", "mem_aw_len",
     "mem_w_valid", "mem_w_ready", "mem_w_data", "mem_w_strb", "mem_w_last",
-}  # fmt: skip
+}
 
 
 def test_ports_follow_the_contract() -> None:

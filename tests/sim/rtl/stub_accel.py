@@ -34,7 +34,7 @@ needs_verilator = [
     pytest.mark.rtl,
     pytest.mark.skipif(shutil.which("verilator") is None,
                        reason="verilator is not installed (apt-get install -y verilator)"),
-]  # fmt: skip
+]
 NARROW = preset("tiny")  # 64-bit bus: QData ports in Verilator's model
 WIDE = preset("tiny").with_params(name="tiny512", bus_bits=512)  # VlWide<16> ports
 
@@ -43,7 +43,7 @@ class StubAccel(wiring.Component):
     def __init__(self, cfg: AcceleratorConfig) -> None:
         self.cfg = cfg
         members = {p.name: (In if p.direction == "in" else Out)(p.width)
-                   for p in contract_ports(cfg)}  # fmt: skip
+                   for p in contract_ports(cfg)}
         super().__init__(wiring.Signature(members))
 
     def elaborate(self, platform: object) -> Module:
@@ -83,13 +83,13 @@ class StubAccel(wiring.Component):
         with m.FSM():
             with m.State("IDLE"), m.If(self.start):
                 m.d.sync += [base.eq(self.insn_addr), count.eq(self.insn_count), pc.eq(0),
-                             running.eq(1)]  # fmt: skip
+                             running.eq(1)]
                 m.d.sync += [getattr(self, f"cnt_{n}").eq(0) for n in _COUNTERS]
                 m.next = "FETCH"
             with m.State("FETCH"):
                 m.d.comb += [self.mem_ar_valid.eq(1),
                              self.mem_ar_addr.eq(fetch_addr & ~Const(bus_bytes - 1, 32)),
-                             self.mem_ar_len.eq(fetch_beats - 1)]  # fmt: skip
+                             self.mem_ar_len.eq(fetch_beats - 1)]
                 with m.If(self.mem_ar_ready):
                     m.d.sync += beat.eq(0)
                     m.next = "FETCH_DATA"
@@ -109,22 +109,22 @@ class StubAccel(wiring.Component):
                              y_size.eq(field("y_size")), x_stride.eq(field("x_stride")),
                              dram_base.eq(field("dram_base")), faults.eq(field("sram_base")),
                              rows_issued.eq(0),
-                             rows_done.eq(0), x.eq(0), idx.eq(0)]  # fmt: skip
+                             rows_done.eq(0), x.eq(0), idx.eq(0)]
                 opcode = insn[0:3]
                 with m.Switch(opcode):
                     with m.Case(isa.Opcode.FINISH):
                         m.d.sync += [self.cnt_compute_insns.eq(self.cnt_compute_insns + 1),
-                                     running.eq(0)]  # fmt: skip
+                                     running.eq(0)]
                         m.next = "DONE"
                     with m.Case(isa.Opcode.LOAD):
                         m.d.sync += [self.cnt_load_insns.eq(self.cnt_load_insns + 1),
                                      self.cnt_inp_load_bytes.eq(self.cnt_inp_load_bytes
-                                     + field("x_size") * field("y_size") * bus_bytes)]  # fmt: skip
+                                     + field("x_size") * field("y_size") * bus_bytes)]
                         m.next = "LOAD"
                     with m.Case(isa.Opcode.STORE):
                         m.d.sync += [self.cnt_store_insns.eq(self.cnt_store_insns + 1),
                                      self.cnt_out_store_bytes.eq(self.cnt_out_store_bytes
-                                     + field("x_size") * field("y_size") * bus_bytes)]  # fmt: skip
+                                     + field("x_size") * field("y_size") * bus_bytes)]
                         m.next = "STORE_AW"
                     with m.Default():
                         m.next = "HANG"
@@ -133,7 +133,7 @@ class StubAccel(wiring.Component):
                 can_issue = (rows_issued < y_size) & (outstanding < cfg.mem_inflight)
                 m.d.comb += [self.mem_ar_valid.eq(can_issue), self.mem_ar_addr.eq(row_addr),
                              self.mem_ar_len.eq(x_size - 1), self.mem_r_ready.eq(1),
-                             wr.addr.eq(idx), wr.data.eq(self.mem_r_data), wr.en.eq(r_fire)]  # fmt: skip
+                             wr.addr.eq(idx), wr.data.eq(self.mem_r_data), wr.en.eq(r_fire)]
                 with m.If(ar_fire):
                     m.d.sync += rows_issued.eq(rows_issued + 1)
                 last_beat = r_fire & self.mem_r_last
@@ -147,7 +147,7 @@ class StubAccel(wiring.Component):
             with m.State("STORE_AW"):
                 m.d.comb += [self.mem_aw_valid.eq((rows_done < y_size) & ~faults[2]),
                              self.mem_aw_addr.eq((dram_base + rows_done * x_stride) * bus_bytes),
-                             self.mem_aw_len.eq(x_size - 1)]  # fmt: skip
+                             self.mem_aw_len.eq(x_size - 1)]
                 with m.If(rows_done == y_size):
                     m.next = "FETCH"
                 with m.Elif(self.mem_aw_ready | faults[2]):
@@ -157,7 +157,7 @@ class StubAccel(wiring.Component):
                 last = x == x_size - 1
                 m.d.comb += [rd.addr.eq(idx), self.mem_w_valid.eq(1),
                              self.mem_w_data.eq(rd.data), self.mem_w_strb.eq(-1),
-                             self.mem_w_last.eq(last & ~faults[1])]  # fmt: skip
+                             self.mem_w_last.eq(last & ~faults[1])]
                 with m.If(self.mem_w_ready):
                     m.d.sync += [idx.eq(idx + 1), x.eq(x + 1)]
                     with m.If(last):
@@ -167,7 +167,7 @@ class StubAccel(wiring.Component):
                 m.d.comb += self.done.eq(1)
                 with m.If(self.start):
                     m.d.sync += [base.eq(self.insn_addr), count.eq(self.insn_count), pc.eq(0),
-                                 running.eq(1)]  # fmt: skip
+                                 running.eq(1)]
                     m.d.sync += [getattr(self, f"cnt_{n}").eq(0) for n in _COUNTERS]
                     m.next = "FETCH"
             with m.State("HANG"):
@@ -176,14 +176,14 @@ class StubAccel(wiring.Component):
 
 
 _COUNTERS = ("cycles", "compute_insns", "load_insns", "store_insns", "inp_load_bytes",
-             "out_store_bytes")  # fmt: skip
+             "out_store_bytes")
 
 
 # -- stub programs -------------------------------------------------------------------------------
 
 
 def image(cfg: AcceleratorConfig, insns: list[isa.Insn], size: int = 1 << 14,
-          seed: int = 0) -> tuple[np.ndarray, int]:  # fmt: skip
+          seed: int = 0) -> tuple[np.ndarray, int]:
     """A DRAM image of `size` random bytes with `insns` at byte 0; returns (dram, count)."""
     dram = np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
     words = isa.encode(insns, cfg).view(np.uint8).reshape(-1)
@@ -192,7 +192,7 @@ def image(cfg: AcceleratorConfig, insns: list[isa.Insn], size: int = 1 << 14,
 
 
 def copy_program(cfg: AcceleratorConfig, src: int, dst: int, *, rows: int = 3, beats: int = 4,
-                 stride: int = 6, sram_base: int = 0) -> list[isa.Insn]:  # fmt: skip
+                 stride: int = 6, sram_base: int = 0) -> list[isa.Insn]:
     """Stub program: gather `rows` rows of `beats` bus words (stride `stride`), store them packed."""
     bus = cfg.bus_bytes
     return [
@@ -201,11 +201,11 @@ def copy_program(cfg: AcceleratorConfig, src: int, dst: int, *, rows: int = 3, b
         isa.Store(dram_base=dst // bus, y_size=rows, x_size=beats, x_stride=beats,
                   sram_base=sram_base & 6),
         isa.Finish(),
-    ]  # fmt: skip
+    ]
 
 
 def expected_copy(cfg: AcceleratorConfig, dram: np.ndarray, src: int, dst: int, *, rows: int = 3,
-                  beats: int = 4, stride: int = 6) -> np.ndarray:  # fmt: skip
+                  beats: int = 4, stride: int = 6) -> np.ndarray:
     out = dram.copy()
     bus = cfg.bus_bytes
     for y in range(rows):

@@ -94,11 +94,11 @@ def test_write_outside_the_image_is_an_error(sim):
     (1, r"read of \d+ bytes at address 0x1001 is not aligned to the \d+-byte bus"),
     (2, r"w_last wrong on beat 3 of the write of \d+ bytes at address 0x2000"),
     (4, r"write data beat without a preceding write address \(AW\)"),
-])  # fmt: skip
+])
 def test_protocol_violations_are_errors(sim, fault, message):
     dram, count = image(sim.config, copy_program(sim.config, SRC, DST, sram_base=fault))
     with pytest.raises(SimulationError, match=r"rtl: memory protocol violation at cycle \d+: "
-                       + message):  # fmt: skip
+                       + message):
         sim.run_image(dram, 0, count)
 
 
@@ -107,7 +107,7 @@ def test_burst_longer_than_the_config_allows_is_an_error(sim):
     beats = cfg.max_burst_beats + 1
     dram, count = image(cfg, copy_program(cfg, SRC, DST, rows=1, beats=beats))
     with pytest.raises(SimulationError, match=rf"has {beats} beats, more than max_burst_beats="
-                       rf"{cfg.max_burst_beats}"):  # fmt: skip
+                       rf"{cfg.max_burst_beats}"):
         sim.run_image(dram, 0, count)
 
 
@@ -118,7 +118,7 @@ def test_deadlock_hits_the_cycle_limit_with_progress(stub_cfg, stub_design):
     with pytest.raises(SimulationError, match=r"rtl: no FINISH within max_cycles=5000 \(ran 5000 "
                        r"cycles\): a deadlock, or raise the limit; progress: 1 load, 0 compute, "
                        r"1 store instructions done, \d+ read and 12 write beats, 0 reads and 0 "
-                       r"writes pending"):  # fmt: skip
+                       r"writes pending"):
         sim.run_image(dram, 0, count)
 
 
@@ -167,7 +167,7 @@ def test_second_process_reuses_the_build(sim, stub_design):
     )
     result = subprocess.run([sys.executable, "-c", code, repr(sim.config.to_dict())],
                             capture_output=True, text=True, check=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
+                            env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert result.stdout.strip() == str(library)
     assert library.stat().st_mtime_ns == stamp
 
@@ -179,7 +179,7 @@ def test_ports_are_checked_against_the_contract(stub_design):
     with pytest.raises(PortMismatchError, match=r"module accel for config tiny512 does not match "
                        r"the port list of hw/rtl/CONTRACT.md: mem_r_data is in 64, expected in "
                        r"512; mem_w_data is out 64, expected out 512; mem_w_strb is out 8, "
-                       r"expected out 64"):  # fmt: skip
+                       r"expected out 64"):
         check_ports(text, WIDE)
     with pytest.raises(PortMismatchError, match=r"missing done \(out 1\)"):
         check_ports(text.replace("output done;", "output dne;"), NARROW)
@@ -191,7 +191,7 @@ def test_missing_verilator_is_reported(monkeypatch, tmp_path, stub_design):
     build.verilator_version.cache_clear()
     try:
         with pytest.raises(build.BuildError, match=r"verilator not found on PATH; install it with "
-                           r"`apt-get install -y verilator`"):  # fmt: skip
+                           r"`apt-get install -y verilator`"):
             build.library_for(NARROW, stub_design)
     finally:
         build.verilator_version.cache_clear()
@@ -201,6 +201,6 @@ def test_failed_build_is_reported(monkeypatch, tmp_path, stub_design):
     monkeypatch.setattr(build, "VERILATOR_FLAGS", [*build.VERILATOR_FLAGS, "--no-such-flag"])
     monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path / "cache"))
     with pytest.raises(build.BuildError, match=r"Verilator build of config tiny \([0-9a-f]{16}\) "
-                       r"failed with exit status \d+:\n.*no-such-flag"):  # fmt: skip
+                       r"failed with exit status \d+:\n.*no-such-flag"):
         build.library_for(NARROW, stub_design)
     assert not list((tmp_path / "cache" / "rtl").glob("[0-9a-f]*"))  # nothing half-built

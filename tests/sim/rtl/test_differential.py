@@ -22,7 +22,7 @@ STRESS = PRESETS["tiny"].with_params(
     name="stress", batch=4, block_in=4, block_out=8, inp_bytes=4096, wgt_bytes=8192,
     acc_bytes=8192, bus_bits=256, max_burst_beats=4, mem_inflight=1, token_counter_bits=2,
     cmd_queue_depth=2,
-)  # fmt: skip
+)
 CONFIGS = [PRESETS["vta"], PRESETS["tiny"], PRESETS["rect"], STRESS]
 
 
@@ -89,7 +89,7 @@ def test_long_random_sweep_matches_fsim(cfg):
         rp = random_program(cfg, seed, tasks=rng.randint(1, 10))
         ref = FunctionalSimulator(cfg).run(rp.program, rp.inputs)
         dut = RtlSimulator(cfg, dram_latency_cycles=rng.randint(1, 200),
-                           dram_bytes_per_cycle=rng.randint(1, 2 * cfg.bus_bytes))  # fmt: skip
+                           dram_bytes_per_cycle=rng.randint(1, 2 * cfg.bus_bytes))
         diff = first_difference(rp.program, cfg, ref, dut.run(rp.program, rp.inputs))
         if diff:
             failures.append(f"seed {seed}: {diff}")

@@ -25,12 +25,12 @@ def test_same_cycles_and_bytes_as_the_harness(stub_design, signal, latency, band
     dram, count = image(WIDE, copy_program(WIDE, SRC, DST, rows=5, beats=3, stride=4))
     slow = dram.copy()
     fast = RtlSimulator(WIDE, design=stub_design, dram_latency_cycles=latency,
-                        dram_bytes_per_cycle=bandwidth).run_image(dram, 0, count)  # fmt: skip
+                        dram_bytes_per_cycle=bandwidth).run_image(dram, 0, count)
     signal.dram_latency_cycles, signal.dram_bytes_per_cycle = latency, bandwidth
     assert signal.run_image(slow, 0, count) == fast
     np.testing.assert_array_equal(slow, dram)
     np.testing.assert_array_equal(dram, expected_copy(WIDE, slow, SRC, DST, rows=5, beats=3,
-                                                      stride=4))  # fmt: skip
+                                                      stride=4))
 
 
 def test_vcd_of_a_run(stub_design, tmp_path):
@@ -81,7 +81,7 @@ def test_port_errors(signal, tmp_path):
         r"64 bytes at address 0x2000"),
     (4, r"rtl: memory protocol violation at cycle \d+: write data beat without a preceding "
         r"write address \(AW\)"),
-])  # fmt: skip
+])
 def test_python_dram_model_reports_as_the_harness(signal, stub_design, fault, message):
     src = 1 << 14 if fault == 0 else SRC + (1 << 14) - SRC if fault == 1 else SRC
     dram, count = image(WIDE, copy_program(WIDE, src, DST, rows=1, beats=1, sram_base=fault))
@@ -116,7 +116,7 @@ def test_cli_vcd_run_of_the_real_design_matches_the_harness(tmp_path, capsys):
     runs = []
     for extra in ([], ["--vcd", str(vcd)]):
         code = main(["sim", "run", str(path), "--backend", "rtl", "--random-inputs", "1",
-                     "--json", *extra])  # fmt: skip
+                     "--json", *extra])
         assert code == 0
         runs.append(json.loads(capsys.readouterr().out)["stats"])
     assert runs[0] == runs[1] and runs[0]["gemm_uops"] == 64
