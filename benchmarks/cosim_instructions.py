@@ -18,7 +18,7 @@ SHAPE = (64, 576, 64)
 
 def simulate(name: str) -> int:
     """Run the workload on the rtl backend; returns its cycle count."""
-    from codesign.bench_fsim import tiling_for
+    from codesign.bench.fsim import tiling_for
     from hw.config import resolve
     from sim.rtl.backend import RtlSimulator
     from sim.workloads import blocked_gemm

@@ -5,7 +5,7 @@ fsim runs BLAS on one thread, so this measures one core (the goal is stated for 
 
 import json
 
-from codesign.bench_fsim import run
+from codesign.bench.fsim import run
 from hw.config import PRESETS
 
 if __name__ == "__main__":

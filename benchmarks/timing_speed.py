@@ -15,7 +15,7 @@ import argparse
 import json
 import time
 
-from codesign.bench_fidelity import long_gemms, resnet18_layers
+from codesign.bench.fidelity import long_gemms, resnet18_layers
 from hw.config import resolve
 from sim.rtl.backend import RtlSimulator
 from sim.timing import TimingSimulator

@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 
 from codesign import zoo
-from codesign.model_run import load_model
+from codesign.run.model import load_model
 from compiler.quant.accuracy import graph_outputs, ort_outputs, ort_session
 from hw.config import PRESETS
 

@@ -24,10 +24,10 @@ import sys
 import numpy as np
 from scipy.stats import spearmanr
 
-from codesign.tune import bench
+from codesign.bench import tune as bench
+from codesign.exec.store import Store
 from codesign.tune.measure import Measurer
 from codesign.tune.model import CostModel
-from codesign.tune.store import Store
 from codesign.tune.tuner import tune
 from compiler.ops import Conv2d
 from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs

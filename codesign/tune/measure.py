@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from codesign.tune.pool import Pool, Result
-from codesign.tune.store import Store, source_digest
+from codesign.exec.pool import Pool, Result
+from codesign.exec.store import Store, source_digest
 from compiler.errors import ScheduleError
 from compiler.ops import compile_op, knobs_from_json
 from compiler.target.accel import AcceleratorTarget

@@ -86,7 +86,7 @@ def test_fidelity_on_a_fixed_corpus(cfg):
 @pytest.mark.rtl
 @needs_verilator[1]
 def test_timing_is_a_hundred_times_faster_than_rtl_on_the_long_gemm():
-    from codesign.bench_fidelity import long_gemms
+    from codesign.bench.fidelity import long_gemms
 
     cfg = PRESETS["vta"]
     conv2 = long_gemms(cfg)[0]

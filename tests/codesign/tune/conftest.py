@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from codesign.exec.store import Store
 from codesign.tune.measure import Measurer, task_for
-from codesign.tune.store import Store
 from compiler.ops import Conv2d, Conv2dSpec
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import build_space

@@ -213,7 +213,7 @@ def _per_step(model: CompiledModel, inputs: dict[str, np.ndarray],
 
 def _zoo_model(name: str, cfg_name: str, tmp_path: Any) -> tuple[CompiledModel, list[dict[str, np.ndarray]]]:
     from codesign import zoo
-    from codesign.model_run import load_model, sample_inputs
+    from codesign.run.model import load_model, sample_inputs
 
     path = tmp_path / f"{name}.onnx"
     onnx.save(zoo.build(name), path)

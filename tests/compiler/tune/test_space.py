@@ -12,7 +12,7 @@ CONV = Conv2d(Conv2dSpec(1, 8, 4, 4, 8, 3, 1, 1), TINY)
 
 
 class DictCache:
-    """compiler.tune.space.FeatureCache in memory (codesign.tune.store keeps one on disk)."""
+    """compiler.tune.space.FeatureCache in memory (codesign.exec.store keeps one on disk)."""
 
     def __init__(self):
         self.rows, self.hits = {}, 0

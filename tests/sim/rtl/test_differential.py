@@ -72,7 +72,7 @@ def test_deadlock_is_reported_by_the_watchdog():
 
 
 def test_bench_cosim_reports_speed_and_verifies_the_result():
-    from codesign.bench_cosim import run
+    from codesign.bench.cosim import run
 
     result = run(PRESETS["tiny"], pyverilator_cycles=500, shape=(64, 64, 64))
     assert result["verified"] is True and result["cycles"] > 0

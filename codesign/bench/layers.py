@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codesign.op_run import compile_and_run
+from codesign.run.op import compile_and_run
 from compiler.ops import Conv2d
 from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs
 from compiler.target import AcceleratorTarget

@@ -19,8 +19,8 @@ import onnx
 import pytest
 
 from codesign.cli import main
-from codesign.cmd_run import input_shapes
-from codesign.model_run import Loaded, load_model, run, sample_inputs
+from codesign.cli.args import input_shapes
+from codesign.run.model import Loaded, load_model, run, sample_inputs
 from hw.config import resolve
 from sim.backends import make_backend
 from tests.compiler.frontend.onnx_models import NEWEST, OPSETS, Builder

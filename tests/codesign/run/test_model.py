@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codesign.model_run import FLOAT_RTOL, matches_reference
+from codesign.run.model import FLOAT_RTOL, matches_reference
 from compiler.graph.builder import append
 from compiler.graph.ir import Graph
 from compiler.runtime.model import ModelResult, reference_boundary

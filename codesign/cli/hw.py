@@ -7,7 +7,7 @@ import json
 import shutil
 import sys
 
-from codesign.cli import add_config_args
+from codesign.cli.args import add_config_args
 from hw.config import resolve
 
 

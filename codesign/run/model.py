@@ -195,7 +195,7 @@ def print_sensitivity(report: dict[str, Any], out: Any = None) -> None:
 def _from_log(tuning_log: str | None) -> Callable[[Any], Any] | None:
     if tuning_log is None:
         return None
-    from codesign.op_run import tuned_knobs
+    from codesign.run.op import tuned_knobs
 
     if not Path(tuning_log).exists():
         raise ValueError(f"--tuning-log {tuning_log}: no such file")

@@ -6,8 +6,8 @@ import argparse
 import json
 from collections.abc import Callable
 
-from codesign.cli import add_config_args
-from codesign.op_run import compile_and_run
+from codesign.cli.args import add_config_args
+from codesign.run.op import compile_and_run
 from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, Epilogue, Operator
 from compiler.target import AcceleratorTarget
 from hw.config import resolve

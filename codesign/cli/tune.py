@@ -11,13 +11,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from codesign.cli import add_config_args
-from codesign.cmd_op import add_operator_parsers
+from codesign.cli.args import add_config_args
+from codesign.cli.op import add_operator_parsers
+from codesign.exec.progress import Bar
+from codesign.exec.store import Store
 from codesign.tune import log
 from codesign.tune.explore import METHODS
 from codesign.tune.measure import Measurer, task_for
-from codesign.tune.progress import Bar
-from codesign.tune.store import Store
 from codesign.tune.tuner import tune
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import MAX_INSNS, build_space
@@ -95,8 +95,8 @@ def _run(args: argparse.Namespace) -> int:
 def _run_model(args: argparse.Namespace) -> int:
     """Tune each distinct accelerator operator of the model (as `codesign run` compiles it) and
     log every trial; `codesign run --tuning-log` then uses the best schedules."""
-    from codesign.cmd_run import input_shapes
-    from codesign.model_run import load_model
+    from codesign.cli.args import input_shapes
+    from codesign.run.model import load_model
 
     _check(args)
     cfg = resolve(args.config, args.set)

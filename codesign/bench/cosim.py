@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.bench_fsim import K, M, N, tiling_for
+from codesign.bench.fsim import K, M, N, tiling_for
 from hw.config import AcceleratorConfig
 from sim.backend import SimulationError
 from sim.rtl.backend import RtlSimulator

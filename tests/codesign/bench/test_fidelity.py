@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from codesign import bench_fidelity
+from codesign.bench import fidelity as bench_fidelity
 from codesign.cli import main
 from hw.config import PRESETS
 from tests.sim.rtl.stub_accel import needs_verilator

@@ -5,8 +5,8 @@ import sys
 import numpy as np
 import pytest
 
-from codesign import cmd_sim
 from codesign.cli import main
+from codesign.cli import sim as cmd_sim
 from hw.config import PRESETS
 from sim.conformance import CaseResult, SuiteReport
 from sim.workloads import GemmTiling, blocked_gemm

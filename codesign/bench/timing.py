@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from codesign.bench_fsim import K, M, N, tiling_for
+from codesign.bench.fsim import K, M, N, tiling_for
 from hw.config import AcceleratorConfig
 from sim.timing import TimingSimulator
 from sim.workloads import blocked_gemm

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from codesign.cli import add_config_args
+from codesign.cli.args import add_config_args, input_shapes, patterns
 from hw.config import resolve
 from sim.backends import NAMES, make_backend
 
@@ -79,36 +79,18 @@ def _quant_args(p: argparse.ArgumentParser) -> None:
                         "image network's first layer) on the accelerator too, not on the host")
 
 
-def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
-    shapes = {}
-    for item in items:
-        name, _, dims = item.partition("=")
-        try:
-            shape = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            shape = ()
-        if not name or not shape or any(d < 1 for d in shape):
-            raise ValueError(f"--input-shape {item!r} must be NAME=D1,D2,... with positive integers")
-        shapes[name] = shape
-    return shapes
-
-
-def _patterns(items: list[str]) -> tuple[str, ...]:
-    return tuple(p for item in items for p in item.split(",") if p)
-
-
 def _quant_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from codesign.model_run import CALIBRATION_COUNT, QuantOptions
+    from codesign.run.model import CALIBRATION_COUNT, QuantOptions
 
     count = CALIBRATION_COUNT if args.calibration_inputs is None else args.calibration_inputs
     if count < 1:
         raise ValueError(f"--calibration-inputs must be at least 1, not {count}")
-    floats = _patterns(args.float_layers)
+    floats = patterns(args.float_layers)
     return QuantOptions(args.calibration, count, args.rounding, args.bias_correction, floats)
 
 
 def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from codesign.model_run import load_model
+    from codesign.run.model import load_model
     from compiler.codegen.host import use_default_disk_cache
 
     use_default_disk_cache()
@@ -129,7 +111,7 @@ def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from codesign.model_run import print_table, read_input_file, run, sample_inputs
+    from codesign.run.model import print_table, read_input_file, run, sample_inputs
 
     if args.inputs < 1:
         raise ValueError(f"--inputs must be at least 1, not {args.inputs}")
@@ -165,12 +147,12 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _sensitivity(args: argparse.Namespace) -> int:
-    from codesign.model_run import print_sensitivity, sensitivity
+    from codesign.run.model import print_sensitivity, sensitivity
 
     if args.inputs < 1:
         raise ValueError(f"--inputs must be at least 1, not {args.inputs}")
     report = sensitivity(args.model, resolve(args.config, args.set), input_shapes(args.input_shape) or None,
-                         _quant_options(args), args.offload_shallow, args.inputs, _patterns(args.layers),
+                         _quant_options(args), args.offload_shallow, args.inputs, patterns(args.layers),
                          args.groups, _progress)
     if args.json:
         print(json.dumps(report, indent=1))

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from codesign.bench_fsim import K, M, N, tiling_for
+from codesign.bench.fsim import K, M, N, tiling_for
 from hw.config import AcceleratorConfig
 from sim import fidelity
 from sim.fidelity import CorpusProgram, FidelityReport

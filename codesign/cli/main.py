@@ -1,6 +1,7 @@
 """The `codesign` command: one console script with subcommands.
 
-Each command group lives in its own module with a `register(subparsers)` function.
+Each command group lives in its own module of this package with a `register(subparsers)`
+function; options several commands share are in `codesign.cli.args`.
 """
 
 from __future__ import annotations
@@ -23,20 +24,20 @@ USER_ERRORS = (ConfigError, ProgramError, SimulationError, EncodingError, Schedu
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from codesign import cmd_bench, cmd_config, cmd_isa, cmd_models, cmd_op, cmd_run, cmd_sim, cmd_tune
+    from codesign.cli import bench, config, isa, models, op, run, sim, tune
 
     parser = argparse.ArgumentParser(
         prog="codesign", description="Hardware-software co-design workbench."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (cmd_config, cmd_isa, cmd_sim, cmd_op, cmd_bench, cmd_models, cmd_run, cmd_tune):
+    for module in (config, isa, sim, op, bench, models, run, tune):
         module.register(sub)
     try:
-        cmd_hw = importlib.import_module("codesign.cmd_hw")
+        hw_commands = importlib.import_module("codesign.cli.hw")
     except ImportError:  # the hardware tool group is optional
         pass
     else:
-        cmd_hw.register(sub)
+        hw_commands.register(sub)
     return parser
 
 
@@ -49,9 +50,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"codesign {args.command}: error: {exc}", file=sys.stderr)
         return 2
 
-
-def add_config_args(parser: argparse.ArgumentParser) -> None:
-    """--config PRESET|FILE and repeated --set key=value, shared by every command."""
-    parser.add_argument("--config", default="vta", help="preset name or JSON file (default vta)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one parameter (repeatable)")

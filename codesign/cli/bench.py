@@ -7,7 +7,7 @@ import importlib
 import json
 import sys
 
-from codesign.cli import add_config_args
+from codesign.cli.args import add_config_args
 from hw.config import resolve
 
 
@@ -63,20 +63,20 @@ def _print(result: dict, as_json: bool) -> None:
 
 
 def _fsim(args: argparse.Namespace) -> int:
-    from codesign import bench_fsim
+    from codesign.bench import fsim as bench_fsim
 
     _print(bench_fsim.run(resolve(args.config, args.set), repeats=args.repeats), args.json)
     return 0
 
 
 def _cosim(args: argparse.Namespace) -> int:
-    bench_cosim = importlib.import_module("codesign.bench_cosim")
+    bench_cosim = importlib.import_module("codesign.bench.cosim")
     _print(bench_cosim.run(resolve(args.config, args.set)), args.json)
     return 0
 
 
 def _layers(args: argparse.Namespace) -> int:
-    from codesign import bench_layers
+    from codesign.bench import layers as bench_layers
 
     result = bench_layers.run(resolve(args.config, args.set), args.backend, args.layer)
     if args.json:
@@ -92,10 +92,10 @@ def _layers(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from codesign.tune import bench
+    from codesign.bench import tune as bench
+    from codesign.exec.progress import Bar
+    from codesign.exec.store import Store
     from codesign.tune.measure import Measurer
-    from codesign.tune.progress import Bar
-    from codesign.tune.store import Store
 
     if args.seeds < 1:
         raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
@@ -114,14 +114,14 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _timing(args: argparse.Namespace) -> int:
-    from codesign import bench_timing
+    from codesign.bench import timing as bench_timing
 
     _print(bench_timing.run(resolve(args.config, args.set), repeats=args.repeats), args.json)
     return 0
 
 
 def _fidelity(args: argparse.Namespace) -> int:
-    from codesign import bench_fidelity
+    from codesign.bench import fidelity as bench_fidelity
 
     if args.random < 0:
         raise ValueError(f"--random must be at least 0, not {args.random}")

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from codesign.tune.pool import Pool
+from codesign.exec.pool import Pool
 
 
 def work(item):
