@@ -26,7 +26,7 @@ MAX_INSNS = 20_000
 
 
 class FeatureCache(Protocol):
-    """Where features of lowered points are kept between runs (codesign.tune.store)."""
+    """Where features of lowered points are kept between runs (codesign.exec.store)."""
 
     def get_features(self, key: str) -> list[float] | None: ...
     def put_features(self, items: dict[str, list[float]]) -> None: ...
