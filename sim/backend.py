@@ -1,12 +1,13 @@
 """The interface every backend implements: `run(program, inputs) -> RunResult(outputs, stats)`,
-and `run_in(program, dram) -> Stats` against a DRAM image the caller owns."""
+and `run_in(program, dram) -> Stats` against a DRAM image the caller owns; what a backend can
+do beyond that is declared in its `Capabilities`, so callers ask what it can do, never its name."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -63,6 +64,20 @@ class Stats:
         }
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend offers beyond `run`: `values`, it computes output values (so they can be
+    compared exactly; the timing model moves no data); `cycles`, it counts cycles; `traces`, it
+    records the activity of every module (`run_traced`); `signals`, it can dump the design's
+    signals as VCD; `seeded`, its run takes a `seed` option choosing among legal interleavings."""
+
+    values: bool
+    cycles: bool
+    traces: bool = False
+    signals: bool = False
+    seeded: bool = False
+
+
 @dataclass
 class RunResult:
     outputs: dict[str, np.ndarray]
@@ -75,6 +90,7 @@ class Backend(Protocol):
 
     name: str
     config: AcceleratorConfig
+    capabilities: ClassVar[Capabilities]
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult: ...
 
@@ -82,6 +98,14 @@ class Backend(Protocol):
         """Run `program` against `dram`, a caller-owned DRAM image (1-D uint8, at least
         `program.dram_bytes`) that already holds its instructions, micro-ops and inputs and is
         updated in place: several programs share one image (compiler.runtime.arena)."""
+        ...
+
+
+class TracingBackend(Backend, Protocol):
+    """A backend whose `capabilities.traces` holds."""
+
+    def run_traced(self, program: Program, inputs: Mapping[str, np.ndarray]) -> tuple[RunResult, Any]:
+        """`run`, with the activity of every module and memory channel (`sim.trace.Activity`)."""
         ...
 
 

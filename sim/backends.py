@@ -1,28 +1,47 @@
-"""Backends by name, so tools and tests pick a fidelity with a string."""
+"""Backends by name, so tools and tests pick a fidelity with a string, and ask what it can do
+(`capabilities`) before building it (an RTL backend compiles Verilator on first use)."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from hw.config import AcceleratorConfig
-from sim.backend import Backend
+from sim.backend import Backend, Capabilities, TracingBackend
 
-NAMES = ("fsim", "timing", "rtl")
+# name -> "module:class"; the modules are imported only when asked for
+_CLASSES = {
+    "fsim": "sim.fsim:FunctionalSimulator",
+    "timing": "sim.timing:TimingSimulator",
+    "rtl": "sim.rtl.backend:RtlSimulator",
+}
+NAMES = tuple(_CLASSES)
+
+
+def _class(name: str) -> Any:
+    if name not in _CLASSES:
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}")
+    module, cls = _CLASSES[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def capabilities(name: str) -> Capabilities:
+    """What backend `name` can do (see `sim.backend.Capabilities`)."""
+    caps: Capabilities = _class(name).capabilities
+    return caps
 
 
 def make_backend(name: str, cfg: AcceleratorConfig, **options: Any) -> Backend:
     """`fsim` (options: seed), `timing` (options: see sim.timing.TimingSimulator) or `rtl`
     (options: see sim.rtl.backend.RtlSimulator)."""
-    if name == "fsim":
-        from sim.fsim import FunctionalSimulator
+    backend: Backend = _class(name)(cfg, **options)
+    return backend
 
-        return FunctionalSimulator(cfg, **options)
-    if name == "timing":
-        from sim.timing import TimingSimulator
 
-        return TimingSimulator(cfg, **options)
-    if name == "rtl":
-        from sim.rtl.backend import RtlSimulator
-
-        return RtlSimulator(cfg, **options)  # type: ignore[no-any-return]
-    raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}")
+def make_tracing_backend(name: str, cfg: AcceleratorConfig, **options: Any) -> TracingBackend:
+    """`make_backend` for a backend that records module activity; ValueError for one that does not."""
+    if not capabilities(name).traces:
+        tracing = ", ".join(n for n in NAMES if capabilities(n).traces)
+        raise ValueError(f"backend {name} records no activity; {tracing} do")
+    backend: TracingBackend = _class(name)(cfg, **options)
+    return backend

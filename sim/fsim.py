@@ -23,7 +23,7 @@ from hw import isa
 from hw.config import AcceleratorConfig
 from hw.program import Program
 from sim import alu
-from sim.backend import RunResult, SimulationError, Stats, check_dram
+from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
 from sim.gemm import GemmUnit
 from sim.scratchpads import Scratchpads, sram_of
 
@@ -36,6 +36,7 @@ class FunctionalSimulator:
     """Backend `fsim`.  `seed=None` runs the deterministic schedule; an int a random legal one."""
 
     name = "fsim"
+    capabilities = Capabilities(values=True, cycles=False, seeded=True)
 
     def __init__(self, config: AcceleratorConfig, *, seed: int | None = None) -> None:
         self.config = config

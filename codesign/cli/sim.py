@@ -12,7 +12,7 @@ from codesign.cli.args import add_config_args
 from codesign.cli.isa import config_for, load_program
 from hw.config import resolve
 from hw.program import Program, ProgramError
-from sim.backends import NAMES, make_backend
+from sim.backends import NAMES, capabilities, make_backend, make_tracing_backend
 from sim.conformance import run_suite
 
 
@@ -45,12 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _selftest(args: argparse.Namespace) -> int:
     cfg = resolve(args.config, args.set)
-    options = {"seed": args.seed} if args.backend == "fsim" else {}
+    can = capabilities(args.backend)
+    options = {"seed": args.seed} if can.seeded else {}
     backend = make_backend(args.backend, cfg, **options)
-    if args.backend == "timing":
+    if not can.values:  # the ISA suite checks values; a model of time alone has its own suite
         from sim.timing.selftest import run_timing_suite
 
-        report = run_timing_suite(backend)  # type: ignore[arg-type]
+        report = run_timing_suite(backend)
     else:
         report = run_suite(backend)
     if args.json:
@@ -76,7 +77,7 @@ def _inputs(args: argparse.Namespace, program: Program) -> dict[str, np.ndarray]
     if args.random_inputs is not None:
         return random_inputs(program, args.random_inputs)
     if args.inputs is None:
-        if program.regions_with_role("input") and args.backend != "timing":  # timing moves no data
+        if program.regions_with_role("input") and capabilities(args.backend).values:
             raise ProgramError("the program has input regions: pass --inputs or --random-inputs")
         return {}
     if not Path(args.inputs).is_file():
@@ -88,10 +89,11 @@ def _inputs(args: argparse.Namespace, program: Program) -> dict[str, np.ndarray]
 def _run(args: argparse.Namespace) -> int:
     program = load_program(args.program)
     cfg = config_for(program, args.config, args.set)
-    if args.vcd and args.backend != "rtl":
-        raise ProgramError("--vcd needs --backend rtl")
-    if args.trace and args.backend not in ("timing", "rtl"):
-        raise ProgramError("--trace needs --backend timing or rtl (fsim has no notion of time)")
+    can = capabilities(args.backend)
+    if args.vcd and not can.signals:
+        raise ProgramError(f"--vcd needs --backend {_having('signals')}")
+    if args.trace and not can.traces:
+        raise ProgramError(f"--trace needs --backend {_having('traces')} (fsim has no notion of time)")
     if args.vcd and args.trace:
         raise ProgramError("--vcd and --trace are separate runs: give one of them")
     inputs = _inputs(args, program)
@@ -100,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
 
         result = run_with_vcd(cfg, program, inputs, args.vcd)
     elif args.trace:
-        result, activity = make_backend(args.backend, cfg).run_traced(program, inputs)  # type: ignore[attr-defined]
+        result, activity = make_tracing_backend(args.backend, cfg).run_traced(program, inputs)
         activity.write(args.trace)
     else:
         result = make_backend(args.backend, cfg).run(program, inputs)
@@ -113,3 +115,8 @@ def _run(args: argparse.Namespace) -> int:
         for key, value in stats.items():
             print(f"{key}: {value}")
     return 0
+
+
+def _having(capability: str) -> str:
+    """The backends with `capability`, as a message names them ("timing or rtl")."""
+    return " or ".join(n for n in NAMES if getattr(capabilities(n), capability))

@@ -288,7 +288,7 @@ def run(loaded: Loaded, inputs: list[Inputs], backend: Any,
         check_inputs(graph, feeds)
         result = model.run(feeds, backend)
         results.append(result)
-        if backend.name != "timing":
+        if backend.capabilities.values:
             exact = exact and matches_reference(graph, feeds, result)
             if session is not None:
                 refs.append(session.run(None, feeds)[0])
@@ -345,10 +345,10 @@ def _report(loaded: Loaded, results: list[ModelResult], backend: Any, run_s: flo
     n = max(len(results), 1)
     cycles = sum(r.cycles for r in results) / n
     host_s = sum(r.host_s for r in results) / n
-    timed = backend.name != "fsim"
+    timed = backend.capabilities.cycles
     return {
         "model": model.graph.name, "config": cfg.name, "backend": backend.name, "inputs": len(results),
-        "correct_int8": None if backend.name == "timing" else exact,
+        "correct_int8": exact if backend.capabilities.values else None,
         "top1_agreement": fp32.top1 if fp32 and classifier else None,
         "top1_ci95": list(fp32.top1_ci95) if fp32 and classifier else None,
         "cosine": fp32.cosine_mean if fp32 else None,

@@ -25,7 +25,7 @@ from compiler.tune.workload import Workload, config_key
 from hw.config import AcceleratorConfig
 from hw.program import ProgramError
 from sim.backend import Backend, SimulationError
-from sim.backends import make_backend
+from sim.backends import capabilities, make_backend
 
 BACKENDS = ("timing", "rtl", "fsim")
 
@@ -63,7 +63,7 @@ def measure(task: Task) -> Result:
                schedule=compiled.schedule_json())
     start = time.perf_counter()
     try:
-        inputs = op.random_inputs(0) if task.check or task.backend != "timing" else None
+        inputs = op.random_inputs(0) if task.check or capabilities(task.backend).values else None
         result = _backend(task.backend, cfg).run(compiled.built.program, inputs)  # type: ignore[arg-type]
     except SimulationError as exc:
         return {**out, "status": "error", "error": f"SimulationError: {exc}"}

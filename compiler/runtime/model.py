@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -35,6 +35,10 @@ from compiler.graph.memory import plan_memory
 from compiler.runtime.accel import AccelStep, KnobsFor, Precise, add_step, conv_step, dense_step
 from compiler.runtime.arena import AccelUse, DeviceArena, StepInArena
 from compiler.target.accel import AcceleratorTarget
+from hw.program import Program
+
+if TYPE_CHECKING:  # the runtime only names sim's Stats: backends come from the caller
+    from sim.backend import Stats
 
 _VIEWS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze")
 
@@ -45,7 +49,7 @@ class Backend(Protocol):
 
     name: str
 
-    def run_in(self, program: Any, dram: np.ndarray) -> Any: ...
+    def run_in(self, program: Program, dram: np.ndarray) -> Stats: ...
 
 
 @dataclass

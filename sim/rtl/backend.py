@@ -17,7 +17,7 @@ import numpy as np
 from hw.config import AcceleratorConfig
 from hw.program import Program
 from hw.verilog import DesignFactory
-from sim.backend import RunResult, SimulationError, Stats, check_dram
+from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
 from sim.rtl import trace
 from sim.rtl.build import library_for
 from sim.rtl.ports import COUNTER_FIELDS
@@ -71,6 +71,7 @@ class RtlSimulator:
     """Cycle-accurate runs of the generated RTL (Verilator), with hardware counters as Stats."""
 
     name = "rtl"
+    capabilities = Capabilities(values=True, cycles=True, traces=True, signals=True)
 
     def __init__(self, cfg: AcceleratorConfig, *, max_cycles: int = DEFAULT_MAX_CYCLES,
                  dram_latency_cycles: int | None = None, dram_bytes_per_cycle: int | None = None,

@@ -29,10 +29,11 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from hw.program import Program
-from sim.backend import RunResult, SimulationError, Stats, check_dram
+from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
 from sim.rtl.backend import check_positive
 from sim.timing import build, decode
 from sim.timing.trace import activity
+from sim.trace import Activity
 
 DEFAULT_MAX_CYCLES = 1 << 40
 _PARAMS = ("bus_bytes", "max_burst", "inflight", "latency", "bytes_per_cycle", "queue_depth",
@@ -83,6 +84,7 @@ class TimingSimulator:
     the closed-form fast path; same results)."""
 
     name = "timing"
+    capabilities = Capabilities(values=False, cycles=True, traces=True)
 
     def __init__(self, cfg: AcceleratorConfig, *, dram_latency_cycles: int | None = None,
                  dram_bytes_per_cycle: int | None = None, max_cycles: int = DEFAULT_MAX_CYCLES,
@@ -120,7 +122,8 @@ class TimingSimulator:
             dram[r.offset : r.offset + r.nbytes] = 0
         return stats
 
-    def run_traced(self, program: Program, inputs: Mapping[str, np.ndarray] | None = None):  # type: ignore[no-untyped-def]
+    def run_traced(self, program: Program,
+                   inputs: Mapping[str, np.ndarray] | None = None) -> tuple[RunResult, Activity]:
         """`run`, with the activity of every module and memory channel (`sim.trace.Activity`)."""
         stats, act = self._simulate(program, trace=True)
         return RunResult({}, stats, np.zeros(0, dtype=np.uint8)), act

@@ -7,12 +7,12 @@ and its functional counters equal both the case's expected counters and fsim's, 
 
 from __future__ import annotations
 
+from sim.backend import Backend
 from sim.conformance import CASES, Case, CaseResult, SuiteReport, attempt
 from sim.fsim import FunctionalSimulator
-from sim.timing import TimingSimulator
 
 
-def run_timing_case(backend: TimingSimulator, case: Case) -> CaseResult:
+def run_timing_case(backend: Backend, case: Case) -> CaseResult:
     outcome = attempt(backend, case)
     if isinstance(outcome, CaseResult):
         return outcome
@@ -31,7 +31,7 @@ def run_timing_case(backend: TimingSimulator, case: Case) -> CaseResult:
     return CaseResult(case.name, True)
 
 
-def run_timing_suite(backend: TimingSimulator, names: list[str] | None = None) -> SuiteReport:
+def run_timing_suite(backend: Backend, names: list[str] | None = None) -> SuiteReport:
     selected = [c for c in CASES if names is None or c.name in names]
     return SuiteReport(backend.name, backend.config.name,
                        [run_timing_case(backend, c) for c in selected])
