@@ -25,10 +25,10 @@ def run(cfg: AcceleratorConfig, backend_name: str = "rtl", layers: list[str] | N
         _, single = compile_and_run(op, backend, vthreads=1)
         rows.append({
             "name": name,
-            "correct": None if best["correct"] is None else best["correct"] and single["correct"],
-            "cycles": best["cycles"], "gemm_uops": best["gemm_uops"],
-            "utilization": best["utilization"], "cycles_vthreads1": single["cycles"],
-            "compile_s": best["compile_s"], "knobs": best["schedule"]["knobs"],
+            "correct": None if best.correct is None else best.correct and single.correct,
+            "cycles": best.cycles, "gemm_uops": best.gemm_uops,
+            "utilization": best.utilization, "cycles_vthreads1": single.cycles,
+            "compile_s": best.compile_s, "knobs": best.schedule["knobs"],
         })
     timed = all(r["cycles"] for r in rows)
     total = sum(r["cycles"] or 0 for r in rows)

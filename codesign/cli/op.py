@@ -127,10 +127,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.print_ir:
         print(compiled.built.print_ir())
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result.to_json()))
     else:
         for key in ("op", "config", "backend", "correct", "cycles", "gemm_uops", "utilization",
                     "instructions", "dram_bytes_read", "compile_s"):
-            print(f"{key}: {result[key]}")
+            print(f"{key}: {result.to_json()[key]}")
         print("schedule:\n  " + str(compiled.schedule).replace("\n", "\n  "))
-    return 1 if result["correct"] is False else 0
+    return 1 if result.correct is False else 0

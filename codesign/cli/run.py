@@ -80,7 +80,7 @@ def _quant_args(p: argparse.ArgumentParser) -> None:
 
 
 def _quant_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from codesign.run.model import CALIBRATION_COUNT, QuantOptions
+    from compiler.driver import CALIBRATION_COUNT, QuantOptions
 
     count = CALIBRATION_COUNT if args.calibration_inputs is None else args.calibration_inputs
     if count < 1:
@@ -111,7 +111,8 @@ def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from codesign.run.model import print_table, read_input_file, run, sample_inputs
+    from codesign.run.inputs import read_input_file, sample_inputs
+    from codesign.run.model import print_table, run
 
     if args.inputs < 1:
         raise ValueError(f"--inputs must be at least 1, not {args.inputs}")
@@ -123,7 +124,7 @@ def _run(args: argparse.Namespace) -> int:
         inputs = sample_inputs(graph, loaded.zoo_name, args.inputs, seed=0)
     report = run(loaded, inputs, make_backend(args.backend, cfg), _progress if len(inputs) > 1 else None)
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(json.dumps(report.to_json(), indent=1))
     else:
         print_table(report)
     return 0
@@ -147,7 +148,7 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _sensitivity(args: argparse.Namespace) -> int:
-    from codesign.run.model import print_sensitivity, sensitivity
+    from codesign.run.sensitivity import print_sensitivity, sensitivity
 
     if args.inputs < 1:
         raise ValueError(f"--inputs must be at least 1, not {args.inputs}")
@@ -155,7 +156,7 @@ def _sensitivity(args: argparse.Namespace) -> int:
                          _quant_options(args), args.offload_shallow, args.inputs, patterns(args.layers),
                          args.groups, _progress)
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(json.dumps(report.to_json(), indent=1))
     else:
         print_sensitivity(report)
     return 0

@@ -3,6 +3,7 @@ of `codesign op` and `codesign bench layers`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from compiler.errors import ScheduleError
 from compiler.ops import CompiledOp, Operator, compile_op, knobs_from_json
 from compiler.schedule import records as R
 from compiler.schedule.schedule import read_schedule_file
-from sim.backend import Backend
+from sim.backend import Backend, Stats
 
 
 def schedule_source(op: Operator, path: str | None, vthreads: int | None,
@@ -47,7 +48,36 @@ def tuned_knobs(op: Operator, tuning_log: str) -> Any:
     return None if found is None else knobs_from_json(op, found["knobs"])
 
 
-def run_compiled(op: Operator, compiled: CompiledOp, backend: Backend, seed: int = 0) -> dict[str, Any]:
+@dataclass(frozen=True)
+class OpReport:
+    """One operator compiled and run with seeded inputs (`codesign op`): `operator` is its own
+    description (`Operator.describe()`: kind and shape, as JSON); `correct` is None where the
+    backend computes no values; `schedule_source` says where the schedule came from when a
+    tuning log was asked for ("tuning-log" or "default")."""
+
+    operator: dict[str, Any]
+    config: str
+    backend: str
+    correct: bool | None
+    cycles: int | None
+    gemm_uops: int
+    utilization: float | None
+    instructions: int
+    dram_bytes_read: int
+    compile_s: float
+    schedule: dict[str, Any]
+    stats: Stats
+    schedule_source: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**self.operator, **{f.name: getattr(self, f.name) for f in fields(self)[1:]}}
+        out["stats"] = self.stats.to_dict()
+        if self.schedule_source is None:
+            del out["schedule_source"]
+        return out
+
+
+def run_compiled(op: Operator, compiled: CompiledOp, backend: Backend, seed: int = 0) -> OpReport:
     inputs = op.random_inputs(seed)
     result = backend.run(compiled.built.program, inputs)
     expected = op.reference(inputs)
@@ -56,28 +86,25 @@ def run_compiled(op: Operator, compiled: CompiledOp, backend: Backend, seed: int
     out = result.outputs.get("out")
     correct = None if out is None else bool(np.array_equal(out, expected))
     cycles = stats.cycles
-    return {
-        **op.describe(),
-        "config": backend.config.name, "backend": backend.name, "correct": correct,
-        "cycles": cycles, "gemm_uops": stats.gemm_uops,
-        "utilization": None if not cycles else stats.gemm_uops / cycles,
-        "instructions": int(compiled.built.program.insns.shape[0]),
-        "dram_bytes_read": stats.inp_load_bytes + stats.wgt_load_bytes + stats.acc_load_bytes
-        + stats.uop_load_bytes,
-        "compile_s": compiled.compile_s,
-        "schedule": compiled.schedule_json(),
-        "stats": stats.to_dict(),
-    }
+    return OpReport(
+        operator=op.describe(), config=backend.config.name, backend=backend.name, correct=correct,
+        cycles=cycles, gemm_uops=stats.gemm_uops,
+        utilization=None if not cycles else stats.gemm_uops / cycles,
+        instructions=int(compiled.built.program.insns.shape[0]),
+        dram_bytes_read=(stats.inp_load_bytes + stats.wgt_load_bytes + stats.acc_load_bytes
+                         + stats.uop_load_bytes),
+        compile_s=compiled.compile_s, schedule=compiled.schedule_json(), stats=stats,
+    )
 
 
 def compile_and_run(
     op: Operator, backend: Backend, *, schedule: str | None = None, vthreads: int | None = None,
     seed: int = 0, tuning_log: str | None = None,
-) -> tuple[CompiledOp, dict[str, Any]]:
+) -> tuple[CompiledOp, OpReport]:
     source = schedule_source(op, schedule, vthreads, tuning_log)
     origin = source.pop("origin", None)
     compiled = compile_op(op, **source)
     result = run_compiled(op, compiled, backend, seed)
     if tuning_log is not None and schedule is None:
-        result["schedule_source"] = origin or "default"
+        result = replace(result, schedule_source=origin or "default")
     return compiled, result

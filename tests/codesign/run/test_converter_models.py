@@ -20,7 +20,8 @@ import pytest
 
 from codesign.cli import main
 from codesign.cli.args import input_shapes
-from codesign.run.model import Loaded, load_model, run, sample_inputs
+from codesign.run.inputs import sample_inputs
+from codesign.run.model import Loaded, load_model, run
 from hw.config import resolve
 from sim.backends import make_backend
 from tests.compiler.frontend.onnx_models import NEWEST, OPSETS, Builder
@@ -140,7 +141,7 @@ def _loaded(name: str, opset: int) -> Loaded:
 def _report(name: str, opset: int, backend: str) -> dict[str, Any]:
     loaded = _loaded(name, opset)
     inputs = sample_inputs(loaded.model.graph, loaded.zoo_name, INPUTS, seed=0)
-    return run(loaded, inputs, make_backend(backend, loaded.model.target.cfg))
+    return run(loaded, inputs, make_backend(backend, loaded.model.target.cfg)).to_json()
 
 
 def _placement(report: dict[str, Any]) -> list[tuple[str, str]]:

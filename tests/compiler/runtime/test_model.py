@@ -213,7 +213,8 @@ def _per_step(model: CompiledModel, inputs: dict[str, np.ndarray],
 
 def _zoo_model(name: str, cfg_name: str, tmp_path: Any) -> tuple[CompiledModel, list[dict[str, np.ndarray]]]:
     from codesign import zoo
-    from codesign.run.model import load_model, sample_inputs
+    from codesign.run.inputs import sample_inputs
+    from codesign.run.model import load_model
 
     path = tmp_path / f"{name}.onnx"
     onnx.save(zoo.build(name), path)

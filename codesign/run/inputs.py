@@ -1,0 +1,80 @@
+"""Where a model's inputs come from: the zoo's own data for zoo models (calibration, seeded
+samples), seeded random tensors of the right shapes for other models, or the user's npz file."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.graph.ir import Graph
+
+Inputs = dict[str, np.ndarray]
+CALIBRATION_SEED = 1000  # calibration never sees the evaluation inputs (seeds 0, 1, ...)
+
+
+def zoo_name(onnx_bytes: bytes) -> str | None:
+    """The zoo model a file was exported from (its producer and graph name), if any."""
+    import onnx
+
+    from codesign import zoo
+
+    model = onnx.load_from_string(onnx_bytes)
+    if model.producer_name == "codesign.zoo" and model.graph.name in zoo.names():
+        return model.graph.name
+    return None
+
+
+def calibration_inputs(graph: Graph, name: str | None, count: int) -> list[Inputs]:
+    """Zoo models calibrate on their own kind of data (digits on its training split); other
+    models on seeded random inputs of the right shapes."""
+    if name == "digits":
+        from codesign import zoo
+
+        images = zoo.digits_split().train_images[:count]
+        return [{"input": image[None].copy()} for image in images]
+    return sample_inputs(graph, name, count, CALIBRATION_SEED)
+
+
+def sample_inputs(graph: Graph, name: str | None, count: int, seed: int) -> list[Inputs]:
+    if name is not None:
+        from codesign import zoo
+
+        return zoo.sample_inputs(name, count, seed)
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        feeds = {}
+        for n in graph.inputs:
+            v = graph.values[n]
+            if np.issubdtype(np.dtype(v.dtype), np.integer):
+                feeds[n] = rng.integers(0, 100, v.shape).astype(v.dtype)
+            else:
+                feeds[n] = rng.standard_normal(v.shape).astype(v.dtype)
+        out.append(feeds)
+    return out
+
+
+def read_input_file(path: str, graph: Graph) -> list[Inputs]:
+    """Inputs from an npz: one array per graph input, with a leading axis over samples."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {k: archive[k] for k in archive.files}
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not an npz file of inputs ({exc})") from None
+    missing = sorted(set(graph.inputs) - set(arrays))
+    if missing:
+        raise ValueError(f"{path}: no array for model input {missing[0]!r} "
+                         f"(inputs: {', '.join(graph.inputs)})")
+    counts = {len(arrays[n]) for n in graph.inputs}
+    if len(counts) != 1:
+        raise ValueError(f"{path}: inputs have different sample counts {sorted(counts)}")
+    return [{n: arrays[n][i] for n in graph.inputs} for i in range(counts.pop())]
+
+
+def check_inputs(graph: Graph, feeds: Inputs) -> None:
+    for n in graph.inputs:
+        v, a = graph.values[n], feeds[n]
+        if a.shape != v.shape or a.dtype.name != v.dtype:
+            raise ValueError(f"input {n!r} is {a.dtype.name}{list(a.shape)}, the model takes "
+                             f"{v.dtype}{list(v.shape)}")

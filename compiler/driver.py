@@ -1,0 +1,117 @@
+"""The compiler's one entry point for whole models: an ONNX file -> graph IR -> quantized graph
+(calibrated on the inputs the caller supplies, or the file's own scales for a QDQ model) ->
+a `CompiledModel` for a target.  The caller decides where calibration data comes from (the
+command line uses the zoo's data for zoo models); nothing here knows about the zoo."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from compiler.frontend import import_onnx
+from compiler.graph.ir import Graph, Node
+from compiler.graph.passes import simplify
+from compiler.quant import quantize
+from compiler.quant.fuse_residual import fuse_residual_adds
+from compiler.quant.qdq import import_qdq
+from compiler.quant.static import DEFAULT_ROUNDING, dense_layers
+from compiler.runtime.accel import KnobsFor
+from compiler.runtime.model import CompiledModel, is_shallow
+from compiler.target import AcceleratorTarget
+
+Inputs = dict[str, np.ndarray]
+# where calibration inputs come from: the imported graph (its inputs' shapes) -> the inputs
+CalibrationSource = Callable[[Graph], Sequence[Inputs]]
+KeepRule = Callable[[Graph, Node], bool]
+CALIBRATION_COUNT = 16
+
+
+@dataclass(frozen=True)
+class QuantOptions:
+    """How a float ONNX model is quantized: `calibration` (the activation calibrator) on
+    `calibration_count` inputs, `rounding` and `bias_correction` as `quantize` takes them (its
+    defaults: GPTQ convolution weights, corrected biases; "nearest" without correction quantizes
+    ResNet-18 in half the time, less accurately: see the README), and `float_layers`: patterns
+    (fnmatch, on the ONNX node's name or its output's) of convolutions and dense layers that
+    stay float and run on the host, trading offloaded MACs for int8 error."""
+
+    calibration: str = "percentile"
+    calibration_count: int = CALIBRATION_COUNT
+    rounding: str = DEFAULT_ROUNDING
+    bias_correction: bool = True
+    float_layers: tuple[str, ...] = ()
+
+
+DEFAULT_QUANT = QuantOptions()
+
+def compile_onnx(path: str | Path, target: AcceleratorTarget, calibration: CalibrationSource, *,
+                 input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                 quant: QuantOptions = DEFAULT_QUANT, knobs_for: KnobsFor | None = None,
+                 offload_shallow: bool = False) -> CompiledModel:
+    """The ONNX model at `path` imported (its errors name the file) and compiled by
+    `compile_graph` on the calibration inputs `calibration(graph)`."""
+    graph = import_onnx(str(path), input_shapes)
+    return compile_graph(graph, target, calibration(graph), quant=quant, knobs_for=knobs_for,
+                         offload_shallow=offload_shallow, where=str(path))
+
+
+def compile_graph(graph: Graph, target: AcceleratorTarget, calibration: Sequence[Inputs], *,
+                  quant: QuantOptions = DEFAULT_QUANT, knobs_for: KnobsFor | None = None,
+                  offload_shallow: bool = False, where: str | None = None) -> CompiledModel:
+    """An imported float graph quantized as `quant` says on the `calibration` inputs (a QDQ
+    graph keeps its own scales) and compiled for `target`; with `knobs_for`, each accelerator
+    operator uses the schedule it returns (else its default); `offload_shallow` puts shallow
+    convolutions on the accelerator too (compiler.runtime.model); errors name the model as
+    `where` (its file), else by the graph's name."""
+    calib = list(calibration)
+    # a model quantized already keeps the file's scales (and onnxruntime's rounding between a
+    # convolution and its residual add); calibration then only bounds accumulators
+    if is_qdq(graph):  # requantized as precisely as onnxruntime, whose int8 results it should match
+        if quant.float_layers:
+            raise ValueError(f"{where or graph.name} is quantized already (QuantizeLinear/DequantizeLinear): "
+                             "--float-layers applies to a float model")
+        qgraph = import_qdq(graph, calib, precise=True)
+    else:
+        # a shallow convolution that stays on the host stays float there: int8 buys it nothing
+        shallow = None if offload_shallow else functools.partial(is_shallow, target=target)
+        keep = float_layer_rule(graph, quant.float_layers, shallow)
+        quantized = quantize(graph, calib, method=quant.calibration, rounding=quant.rounding,
+                             bias_correction=quant.bias_correction, keep_float=keep)
+        qgraph = fuse_residual_adds(quantized)
+    return CompiledModel.compile(qgraph, target, knobs_for=knobs_for, offload_shallow=offload_shallow)
+
+
+def float_layer_rule(graph: Graph, patterns: Sequence[str], also: KeepRule | None = None,
+                     option: str = "--float-layers") -> KeepRule | None:
+    """`quantize`'s keep_float for the layers of `graph` whose node or output name matches one
+    of `patterns` (fnmatch), or for which `also` holds; None when neither keeps any. Every
+    pattern must match a convolution or dense layer of the graph as `quantize` cleans it (the
+    error names the `option` that gave it)."""
+    nodes = dense_layers(simplify(graph))
+    layers = [n.name for n in nodes]
+    for pattern in patterns:
+        if not any(_named(n, pattern) for n in nodes):
+            shown = ", ".join(layers[:3]) + (", ..." if len(layers) > 3 else "")
+            raise ValueError(f"{option} {pattern!r} matches no convolution or dense layer of "
+                             f"{graph.name} (its {len(layers)} layers: {shown})")
+    if not patterns:
+        return also
+
+    def keep(g: Graph, node: Node) -> bool:
+        return any(_named(node, p) for p in patterns) or bool(also and also(g, node))
+
+    return keep
+
+
+def _named(node: Node, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(node.name, pattern) or fnmatch.fnmatchcase(node.outputs[0], pattern)
+
+
+def is_qdq(graph: Graph) -> bool:
+    """Whether the model was quantized already (QuantizeLinear/DequantizeLinear pairs)."""
+    return any(n.op in ("QuantizeLinear", "DequantizeLinear") for n in graph.nodes)
