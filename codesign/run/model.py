@@ -19,11 +19,13 @@ from compiler.codegen.host import cache_info
 from compiler.driver import DEFAULT_QUANT, QuantOptions, compile_graph
 from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph
+from compiler.quant import accuracy
 from compiler.quant.accuracy import Agreement, agreement
 from compiler.runtime import serialize
 from compiler.runtime.model import CompiledModel, ModelResult, reference_boundary
 from compiler.target import AcceleratorTarget
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 from sim.backend import Backend
 
 
@@ -49,7 +51,7 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     knobs_for = _from_log(tuning_log)
     if path.endswith(".cmodel"):
         if quant.float_layers:
-            raise ValueError(f"{path} is compiled already: --float-layers applies when compiling "
+            raise InputError(f"{path} is compiled already: --float-layers applies when compiling "
                              "an ONNX model")
         model, extra = serialize.load(path, knobs_for)
         onnx_path = extra.get("onnx")
@@ -170,11 +172,8 @@ def matches_reference(graph: Graph, feeds: Inputs, result: ModelResult) -> bool:
 
 
 def ort_session(onnx_bytes: bytes | None) -> Any:
-    if onnx_bytes is None:
-        return None
-    import onnxruntime as ort
-
-    return ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
+    """The fp32 reference (compiler.quant.accuracy.ort_session on onnxruntime's threads), if any."""
+    return None if onnx_bytes is None else accuracy.ort_session(onnx_bytes, threads=0)
 
 
 def _report(loaded: Loaded, results: list[ModelResult], backend: Backend, run_s: float, exact: bool,
@@ -244,5 +243,5 @@ def _from_log(tuning_log: str | None) -> Callable[[Any], Any] | None:
     from codesign.run.op import tuned_knobs
 
     if not Path(tuning_log).exists():
-        raise ValueError(f"--tuning-log {tuning_log}: no such file")
+        raise InputError(f"--tuning-log {tuning_log}: no such file")
     return lambda op: tuned_knobs(op, tuning_log)

@@ -121,10 +121,16 @@ def step_agreement(
     )
 
 
-def ort_session(model: onnx.ModelProto | bytes | str) -> ort.InferenceSession:
-    """A one-thread CPU onnxruntime session (results do not depend on the thread count)."""
+def ort_session(model: onnx.ModelProto | bytes | str, threads: int = 1) -> ort.InferenceSession:
+    """A CPU onnxruntime session on `threads` threads (0: onnxruntime's default; results do not
+    depend on the thread count). QuantizeLinear/DequantizeLinear pairs run as written
+    (DequantizeLinear -> float op -> QuantizeLinear), not fused into onnxruntime's int8 kernels:
+    on x86 CPUs without VNNI those sum u8 x s8 products in pairs with int16 saturation, so their
+    results depend on the CPU (a QDQ ResNet's cosine to fp32 fell from 0.9999 to 0.90 on an
+    AVX2-only EPYC). Float models are unaffected."""
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.disable_quant_qdq", "1")
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
     return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
