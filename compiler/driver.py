@@ -23,6 +23,7 @@ from compiler.quant.static import DEFAULT_ROUNDING, dense_layers
 from compiler.runtime.accel import KnobsFor
 from compiler.runtime.model import CompiledModel, is_shallow
 from compiler.target import AcceleratorTarget
+from hw.errors import InputError
 
 Inputs = dict[str, np.ndarray]
 # where calibration inputs come from: the imported graph (its inputs' shapes) -> the inputs
@@ -73,7 +74,7 @@ def compile_graph(graph: Graph, target: AcceleratorTarget, calibration: Sequence
     # convolution and its residual add); calibration then only bounds accumulators
     if is_qdq(graph):  # requantized as precisely as onnxruntime, whose int8 results it should match
         if quant.float_layers:
-            raise ValueError(f"{where or graph.name} is quantized already (QuantizeLinear/DequantizeLinear): "
+            raise InputError(f"{where or graph.name} is quantized already (QuantizeLinear/DequantizeLinear): "
                              "--float-layers applies to a float model")
         qgraph = import_qdq(graph, calib, precise=True)
     else:
@@ -97,7 +98,7 @@ def float_layer_rule(graph: Graph, patterns: Sequence[str], also: KeepRule | Non
     for pattern in patterns:
         if not any(_named(n, pattern) for n in nodes):
             shown = ", ".join(layers[:3]) + (", ..." if len(layers) > 3 else "")
-            raise ValueError(f"{option} {pattern!r} matches no convolution or dense layer of "
+            raise InputError(f"{option} {pattern!r} matches no convolution or dense layer of "
                              f"{graph.name} (its {len(layers)} layers: {shown})")
     if not patterns:
         return also

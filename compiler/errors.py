@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from hw.errors import WorkbenchError
 
-class TensorExprError(ValueError):
+
+class TensorExprError(WorkbenchError):
     """A tensor expression is malformed: wrong index count, mismatched dtypes, bad shapes."""
 
 
-class ScheduleError(ValueError):
+class ScheduleError(WorkbenchError):
     """A schedule record cannot be applied, or the schedule cannot run on the target.
 
     The message names the record (or the stage) and the reason; schedule search catches only
@@ -15,12 +17,12 @@ class ScheduleError(ValueError):
     """
 
 
-class ModelImportError(ValueError):
+class ModelImportError(WorkbenchError):
     """A model file cannot be imported: unreadable, malformed, truncated, an unsupported operator or
     opset, or a shape that cannot be made static. The message is one line naming what and where."""
 
 
-class GraphError(ValueError):
+class GraphError(WorkbenchError):
     """A graph breaks an invariant of the graph IR (order, definitions, shapes, dtypes, attributes).
 
     The message names the node (or value) and the problem.

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from hw import isa
+from hw.errors import WorkbenchError
 
 
-class ConfigError(ValueError):
+class ConfigError(WorkbenchError):
     """An `AcceleratorConfig` value breaks a rule; the message names field, value and rule."""
 
 

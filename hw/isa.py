@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union
 
 import numpy as np
 
+from hw.errors import WorkbenchError
+
 if TYPE_CHECKING:
     from hw.config import AcceleratorConfig
 
@@ -30,7 +32,7 @@ LOOP_ITER_BITS = 14
 ALU_IMM_BITS = 16
 
 
-class EncodingError(ValueError):
+class EncodingError(WorkbenchError):
     """A value does not fit its instruction field, or a word does not decode."""
 
 

@@ -17,12 +17,13 @@ import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
+from hw.errors import WorkbenchError
 
 FORMAT_VERSION = 1
 ROLES = ("input", "output", "constant", "scratch", "insns", "uops")
 
 
-class ProgramError(ValueError):
+class ProgramError(WorkbenchError):
     """A Program is malformed, or used with the wrong config or wrong data."""
 
 

@@ -12,10 +12,11 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from hw.config import AcceleratorConfig
+from hw.errors import WorkbenchError
 from hw.program import Program
 
 
-class SimulationError(ValueError):
+class SimulationError(WorkbenchError):
     """A program fails at run time: deadlock, out-of-range access, malformed instruction."""
 
 

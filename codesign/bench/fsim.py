@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 from sim.fsim import FunctionalSimulator
 from sim.workloads import GemmTiling, blocked_gemm
 
@@ -33,7 +34,7 @@ def tiling_for(cfg: AcceleratorConfig, shape: tuple[int, int, int] = (M, K, N)) 
                 if best is None or _work(t) > _work(best):
                     best = t
     if best is None:
-        raise ValueError(f"no tiling of a {m}x{k}x{n} GEMM fits the buffers of {cfg.name}")
+        raise InputError(f"no tiling of a {m}x{k}x{n} GEMM fits the buffers of {cfg.name}")
     return best
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from hw.errors import InputError
+
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
     """--config PRESET|FILE and repeated --set key=value, shared by every command."""
@@ -21,7 +23,7 @@ def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
         except ValueError:
             shape = ()
         if not name or not shape or any(d < 1 for d in shape):
-            raise ValueError(f"--input-shape {item!r} must be NAME=D1,D2,... with positive integers")
+            raise InputError(f"--input-shape {item!r} must be NAME=D1,D2,... with positive integers")
         shapes[name] = shape
     return shapes
 

@@ -9,6 +9,7 @@ import sys
 
 from codesign.cli.args import add_config_args
 from hw.config import resolve
+from hw.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -98,7 +99,7 @@ def _tune(args: argparse.Namespace) -> int:
     from codesign.tune.measure import Measurer
 
     if args.seeds < 1:
-        raise ValueError(f"--seeds must be at least 1, not {args.seeds}")
+        raise InputError(f"--seeds must be at least 1, not {args.seeds}")
     bar = Bar()
     measurer = Measurer(store=Store(), workers=args.workers)
     try:
@@ -124,7 +125,7 @@ def _fidelity(args: argparse.Namespace) -> int:
     from codesign.bench import fidelity as bench_fidelity
 
     if args.random < 0:
-        raise ValueError(f"--random must be at least 0, not {args.random}")
+        raise InputError(f"--random must be at least 0, not {args.random}")
     classes = args.classes.split(",") if args.classes else None
     cfg = resolve(args.config, args.set)
     progress = bench_fidelity.stderr_progress() if sys.stderr.isatty() else None

@@ -11,16 +11,14 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from compiler.errors import ScheduleError, TensorExprError
-from hw.config import ConfigError
-from hw.isa import EncodingError
-from hw.program import ProgramError
+from hw.errors import WorkbenchError
 from hw.verilog import ToolchainError
-from sim.backend import SimulationError
 
-# Errors reported in one line with exit status 2: bad input, or an external tool that failed.
-USER_ERRORS = (ConfigError, ProgramError, SimulationError, EncodingError, ScheduleError,
-               TensorExprError, ValueError, OSError, ToolchainError)
+# What the user can correct, reported in one line with exit status 2: the workbench's own errors
+# (bad input, named in the message), an external tool that failed, and a file that is missing or
+# cannot be opened. Anything else is a bug: its traceback is shown (exit status 1).
+USER_ERRORS = (WorkbenchError, ToolchainError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
+               PermissionError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="codesign", description="Hardware-software co-design workbench."
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of a user error too (bugs always show theirs)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (config, isa, sim, op, bench, models, run, tune):
         module.register(sub)
@@ -47,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except USER_ERRORS as exc:
+        if args.debug:
+            raise
         print(f"codesign {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -11,6 +11,7 @@ from codesign.run.op import compile_and_run
 from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, Epilogue, Operator
 from compiler.target import AcceleratorTarget
 from hw.config import resolve
+from hw.errors import InputError
 from sim.backends import NAMES, make_backend
 
 
@@ -100,7 +101,7 @@ def _four(text: str, flag: str) -> tuple[int, int, int, int]:
     try:
         n, c, h, w = (int(v) for v in text.split(","))
     except ValueError:
-        raise ValueError(f"{flag} {text!r} must be four integers N,C,H,W") from None
+        raise InputError(f"{flag} {text!r} must be four integers N,C,H,W") from None
     return n, c, h, w
 
 
@@ -112,7 +113,7 @@ def _vthreads(text: str) -> int | None:
     if text == "auto":
         return None
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"--vthreads must be auto or a positive integer, not {text!r}")
+        raise InputError(f"--vthreads must be auto or a positive integer, not {text!r}")
     return int(text)
 
 

@@ -8,6 +8,7 @@ import sys
 
 from codesign.cli.args import add_config_args, input_shapes, patterns
 from hw.config import resolve
+from hw.errors import InputError
 from sim.backends import NAMES, make_backend
 
 
@@ -84,7 +85,7 @@ def _quant_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     count = CALIBRATION_COUNT if args.calibration_inputs is None else args.calibration_inputs
     if count < 1:
-        raise ValueError(f"--calibration-inputs must be at least 1, not {count}")
+        raise InputError(f"--calibration-inputs must be at least 1, not {count}")
     floats = patterns(args.float_layers)
     return QuantOptions(args.calibration, count, args.rounding, args.bias_correction, floats)
 
@@ -101,10 +102,10 @@ def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     saved = loaded.model.target.cfg
     if args.model.endswith(".cmodel"):
         if args.offload_shallow and not loaded.model.offload_shallow:
-            raise ValueError(f"{args.model} was compiled with shallow convolutions on the host; "
+            raise InputError(f"{args.model} was compiled with shallow convolutions on the host; "
                              "compile the ONNX model again with --offload-shallow")
         if (args.config or args.set) and cfg.fingerprint() != saved.fingerprint():
-            raise ValueError(f"{args.model} was compiled for config {saved.name}, not {cfg.name}; "
+            raise InputError(f"{args.model} was compiled for config {saved.name}, not {cfg.name}; "
                              "compile the ONNX model again with codesign compile --config")
         cfg = saved
     return cfg, loaded
@@ -115,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
     from codesign.run.model import print_table, run
 
     if args.inputs < 1:
-        raise ValueError(f"--inputs must be at least 1, not {args.inputs}")
+        raise InputError(f"--inputs must be at least 1, not {args.inputs}")
     cfg, loaded = _load(args)
     graph = loaded.model.graph
     if args.input_file:
@@ -134,7 +135,7 @@ def _compile(args: argparse.Namespace) -> int:
     from compiler.runtime import serialize
 
     if not args.output.endswith(".cmodel"):
-        raise ValueError(f"-o {args.output}: a compiled model file ends in .cmodel")
+        raise InputError(f"-o {args.output}: a compiled model file ends in .cmodel")
     _, loaded = _load(args)
     serialize.save(loaded.model, args.output, {"onnx": args.model, "zoo": loaded.zoo_name})
     model = loaded.model
@@ -151,7 +152,7 @@ def _sensitivity(args: argparse.Namespace) -> int:
     from codesign.run.sensitivity import print_sensitivity, sensitivity
 
     if args.inputs < 1:
-        raise ValueError(f"--inputs must be at least 1, not {args.inputs}")
+        raise InputError(f"--inputs must be at least 1, not {args.inputs}")
     report = sensitivity(args.model, resolve(args.config, args.set), input_shapes(args.input_shape) or None,
                          _quant_options(args), args.offload_shallow, args.inputs, patterns(args.layers),
                          args.groups, _progress)

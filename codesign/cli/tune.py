@@ -22,6 +22,7 @@ from codesign.tune.tuner import tune
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import MAX_INSNS, build_space
 from hw.config import resolve
+from hw.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,9 +62,9 @@ def _check(args: argparse.Namespace) -> None:
     for flag, value, low in (("--trials", args.trials, 1), ("--batch", args.batch, 1),
                              ("--workers", args.workers, 0), ("--max-insns", args.max_insns, 1)):
         if value < low:
-            raise ValueError(f"{flag} must be at least {low}, not {value}")
+            raise InputError(f"{flag} must be at least {low}, not {value}")
     if not args.timeout > 0:
-        raise ValueError(f"--timeout must be positive, not {args.timeout}")
+        raise InputError(f"--timeout must be positive, not {args.timeout}")
 
 
 def _run(args: argparse.Namespace) -> int:

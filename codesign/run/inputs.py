@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.ir import Graph
+from hw.errors import InputError
 
 Inputs = dict[str, np.ndarray]
 CALIBRATION_SEED = 1000  # calibration never sees the evaluation inputs (seeds 0, 1, ...)
@@ -59,16 +60,16 @@ def read_input_file(path: str, graph: Graph) -> list[Inputs]:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {k: archive[k] for k in archive.files}
     except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
+        raise InputError(f"{path}: no such file") from None
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not an npz file of inputs ({exc})") from None
+        raise InputError(f"{path}: not an npz file of inputs ({exc})") from None
     missing = sorted(set(graph.inputs) - set(arrays))
     if missing:
-        raise ValueError(f"{path}: no array for model input {missing[0]!r} "
+        raise InputError(f"{path}: no array for model input {missing[0]!r} "
                          f"(inputs: {', '.join(graph.inputs)})")
     counts = {len(arrays[n]) for n in graph.inputs}
     if len(counts) != 1:
-        raise ValueError(f"{path}: inputs have different sample counts {sorted(counts)}")
+        raise InputError(f"{path}: inputs have different sample counts {sorted(counts)}")
     return [{n: arrays[n][i] for n in graph.inputs} for i in range(counts.pop())]
 
 
@@ -76,5 +77,5 @@ def check_inputs(graph: Graph, feeds: Inputs) -> None:
     for n in graph.inputs:
         v, a = graph.values[n], feeds[n]
         if a.shape != v.shape or a.dtype.name != v.dtype:
-            raise ValueError(f"input {n!r} is {a.dtype.name}{list(a.shape)}, the model takes "
+            raise InputError(f"input {n!r} is {a.dtype.name}{list(a.shape)}, the model takes "
                              f"{v.dtype}{list(v.shape)}")

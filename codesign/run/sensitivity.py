@@ -22,6 +22,7 @@ from compiler.quant.static import calibrate, dense_layers
 from compiler.runtime.model import is_shallow, node_macs
 from compiler.target import AcceleratorTarget
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,11 @@ def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tu
     layers matching `layer_patterns` (as --float-layers matches) when given; with
     `group_patterns`, each pattern's layers together instead. Rows by gain."""
     if path.endswith(".cmodel"):
-        raise ValueError(f"{path}: sensitivity quantizes the float model; give its ONNX file")
+        raise InputError(f"{path}: sensitivity quantizes the float model; give its ONNX file")
     graph = import_onnx(path, input_shapes)
     data = Path(path).read_bytes()
     if is_qdq(graph):
-        raise ValueError(f"{path} is quantized already (QuantizeLinear/DequantizeLinear): sensitivity "
+        raise InputError(f"{path} is quantized already (QuantizeLinear/DequantizeLinear): sensitivity "
                          "applies to a float model")
     name = zoo_name(data)
     shallow = None if offload_shallow else functools.partial(is_shallow, target=AcceleratorTarget(cfg))

@@ -16,6 +16,7 @@ from typing import Any
 
 from compiler.tune.workload import Workload, config_key
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 
 VERSION = 1
 
@@ -57,9 +58,9 @@ def read(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             if n == len(lines):  # a run killed while writing
                 break
-            raise ValueError(f"{path} line {n}: not JSON") from None
+            raise InputError(f"{path} line {n}: not JSON") from None
         if not isinstance(data, dict) or not {"workload_key", "config", "knobs", "status"} <= set(data):
-            raise ValueError(f"{path} line {n}: not a tuning record "
+            raise InputError(f"{path} line {n}: not a tuning record "
                              "(needs workload_key, config, knobs, status)")
         out.append(data)
     return out

@@ -12,6 +12,7 @@ from codesign.tune.explore import History, Prior, make_explorer
 from codesign.tune.measure import Measurer, task_for
 from compiler.tune.space import Space
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 
 Progress = Callable[[int, int, int | None], None]  # (trials done, trials planned, best cycles)
 
@@ -52,9 +53,9 @@ def tune(space: Space, cfg: AcceleratorConfig, measurer: Measurer, *, trials: in
     workload, config and backend, included), or, once `min_trials` are done, until a point of at
     most `until` cycles was measured."""
     if trials < 1:
-        raise ValueError(f"--trials must be at least 1, not {trials}")
+        raise InputError(f"--trials must be at least 1, not {trials}")
     if batch < 1:
-        raise ValueError(f"--batch must be at least 1, not {batch}")
+        raise InputError(f"--batch must be at least 1, not {batch}")
     options: dict[str, Any] = {"prior": prior, "objective": objective} if method == "model" else {}
     explorer = make_explorer(method, space, seed, **options)
     result = TuneResult(space, method, seed)

@@ -17,12 +17,13 @@ from compiler.runtime.accel import KnobsFor
 from compiler.runtime.model import CompiledModel
 from compiler.target.accel import AcceleratorTarget
 from hw.config import AcceleratorConfig
+from hw.errors import WorkbenchError
 
 FORMAT = "codesign-cmodel"
 VERSION = 1
 
 
-class ModelFileError(ValueError):
+class ModelFileError(WorkbenchError):
     """A .cmodel file that cannot be read back."""
 
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from hw.config import AcceleratorConfig
+from hw.errors import WorkbenchError
 from sim.backend import Stats
 
 COUNTER_BITS = 64
@@ -42,7 +43,7 @@ def contract_ports(cfg: AcceleratorConfig) -> list[Port]:
     return ports
 
 
-class PortMismatchError(ValueError):
+class PortMismatchError(WorkbenchError):
     """The design's top-level ports differ from hw/rtl/CONTRACT.md."""
 
 

@@ -181,3 +181,55 @@ def test_op_add_json(capsys):
     assert main(["op", "add", "--shape", "1,8,4,4", "--low", "0", "--config", "tiny", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["correct"] is True and out["op"] == "add" and out["stats"]["acc_load_bytes"] == 2 * 2 * 16 * 4
+
+
+def _failing_selftest(monkeypatch, exc):
+    def fail(backend):
+        raise exc
+
+    monkeypatch.setattr(cmd_sim, "run_suite", fail)
+
+
+def test_a_user_error_is_one_line_with_status_2(capsys, monkeypatch):
+    from hw.errors import InputError
+
+    _failing_selftest(monkeypatch, InputError("the input is wrong"))
+    code, _, err = run(capsys, "sim", "selftest", "--config", "tiny")
+    assert code == 2 and err == "codesign sim: error: the input is wrong\n"
+
+
+def test_a_missing_file_is_a_user_error(capsys, tmp_path):
+    code, _, err = run(capsys, "run", str(tmp_path / "absent.onnx"), "--config", "tiny")
+    assert code == 2 and err.count("\n") == 1 and "absent.onnx" in err
+
+
+@pytest.mark.parametrize("exc", [ValueError("an internal invariant"), KeyError("k"), OSError("disk")])
+def test_a_bug_shows_its_traceback(capsys, monkeypatch, exc):
+    # a plain ValueError or OSError is not one of the workbench's errors: it is a bug, not bad input
+    _failing_selftest(monkeypatch, exc)
+    with pytest.raises(type(exc)):
+        main(["sim", "selftest", "--config", "tiny"])
+
+
+def test_debug_shows_the_traceback_of_a_user_error_too(monkeypatch):
+    from compiler.errors import ScheduleError
+
+    _failing_selftest(monkeypatch, ScheduleError("no such tile"))
+    with pytest.raises(ScheduleError, match="no such tile"):
+        main(["--debug", "sim", "selftest", "--config", "tiny"])
+
+
+def test_every_error_class_of_the_workbench_is_a_user_error():
+    from codesign.cli.main import USER_ERRORS
+    from codesign.zoo.errors import ZooError
+    from compiler.errors import GraphError, ModelImportError, ScheduleError, TensorExprError
+    from compiler.quant.errors import QuantizationError
+    from compiler.runtime.serialize import ModelFileError
+    from hw.config import ConfigError
+    from hw.isa import EncodingError
+    from hw.program import ProgramError
+    from sim.backend import SimulationError
+
+    for cls in (ConfigError, EncodingError, ProgramError, SimulationError, ScheduleError, TensorExprError,
+                ModelImportError, GraphError, QuantizationError, ModelFileError, ZooError):
+        assert issubclass(cls, USER_ERRORS) and issubclass(cls, ValueError), cls
