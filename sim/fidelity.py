@@ -178,13 +178,14 @@ class FidelityReport:
 
 
 def compare(cfg: AcceleratorConfig, programs: Sequence[CorpusProgram], *, timing_repeats: int = 3,
-            progress: Callable[[str], None] | None = None) -> FidelityReport:
-    """Run each program on timing (best of `timing_repeats` wall-clock times), rtl and fsim."""
+            progress: Callable[[int, int], None] | None = None) -> FidelityReport:
+    """Run each program on timing (best of `timing_repeats` wall-clock times), rtl and fsim;
+    `progress(done, total)` after each."""
     report = FidelityReport(cfg.name)
-    for p in programs:
-        if progress is not None:
-            progress(p.name)
+    for i, p in enumerate(programs):
         report.programs.append(compare_one(cfg, p, timing_repeats=timing_repeats))
+        if progress is not None:
+            progress(i + 1, len(programs))
     return report
 
 

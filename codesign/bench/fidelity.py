@@ -10,7 +10,6 @@ ResNet-18 layers compiled as `codesign bench layers` compiles them.  More classe
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -57,20 +56,10 @@ EXTRA_SOURCES: Mapping[str, fidelity.Source] = {"gemm": long_gemms, "resnet18": 
 
 
 def run(cfg: AcceleratorConfig, *, classes: Sequence[str] | None = None, random_count: int = 200,
-        progress: Callable[[str], None] | None = None) -> FidelityReport:
+        progress: Callable[[int, int], None] | None = None) -> FidelityReport:
     sources = {**EXTRA_SOURCES, "random": lambda c: fidelity.random_programs(c, random_count)}
     programs = fidelity.corpus(cfg, classes=classes, extra=sources)
     return fidelity.compare(cfg, programs, progress=progress)
-
-
-def stderr_progress(total_hint: str = "") -> Callable[[str], None]:
-    count = [0]
-
-    def show(name: str) -> None:
-        count[0] += 1
-        print(f"\r[{count[0]}{total_hint}] {name:40s}", end="", file=sys.stderr, flush=True)
-
-    return show
 
 
 def table(report: FidelityReport) -> str:

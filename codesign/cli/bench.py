@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import sys
 
 from codesign.cli.args import add_config_args
+from codesign.cli.output import emit, progress
 from hw.config import resolve
 from hw.errors import InputError
 
@@ -55,24 +55,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     tune.set_defaults(run=_tune)
 
 
-def _print(result: dict, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key}: {value}")
-
-
 def _fsim(args: argparse.Namespace) -> int:
     from codesign.bench import fsim as bench_fsim
 
-    _print(bench_fsim.run(resolve(args.config, args.set), repeats=args.repeats), args.json)
+    emit(bench_fsim.run(resolve(args.config, args.set), repeats=args.repeats), args.json)
     return 0
 
 
 def _cosim(args: argparse.Namespace) -> int:
     bench_cosim = importlib.import_module("codesign.bench.cosim")
-    _print(bench_cosim.run(resolve(args.config, args.set)), args.json)
+    emit(bench_cosim.run(resolve(args.config, args.set)), args.json)
     return 0
 
 
@@ -117,7 +109,7 @@ def _tune(args: argparse.Namespace) -> int:
 def _timing(args: argparse.Namespace) -> int:
     from codesign.bench import timing as bench_timing
 
-    _print(bench_timing.run(resolve(args.config, args.set), repeats=args.repeats), args.json)
+    emit(bench_timing.run(resolve(args.config, args.set), repeats=args.repeats), args.json)
     return 0
 
 
@@ -128,10 +120,7 @@ def _fidelity(args: argparse.Namespace) -> int:
         raise InputError(f"--random must be at least 0, not {args.random}")
     classes = args.classes.split(",") if args.classes else None
     cfg = resolve(args.config, args.set)
-    progress = bench_fidelity.stderr_progress() if sys.stderr.isatty() else None
-    report = bench_fidelity.run(cfg, classes=classes, random_count=args.random, progress=progress)
-    if progress is not None:
-        print(file=sys.stderr)
+    report = bench_fidelity.run(cfg, classes=classes, random_count=args.random, progress=progress("fidelity"))
     if args.json:
         print(json.dumps(report.to_json()))
     else:

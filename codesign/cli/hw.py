@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 
 from codesign.cli.args import add_config_args
+from codesign.cli.output import emit
 from hw.config import resolve
 
 
@@ -43,10 +43,5 @@ def _area(args: argparse.Namespace) -> int:
     from hw.area import area_for
 
     report = area_for(resolve(args.config, args.set), effort=args.effort).to_json()
-    if args.json:
-        print(json.dumps(report))
-    else:
-        width = max(len(k) for k in report)
-        for key, value in report.items():
-            print(f"{key:<{width}}  {value}")
+    emit(report, args.json, aligned=True)
     return 0

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 
 from codesign.cli.args import add_config_args
+from codesign.cli.output import emit
 from codesign.run.op import compile_and_run
 from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, Epilogue, Operator
 from compiler.target import AcceleratorTarget
@@ -127,11 +127,8 @@ def _run(args: argparse.Namespace) -> int:
         compiled.schedule.save(args.save_schedule)
     if args.print_ir:
         print(compiled.built.print_ir())
-    if args.json:
-        print(json.dumps(result.to_json()))
-    else:
-        for key in ("op", "config", "backend", "correct", "cycles", "gemm_uops", "utilization",
-                    "instructions", "dram_bytes_read", "compile_s"):
-            print(f"{key}: {result.to_json()[key]}")
+    emit(result.to_json(), args.json, keys=("op", "config", "backend", "correct", "cycles", "gemm_uops",
+                                            "utilization", "instructions", "dram_bytes_read", "compile_s"))
+    if not args.json:
         print("schedule:\n  " + str(compiled.schedule).replace("\n", "\n  "))
     return 1 if result.correct is False else 0

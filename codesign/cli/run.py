@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+from typing import TYPE_CHECKING
 
 from codesign.cli.args import add_config_args, input_shapes, patterns
-from hw.config import resolve
+from codesign.cli.output import emit, progress
+from hw.config import AcceleratorConfig, resolve
 from hw.errors import InputError
 from sim.backends import NAMES, make_backend
+
+if TYPE_CHECKING:  # the model pipeline is imported when a command runs, not when the CLI starts
+    from codesign.run.model import Loaded
+    from compiler.driver import QuantOptions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,7 +84,7 @@ def _quant_args(p: argparse.ArgumentParser) -> None:
                         "image network's first layer) on the accelerator too, not on the host")
 
 
-def _quant_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _quant_options(args: argparse.Namespace) -> QuantOptions:
     from compiler.driver import CALIBRATION_COUNT, QuantOptions
 
     count = CALIBRATION_COUNT if args.calibration_inputs is None else args.calibration_inputs
@@ -90,7 +94,7 @@ def _quant_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return QuantOptions(args.calibration, count, args.rounding, args.bias_correction, floats)
 
 
-def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _load(args: argparse.Namespace) -> tuple[AcceleratorConfig, Loaded]:
     from codesign.run.model import load_model
     from compiler.codegen.host import use_default_disk_cache
 
@@ -123,9 +127,10 @@ def _run(args: argparse.Namespace) -> int:
         inputs = read_input_file(args.input_file, graph)
     else:
         inputs = sample_inputs(graph, loaded.zoo_name, args.inputs, seed=0)
-    report = run(loaded, inputs, make_backend(args.backend, cfg), _progress if len(inputs) > 1 else None)
+    shown = progress("running") if len(inputs) > 1 else None
+    report = run(loaded, inputs, make_backend(args.backend, cfg), shown)
     if args.json:
-        print(json.dumps(report.to_json(), indent=1))
+        emit(report.to_json(), True, indent=1)
     else:
         print_table(report)
     return 0
@@ -144,7 +149,7 @@ def _compile(args: argparse.Namespace) -> int:
                "offloaded_macs_fraction": model.offloaded_macs_fraction(),
                "compile_s": loaded.compile_s,
                "kernels_from_disk_cache": loaded.kernels_from_disk}
-    print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    emit(summary, args.json)
     return 0
 
 
@@ -155,15 +160,9 @@ def _sensitivity(args: argparse.Namespace) -> int:
         raise InputError(f"--inputs must be at least 1, not {args.inputs}")
     report = sensitivity(args.model, resolve(args.config, args.set), input_shapes(args.input_shape) or None,
                          _quant_options(args), args.offload_shallow, args.inputs, patterns(args.layers),
-                         args.groups, _progress)
+                         args.groups, progress("sensitivity"))
     if args.json:
-        print(json.dumps(report.to_json(), indent=1))
+        emit(report.to_json(), True, indent=1)
     else:
         print_sensitivity(report)
     return 0
-
-
-def _progress(done: int, total: int) -> None:
-    bar = "#" * (30 * done // total)
-    end = "\n" if done == total else ""
-    print(f"\rrunning {done}/{total} [{bar:30}]", end=end, file=sys.stderr, flush=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 from codesign.cli.args import add_config_args
 from codesign.cli.op import add_operator_parsers
+from codesign.cli.output import emit
 from codesign.exec.progress import Bar
 from codesign.exec.store import Store
 from codesign.tune import log
@@ -85,11 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         measurer.close()
     report = _report(args, space, result, default, cfg.name)
-    if args.json:
-        print(json.dumps(report))
-    else:
-        for key, value in report.items():
-            print(f"{key}: {value}")
+    emit(report, args.json)
     return 0 if report["best_cycles"] is not None else 1
 
 
@@ -133,7 +130,7 @@ def _run_model(args: argparse.Namespace) -> int:
     finally:
         measurer.close()
     report = _model_report(args, cfg.name, list(rows.values()))
-    print(json.dumps(report) if args.json else "\n".join(f"{k}: {v}" for k, v in report.items()))
+    emit(report, args.json)
     return 0
 
 
