@@ -1,10 +1,14 @@
-"""Options and argument parsing that several commands share."""
+"""Options and argument parsing that several commands share: the config, model input shapes,
+layer patterns, and Program files with the config they run on."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from hw.config import PRESETS, AcceleratorConfig, resolve
 from hw.errors import InputError
+from hw.program import Program, ProgramError
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -30,3 +34,23 @@ def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
 
 def patterns(items: list[str]) -> tuple[str, ...]:
     return tuple(p for item in items for p in item.split(",") if p)
+
+
+def config_for(program: Program, spec: str | None, overrides: list[str]) -> AcceleratorConfig:
+    """The config a program runs on: `spec`, or the preset named in the program."""
+    if spec is None and program.config_name in PRESETS:
+        spec = program.config_name
+    if spec is None:
+        raise ProgramError(
+            f"program was built for config {program.config_name!r}, which is not a preset; "
+            "pass --config"
+        )
+    cfg = resolve(spec, overrides)
+    program.check_config(cfg)
+    return cfg
+
+
+def load_program(path: str) -> Program:
+    if not Path(path).is_file():
+        raise ProgramError(f"{path}: no such program file")
+    return Program.load(path)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from codesign.cli.args import config_for, load_program
 from hw import isa
-from hw.config import PRESETS, AcceleratorConfig, resolve
-from hw.program import Program, ProgramError
+from hw.config import AcceleratorConfig
+from hw.program import Program
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,26 +20,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="preset or JSON file (default: the preset the program names)")
     dump.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     dump.set_defaults(run=_dump)
-
-
-def config_for(program: Program, spec: str | None, overrides: list[str]) -> AcceleratorConfig:
-    """The config a program runs on: `spec`, or the preset named in the program."""
-    if spec is None and program.config_name in PRESETS:
-        spec = program.config_name
-    if spec is None:
-        raise ProgramError(
-            f"program was built for config {program.config_name!r}, which is not a preset; "
-            "pass --config"
-        )
-    cfg = resolve(spec, overrides)
-    program.check_config(cfg)
-    return cfg
-
-
-def load_program(path: str) -> Program:
-    if not Path(path).is_file():
-        raise ProgramError(f"{path}: no such program file")
-    return Program.load(path)
 
 
 def dump_lines(program: Program, cfg: AcceleratorConfig) -> list[str]:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.cli.args import add_config_args
-from codesign.cli.isa import config_for, load_program
+from codesign.cli.args import add_config_args, config_for, load_program
 from hw.config import resolve
 from hw.program import Program, ProgramError
 from sim.backends import NAMES, capabilities, make_backend, make_tracing_backend

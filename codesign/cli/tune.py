@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.cli.args import add_config_args
-from codesign.cli.op import add_operator_parsers
+from codesign.cli.operators import add_operator_parsers
 from codesign.cli.output import emit
 from codesign.exec.progress import Bar
 from codesign.exec.store import Store
