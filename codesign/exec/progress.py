@@ -1,4 +1,4 @@
-"""A progress bar on stderr (stdout stays clean for --json, reference/sweep.md §6).
+"""A progress bar on stderr (stdout stays clean for --json).
 
 Drawn only when stderr is a terminal; otherwise one line per stage when it completes, so logs of
 unattended runs stay short.

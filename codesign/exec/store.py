@@ -1,6 +1,6 @@
 """The on-disk cache of tuning work: measured points and lowered points' features.
 
-One SQLite file in WAL mode (reference/sweep.md §2.1) under `$CODESIGN_CACHE/tune/`.  Every key
+One SQLite file in WAL mode (readers never block the writer) under `$CODESIGN_CACHE/tune/`.  Every key
 starts with a digest of the sources that decide a Program and its cycles (the operator compiler,
 hw/, and the simulator of the backend), so editing them makes earlier entries unreachable and
 re-running an unchanged tree costs lookups only.  Keys also carry the workload, every config

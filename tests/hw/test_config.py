@@ -13,7 +13,7 @@ def test_vta_preset_matches_published_vta():
     assert (cfg.inp_bits, cfg.wgt_bits, cfg.acc_bits) == (8, 8, 32)
     assert (cfg.uop_bytes, cfg.inp_bytes, cfg.wgt_bytes, cfg.acc_bytes) == (
         32 << 10, 32 << 10, 256 << 10, 128 << 10)
-    # Depths and index widths from VTA's hw_spec_const.h (reference/vta.md section 1.3).
+    # Depths and index widths from VTA's hw_spec_const.h (apache/tvm-vta, config/vta_config.json).
     assert (cfg.uop_depth, cfg.inp_depth, cfg.wgt_depth, cfg.acc_depth, cfg.out_depth) == (
         8192, 2048, 1024, 2048, 2048)
     assert (cfg.uop_index_bits, cfg.inp_index_bits, cfg.wgt_index_bits, cfg.acc_index_bits) == (

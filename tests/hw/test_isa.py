@@ -10,7 +10,7 @@ from hw.config import PRESETS, AcceleratorConfig, ConfigError
 
 VTA = PRESETS["vta"]
 
-# Bit ranges (high, low) of VTA's hw_spec.h for the default config (reference/vta.md 2.2-2.6).
+# Bit ranges (high, low) of VTA's hw_spec.h for the default config (apache/tvm-vta, include/vta/hw_spec.h).
 GOLDEN = {
     "mem": {"opcode": (2, 0), "pop_prev": (3, 3), "pop_next": (4, 4), "push_prev": (5, 5),
             "push_next": (6, 6), "memory_type": (9, 7), "sram_base": (25, 10),
