@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 from hw.verilog import (
     DesignFactory,
     ToolchainError,
@@ -77,7 +78,7 @@ def area_for(cfg: AcceleratorConfig, design: DesignFactory | None = None, *,
              effort: str = "fast") -> AreaReport:
     """The area of `cfg` (cached; the first call synthesizes, which takes minutes for `vta`)."""
     if effort not in EFFORTS:
-        raise ValueError(f"area effort must be one of {', '.join(EFFORTS)}, not {effort!r}")
+        raise InputError(f"area effort must be one of {', '.join(EFFORTS)}, not {effort!r}")
     path = cache_root() / "area" / f"{cache_key(cfg, design)}-{effort}.json"
     if path.exists():
         data = json.loads(path.read_text())

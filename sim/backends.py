@@ -7,6 +7,7 @@ import importlib
 from typing import Any
 
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 from sim.backend import Backend, Capabilities, TracingBackend
 
 # name -> "module:class"; the modules are imported only when asked for
@@ -20,7 +21,7 @@ NAMES = tuple(_CLASSES)
 
 def _class(name: str) -> Any:
     if name not in _CLASSES:
-        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}")
+        raise InputError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}")
     module, cls = _CLASSES[name].split(":")
     return getattr(importlib.import_module(module), cls)
 
@@ -42,6 +43,6 @@ def make_tracing_backend(name: str, cfg: AcceleratorConfig, **options: Any) -> T
     """`make_backend` for a backend that records module activity; ValueError for one that does not."""
     if not capabilities(name).traces:
         tracing = ", ".join(n for n in NAMES if capabilities(n).traces)
-        raise ValueError(f"backend {name} records no activity; {tracing} do")
+        raise InputError(f"backend {name} records no activity; {tracing} do")
     backend: TracingBackend = _class(name)(cfg, **options)
     return backend

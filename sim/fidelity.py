@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 from hw.program import Program
 from sim.backend import Stats
 from sim.workloads import GemmTiling
@@ -93,7 +94,7 @@ def corpus(cfg: AcceleratorConfig, *, classes: Sequence[str] | None = None,
     sources = {**SOURCES, **(extra or {})}
     unknown = sorted(set(classes or ()) - set(sources))
     if unknown:
-        raise ValueError(f"unknown program class(es) {', '.join(unknown)}; "
+        raise InputError(f"unknown program class(es) {', '.join(unknown)}; "
                          f"known: {', '.join(sorted(sources))}")
     out: list[CorpusProgram] = []
     for name, source in sources.items():

@@ -12,6 +12,7 @@ import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 from hw.program import Program, ProgramBuilder, UopSpan
 from sim.scratchpads import int_dtype
 
@@ -36,13 +37,13 @@ class GemmTiling:
         for name in ("m", "k", "n"):
             blocks, tile = getattr(self, f"{name}_blocks"), getattr(self, f"{name}_tile")
             if blocks % tile:
-                raise ValueError(f"{name}_blocks={blocks} is not a multiple of {name}_tile={tile}")
+                raise InputError(f"{name}_blocks={blocks} is not a multiple of {name}_tile={tile}")
         vt = self.virtual_threads
         need = {"inp": vt * self.m_tile * self.k_tile, "wgt": vt * self.n_tile * self.k_tile,
                 "acc": self.m_tile * self.n_tile}
         for kind, elems in need.items():
             if elems > getattr(cfg, f"{kind}_depth"):
-                raise ValueError(f"tiles need {elems} {kind} elements, the buffer holds "
+                raise InputError(f"tiles need {elems} {kind} elements, the buffer holds "
                                  f"{getattr(cfg, f'{kind}_depth')}")
 
 

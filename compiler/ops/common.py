@@ -14,6 +14,7 @@ from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import compute
 from hw import isa
+from hw.errors import InputError
 
 IMM_MAX = (1 << (isa.ALU_IMM_BITS - 1)) - 1  # the largest ALU immediate
 # A precise epilogue's stages, in order, and its per-channel inputs besides the bias.
@@ -65,27 +66,27 @@ class Epilogue:
     def __post_init__(self) -> None:
         self._check_split()
         if self.multiplier is not None and self.channel_multiplier:
-            raise ValueError("epilogue takes one multiplier: an immediate or a per-channel vector, not both")
+            raise InputError("epilogue takes one multiplier: an immediate or a per-channel vector, not both")
         if self.scaled_bias and not (self.bias and self.scaled):
-            raise ValueError("epilogue scaled_bias needs a bias and a multiplier")
+            raise InputError("epilogue scaled_bias needs a bias and a multiplier")
         if self.scaled_bias and self.round:
-            raise ValueError("epilogue scaled_bias carries the rounding in the bias: round must be off")
+            raise InputError("epilogue scaled_bias carries the rounding in the bias: round must be off")
         if not 0 <= self.shift <= 31:
-            raise ValueError(f"epilogue shift must be in [0, 31], not {self.shift}")
+            raise InputError(f"epilogue shift must be in [0, 31], not {self.shift}")
         if self.clip is not None and self.clip[0] > self.clip[1]:
-            raise ValueError(f"epilogue clip {self.clip}: low is above high")
+            raise InputError(f"epilogue clip {self.clip}: low is above high")
 
     def _check_split(self) -> None:
         if self.split < 0:
-            raise ValueError(f"epilogue split must be >= 0, not {self.split}")
+            raise InputError(f"epilogue split must be >= 0, not {self.split}")
         if not self.split:
             return
         if not (self.bias and self.channel_multiplier and self.round) or self.scaled_bias \
                 or self.residual is not None or self.multiplier is not None:
-            raise ValueError("epilogue split (precise requantization) needs bias, channel_multiplier and "
+            raise InputError("epilogue split (precise requantization) needs bias, channel_multiplier and "
                              "round, and takes no scaled_bias, residual or immediate multiplier")
         if self.split >= self.shift:
-            raise ValueError(f"epilogue split {self.split} must be below the shift {self.shift}")
+            raise InputError(f"epilogue split {self.split} must be below the shift {self.shift}")
 
     @property
     def scaled(self) -> bool:

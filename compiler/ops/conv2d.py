@@ -29,6 +29,7 @@ from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum
+from hw.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,11 @@ class Conv2dSpec:
     def __post_init__(self) -> None:
         for name in ("batch", "in_channels", "height", "width", "out_channels", "kernel", "stride"):
             if getattr(self, name) < 1:
-                raise ValueError(f"conv2d {name} must be positive, not {getattr(self, name)}")
+                raise InputError(f"conv2d {name} must be positive, not {getattr(self, name)}")
         if self.pad < 0:
-            raise ValueError(f"conv2d pad must be >= 0, not {self.pad}")
+            raise InputError(f"conv2d pad must be >= 0, not {self.pad}")
         if self.out_height < 1 or self.out_width < 1:
-            raise ValueError(f"conv2d kernel {self.kernel} is larger than the padded input "
+            raise InputError(f"conv2d kernel {self.kernel} is larger than the padded input "
                              f"{self.height + 2 * self.pad}x{self.width + 2 * self.pad}")
 
     @property

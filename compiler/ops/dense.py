@@ -26,6 +26,7 @@ from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum
+from hw.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class DenseSpec:
     def __post_init__(self) -> None:
         for name in ("m", "k", "n"):
             if getattr(self, name) < 1:
-                raise ValueError(f"dense {name} must be positive, not {getattr(self, name)}")
+                raise InputError(f"dense {name} must be positive, not {getattr(self, name)}")
 
     @property
     def macs(self) -> int:

@@ -25,6 +25,7 @@ from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder
+from hw.errors import InputError
 
 INT32_MAX = (1 << 31) - 1
 
@@ -53,16 +54,16 @@ class EltwiseSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in ("add", "clip"):
-            raise ValueError(f"element-wise kind must be add or clip, not {self.kind!r}")
+            raise InputError(f"element-wise kind must be add or clip, not {self.kind!r}")
         if min(self.batch, self.channels, self.height, self.width) < 1:
-            raise ValueError("element-wise shape must be positive")
+            raise InputError("element-wise shape must be positive")
         if not 0 <= self.shift <= 31:
-            raise ValueError(f"element-wise shift must be in [0, 31], not {self.shift}")
+            raise InputError(f"element-wise shift must be in [0, 31], not {self.shift}")
         if self.kind == "clip" and self.mult_b != 1:
-            raise ValueError("element-wise clip has one operand: mult_b does not apply")
+            raise InputError("element-wise clip has one operand: mult_b does not apply")
         for name in ("mult_a", "mult_b"):
             if abs(getattr(self, name)) > INT32_MAX:
-                raise ValueError(f"element-wise {name} {getattr(self, name)} does not fit int32")
+                raise InputError(f"element-wise {name} {getattr(self, name)} does not fit int32")
 
     @property
     def vectors(self) -> tuple[str, ...]:

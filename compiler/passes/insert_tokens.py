@@ -1,6 +1,6 @@
 """`insert_tokens`: dependency-token pushes and pops between the load, compute and store queues.
 
-TVM's CoProcSync algorithm (TVM's src/tir/transforms/coproc_sync.cc): between consecutive statements of different
+TVM's CoProcSync algorithm (src/tir/transforms/coproc_sync.cc): between consecutive statements of different
 queues, a push after the first and a pop before the second; for a loop whose body starts and ends
 on different queues, the loop-carried edge (a push at the end of the body, a pop at its start),
 with a push before the loop so the first iteration's pop succeeds and a pop after it that drains

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 from hw.program import Program
 from hw.verilog import DesignFactory
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
@@ -197,5 +198,5 @@ def check_positive(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__} {value!r}")
     if value < 1:
-        raise ValueError(f"{name} must be at least 1, not {value}")
+        raise InputError(f"{name} must be at least 1, not {value}")
     return value
