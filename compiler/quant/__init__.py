@@ -12,8 +12,8 @@ QGlobalAvgPool, Quantize, Dequantize; MaxPool/Relu/Flatten/Reshape on int8), whi
 
 from compiler.quant.calibrate import CALIBRATORS, Calibration, collect
 from compiler.quant.errors import QuantizationError
-from compiler.quant.lowering import QuantParams, lower
 from compiler.quant.qdq import import_qdq, strip_qdq
+from compiler.quant.rewrite import QuantParams, lower
 from compiler.quant.static import DEFAULT_METHOD, activation_scales, quantize
 
 __all__ = [

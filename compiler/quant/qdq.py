@@ -44,7 +44,6 @@ from compiler.graph.passes import simplify
 from compiler.graph.verify import verify
 from compiler.quant.calibrate import collect
 from compiler.quant.errors import QuantizationError
-from compiler.quant.lowering import QuantParams, lower
 from compiler.quant.requant import (
     ACT_MAX,
     PreciseRequant,
@@ -52,6 +51,7 @@ from compiler.quant.requant import (
     immediate_requant,
     precise_requant,
 )
+from compiler.quant.rewrite import QuantParams, lower
 
 
 def import_qdq(

@@ -15,11 +15,11 @@ rule with the calibration bounds.
 
 A depthwise convolution's output that only group-1 convolutions read (MobileNetV2's, after
 ReLU6, each read by one 1x1 projection) gets one scale per channel instead (`channel_scales`;
-compiler.quant.lowering folds them into the readers' float weights, the integer ops are the same):
+compiler.quant.rewrite folds them into the readers' float weights, the integer ops are the same):
 its channels' ranges differ by up to 50 times, and at one scale those outputs are the largest
 source of error in MobileNetV2. So do the values of a linear residual stream (MobileNetV2's
 bottleneck outputs and the adds that join them), with one channel profile per stage so that the
-adds keep scalar multipliers (`stream_channel_scales`, compiler.quant.lowering.
+adds keep scalar multipliers (`stream_channel_scales`, compiler.quant.rewrite.
 channel_scaled_streams). `per_channel=False` turns both off.
 """
 
@@ -35,7 +35,7 @@ from compiler.graph.opdefs.qops import INT8_MAX
 from compiler.graph.passes import simplify
 from compiler.quant.calibrate import CALIBRATORS, Calibration, collect
 from compiler.quant.errors import QuantizationError
-from compiler.quant.lowering import (
+from compiler.quant.rewrite import (
     QuantParams,
     channel_scaled_streams,
     channel_scaled_values,
@@ -119,7 +119,7 @@ def quantize(
     "gptq-all" for every dense layer too, or "nearest". With `bias_correction`, each QConv/QGemm's
     bias is corrected on the calibration inputs (compiler.quant.bias). With `unsigned`, the values
     that `unsigned_values` allows (never negative, read only by unpadded convolutions) take 255
-    steps with zero point -128 instead of 127 (compiler.quant.lowering). The convolutions and
+    steps with zero point -128 instead of 127 (compiler.quant.rewrite). The convolutions and
     dense layers of the cleaned graph for which `keep_float(graph, node)` holds stay float, with
     their Relu/Clip (`codesign run` keeps a shallow first convolution that runs on the host so).
     The values of a linear residual stream (`linear_stream_values`) are calibrated by
@@ -269,7 +269,7 @@ def stream_channel_scales(
     alpha: float = STREAM_ALPHA,
 ) -> dict[str, np.ndarray]:
     """Per-channel scales (float32-exact) of the values of residual-stream `stages`
-    (compiler.quant.lowering.channel_scaled_streams): value v's are scales[v] (its per-tensor
+    (compiler.quant.rewrite.channel_scaled_streams): value v's are scales[v] (its per-tensor
     scale) times the stage's profile p_c = (r_c / max r) ** `alpha`, floored at CHANNEL_FLOOR,
     r_c the largest share max_c(v) / max(v) of channel c over the stage's values. One profile
     per stage keeps every add's multipliers scalar. Where scales[v] is v's max over 127 (minmax,

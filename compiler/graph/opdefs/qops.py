@@ -25,7 +25,7 @@ The contract the accelerator implements bit for bit:
   of the 32-bit form leaves int32 for t in [clamp_lo, clamp_hi], and the outputs at both clamp
   bounds lie within [clip_lo, clip_hi] (so the final clip never changes a value);
 - a QConv's padding reads `pad_value` (an int8, default 0): the code of an unsigned input's zero
-  is -128 (compiler.quant.lowering). The accelerator pads with zeros only, so a QConv with
+  is -128 (compiler.quant.rewrite). The accelerator pads with zeros only, so a QConv with
   padding and another pad value runs on the host;
 - `out_scale` is informational (the scale the int8 output stands for); nothing evaluates it.
 

@@ -10,7 +10,7 @@ from compiler.graph.opdefs.qops import conv_acc
 from compiler.graph.passes import simplify
 from compiler.quant import quantize
 from compiler.quant.calibrate import collect
-from compiler.quant.lowering import QuantParams, lower
+from compiler.quant.rewrite import QuantParams, lower
 from compiler.quant.static import activation_scales
 from tests.compiler.quant.graphs import inputs, small_cnn
 

@@ -10,8 +10,8 @@ import pytest
 from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
 from compiler.quant import QuantizationError, QuantParams, collect, lower, quantize
-from compiler.quant.lowering import channel_scaled_values
 from compiler.quant.requant import quantize_weight
+from compiler.quant.rewrite import channel_scaled_values
 from compiler.quant.static import activation_scales, channel_scales
 
 # depthwise weights: channel 0 reaches about 6 (Clip saturates it), channel 1 stays near 0.1

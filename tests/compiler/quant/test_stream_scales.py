@@ -11,8 +11,8 @@ import pytest
 from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
 from compiler.quant import QuantizationError, QuantParams, collect, lower, quantize
-from compiler.quant.lowering import channel_scaled_streams
 from compiler.quant.requant import quantize_weight
+from compiler.quant.rewrite import channel_scaled_streams
 from compiler.quant.static import activation_scales, linear_stream_values, stream_channel_scales
 
 # the stream's channel 0 spans about 40 times channel 1's range; the reader weighs channel 1 heavily

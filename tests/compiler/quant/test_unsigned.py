@@ -12,7 +12,7 @@ from compiler.graph.builder import append
 from compiler.graph.opdefs.qops import qconv_acc
 from compiler.ops.host.qconv import conv_reference
 from compiler.quant import QuantizationError, QuantParams, collect, lower, quantize
-from compiler.quant.lowering import UNSIGNED_OFFSET, unsigned_values
+from compiler.quant.rewrite import UNSIGNED_OFFSET, unsigned_values
 from compiler.quant.static import activation_scales
 from tests.compiler.quant.graphs import inputs, small_cnn
 

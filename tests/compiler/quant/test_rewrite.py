@@ -1,4 +1,4 @@
-"""The lowering with hand-set scales: printed results derived by hand, and each fusion's limits."""
+"""The rewrite with hand-set scales: printed results derived by hand, and each fusion's limits."""
 
 from __future__ import annotations
 
