@@ -1,56 +1,27 @@
-"""Float graph + quantization parameters -> quantized graph (the quantized-graph contract of
+"""Float graph + quantization plan -> quantized graph (the quantized-graph contract of
 compiler.graph.opdefs.qops), fusing as it goes.
 
-Fusions: Conv (+ bias) and dense layers (canonical Gemm, or MatMul by a constant [K, N] plus an
-Add of a constant bias; inputs of rank > 2 are flattened to [M, K] around the QGemm) become
-QConv/QGemm with their requantization; a Relu or Clip that is the only user of such a result,
-of a residual Add, folds into the op's clip bounds (clip(round(y / s)) is exact for any bounds,
-rounding being monotone). Add of two activations of one shape becomes QAdd;
-GlobalAveragePool (and ReduceMean over H, W) QGlobalAvgPool. MaxPool, Relu, Flatten and
-Reshape of an int8 value stay int8 with the input's scale. Every other op runs in float:
-Dequantize and Quantize nodes are inserted where a value changes representation, once per value.
+    rewrite(graph, plan) -> quantized graph (verified)
 
-**Per-channel activation scales.** A value in `QuantParams.channel_scales` (see
-`channel_scaled_values`: a depthwise convolution's output, after its Relu/Clip, that only group-1
-convolutions read) is int8 with one scale s_c per channel. Its producer is a QConv as any other:
-its per-channel multipliers already stand for in_scale * w_scale[k] / out_scale, with s_k as
-out_scale; its attribute `out_scale` is 1.0, and the value is recorded at scale 1.0, because each
-reader folds the scales into its float weights before quantizing them, w'[k, c] = w[k, c] * s_c
-(exact: sum_c w[k, c] * x_c = sum_c w'[k, c] * q_c), and then has input scale 1 and accumulator
-scale w'_scale[k]. The integer ops are unchanged; such a value never becomes float (there is no
-one scale to dequantize it with).
-
-The values of a linear residual stream's stage (`channel_scaled_streams`: MobileNetV2's bottleneck
-outputs and the adds that join them) take per-channel scales t_v * p_c, with one profile p for the
-whole stage and a factor t_v per value (`QuantParams.stream_scales`). The factor is the value's
-scale: an add of two such values takes the scalar multipliers t_a / t_out and t_b / t_out (exact,
-the profile cancelling), a fused residual likewise, and readers fold p_c alone into their weights.
-
-**Unsigned activations.** A value in `QuantParams.unsigned` (see `unsigned_values`: a Relu or
-Clip(min >= 0) output of a convolution that only unpadded or grouped convolutions read:
-MobileNetV2's depthwise outputs and the expand outputs its depthwise convolutions read) is never
-negative, and symmetric int8 would spend its sign bit on nothing. It takes 255 steps instead of
-127: its scale is amax / 255 and its int8 code is round(x / s) - 128 (zero point -128). The ops
-stay those of the contract: the producer's clip bounds start at -128, and its bias is lowered by
-128 * 2**shift / mult[k] (rounded to an accumulator step, at most half of mult / 2**shift output
-steps off; bias correction sees the offset as intended); each reader's bias is raised by 128 *
-sum w_q[k], and a reader that pads reads -128 there (QConv's `pad_value`, the code of zero):
-every tap of a patch then reads a code, and sum w * (q + 128) = sum w * q + 128 * sum w, exactly.
-A group-1 reader may not pad: the accelerator pads with zeros only, and would leave it to the
-host (compiler.runtime.model). Such a value never becomes float; where its producer stays float
-(`keep_float`, MobileNetV2's first convolution), it enters as a Quantize with zero point -128.
-
-`QuantParams.strict` is for QDQ files, whose every scale is binding: an activation folds into
-the op before it only when both tensors share a scale, and an int8 MaxPool/Relu/Flatten/Reshape
-only when its output keeps its input's scale; otherwise the file's requantization is kept (a
-float op between Dequantize and Quantize), as onnxruntime computes it.
+Each activation's coding (one scale, per-channel scales, a stream's factor, zero point -128, or
+float) comes from the plan's `Coding` records (compiler.quant.plan, whose module doc says how the
+ops carry them); this module only builds the ops. Fusions: Conv (+ bias) and dense layers
+(canonical Gemm, or MatMul by a constant [K, N] plus an Add of a constant bias; inputs of rank > 2
+are flattened to [M, K] around the QGemm) become QConv/QGemm with their requantization; a Relu or
+Clip that is the only user of such a result, of a residual Add, folds into the op's clip bounds
+(clip(round(y / s)) is exact for any bounds, rounding being monotone). Add of two activations of
+one shape becomes QAdd; GlobalAveragePool (and ReduceMean over H, W) QGlobalAvgPool. MaxPool,
+Relu, Flatten and Reshape of an int8 value stay int8 with the input's scale. Every other op runs
+in float: Dequantize and Quantize nodes are inserted where a value changes representation, once
+per value. With `Plan.strict` (a QDQ file) a fold or an int8 MaxPool/Relu/Flatten/Reshape needs
+the scales to match, as the plan's module doc says.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,8 +30,9 @@ from compiler.graph.ir import Graph, Node, const
 from compiler.graph.opdefs.qops import INT8_MAX, INT8_MIN
 from compiler.graph.verify import verify
 from compiler.quant.bias import BiasTarget, correct_biases
-from compiler.quant.calibrate import Calibration, channel_axis
+from compiler.quant.calibrate import channel_axis
 from compiler.quant.errors import QuantizationError
+from compiler.quant.plan import UNSIGNED_OFFSET, Coding, Plan, lowers_to_qconv
 from compiler.quant.requant import (
     ACT_MAX,
     QWeight,
@@ -72,178 +44,11 @@ from compiler.quant.requant import (
     quantize_weight,
 )
 
-# An unsigned value's int8 code is round(x / scale) - UNSIGNED_OFFSET (see the module doc).
-UNSIGNED_OFFSET = 128
 
-
-@dataclass(frozen=True)
-class QuantParams:
-    """What the lowering needs besides the float graph.
-
-    `scales`: activation value -> scale (amax / 127); a value without one stays float.
-    `weights`, `biases`: int8 weights and (int32 bias, its scales) already fixed (a QDQ file's),
-    by the name of the float constant they stand for; other weights and biases are quantized
-    here, as is a fixed bias whose scale is not the accumulator's.
-    `calibration`: statistics bounding the accumulators (None: the data-free bound); where it
-    holds the second moments of a layer's inputs, the layer's weights are rounded by GPTQ
-    (compiler.quant.rounding) instead of to nearest.
-    `channel_scales`: activation value -> one scale per channel (axis 1), for values that
-    `channel_scaled_values` allows (see the module doc); they take precedence over `scales`.
-    `correction_inputs`: calibration inputs on which each QConv's bias is corrected so
-    that its pre-activation averages what `calibration` saw (compiler.quant.bias); () for none.
-    `unsigned`: values that `unsigned_values` allows, coded with zero point -128 (see the
-    module doc); their scales (in `scales` or `channel_scales`) are thresholds / 255.
-    `keep_float`: outputs of convolutions and dense layers that stay float (with their Relu/Clip).
-    `stream_scales`: for the values of `channel_scaled_streams`'s stages, which also have
-    `channel_scales`, the factor t with channel_scales = t * the stage's profile (see the module
-    doc); an add of two such values takes the scalar multipliers of their factors.
-    """
-
-    scales: Mapping[str, float]
-    weights: Mapping[str, QWeight] = field(default_factory=dict)
-    biases: Mapping[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    calibration: Calibration | None = None
-    strict: bool = False
-    channel_scales: Mapping[str, np.ndarray] = field(default_factory=dict)
-    correction_inputs: Sequence[Mapping[str, np.ndarray]] = ()
-    unsigned: frozenset[str] = frozenset()
-    keep_float: frozenset[str] = frozenset()
-    stream_scales: Mapping[str, float] = field(default_factory=dict)
-
-
-def channel_scaled_values(graph: Graph, kept: Collection[str] = ()) -> list[str]:
-    """The activations of `graph` that may take per-channel scales: the output of a depthwise
-    (group > 1) convolution with constant 4-d weights, or of the Relu/Clip that is its only
-    user, when the value is no graph output and every reader is a group-1 convolution with
-    constant 4-d weights, dilations 1, a constant or no bias, that can fold the scales into its
-    weights and whose result (after its own Relu/Clip, if any) is no graph output. Convolutions
-    whose outputs are in `kept` stay float and take part in neither role."""
-    users = graph.consumer_map()
-    found = []
-    for node in graph.nodes:
-        if node.op != "Conv" or node.int_attr("group") == 1 or not _const_4d(graph, node.inputs[1]):
-            continue
-        if node.outputs[0] in kept:
-            continue
-        name = node.outputs[0]
-        after = users.get(name, [])
-        if len(after) == 1 and after[0].op in ("Relu", "Clip") and name not in graph.outputs:
-            name = after[0].outputs[0]
-        readers = users.get(name, [])
-        if name in graph.outputs or not readers:
-            continue
-        if not all(_absorbs(graph, users, r, name, kept) for r in readers):
-            continue
-        found.append(name)
-    return found
-
-
-def channel_scaled_streams(
-    graph: Graph, values: Collection[str], kept: Collection[str] = ()
-) -> list[list[str]]:
-    """The stages of residual streams among `values` (linear stream values, compiler.quant.static)
-    that may take per-channel scales with one profile per stage: `values` grouped by the adds
-    that join them, each group kept when every value is 4-d and no graph output, made by a
-    convolution that lowers to a QConv (none of `kept`, which stay float) or by an add of two
-    values of the group, and read only by such adds and by group-1 convolutions that can fold
-    the scales into their weights."""
-    pool = set(values)
-    group = {v: {v} for v in pool}
-    for node in graph.nodes:
-        if node.op == "Add" and node.outputs[0] in pool:
-            for name in node.inputs:
-                if name in pool and group[name] is not group[node.outputs[0]]:
-                    merged = group[name] | group[node.outputs[0]]
-                    for v in merged:
-                        group[v] = merged
-    users = graph.consumer_map()
-    stages, seen = [], set()
-    for v in values:
-        if v in seen:
-            continue
-        stage = group[v]
-        seen |= stage
-        if all(_stream_member(graph, users, x, stage, kept) for x in stage):
-            stages.append([x for x in values if x in stage])
-    return stages
-
-
-def _stream_member(graph: Graph, users: Mapping[str, list[Node]], name: str, stage: Collection[str],
-                   kept: Collection[str]) -> bool:
-    value = graph.values[name]
-    producer = graph.producer(name)
-    if value.rank != 4 or value.is_const or name in graph.outputs or producer is None or name in kept:
-        return False
-    if producer.op == "Add":
-        made = all(x in stage for x in producer.inputs)
-    else:
-        made = producer.op == "Conv" and _lowers_to_qconv(graph, producer)
-    readers = users.get(name, [])
-    joined = (r.op == "Add" and r.outputs[0] in stage and all(x in stage for x in r.inputs) for r in readers)
-    folds = (r.op == "Conv" and _absorbs(graph, users, r, name, kept) for r in readers)
-    return made and bool(readers) and all(a or b for a, b in zip(joined, folds, strict=True))
-
-
-def _lowers_to_qconv(graph: Graph, node: Node) -> bool:
-    """Whether Conv `node` has what `_conv` needs to lower it (a float input with a scale aside):
-    constant 4-d weights, dilations 1, and a constant bias or none."""
-    if not _const_4d(graph, node.inputs[1]) or set(node.ints_attr("dilations")) != {1}:
-        return False
-    return len(node.inputs) < 3 or graph.const_data(node.inputs[2]) is not None
-
-
-def unsigned_values(graph: Graph, kept: Collection[str] = ()) -> list[str]:
-    """The activations of `graph` that may be coded unsigned (zero point -128): the output of a
-    Relu, or of a Clip with min >= 0, that is the only user of a convolution with constant 4-d
-    weights or of one in `kept` (which stays float: a Quantize with zero point -128 follows),
-    when the value is no graph output and every reader is a convolution that lowers to a QConv
-    (`_absorbs`, any group, none of `kept`) and is grouped or pads nothing."""
-    users = graph.consumer_map()
-    found = []
-    for node in graph.nodes:
-        if node.op not in ("Relu", "Clip") or (node.op == "Clip" and node.float_attr("min") < 0):
-            continue
-        producer = graph.producer(node.inputs[0])
-        if producer is None or producer.op != "Conv":
-            continue
-        if not _const_4d(graph, producer.inputs[1]) and node.inputs[0] not in kept:
-            continue
-        if users.get(node.inputs[0]) != [node] or node.inputs[0] in graph.outputs:
-            continue
-        name = node.outputs[0]
-        readers = users.get(name, [])
-        if name in graph.outputs or not readers:
-            continue
-        if all(_absorbs(graph, users, r, name, kept, any_group=True)
-               and (r.int_attr("group") > 1 or not any(r.ints_attr("pads"))) for r in readers):
-            found.append(name)
-    return found
-
-
-def _const_4d(graph: Graph, name: str) -> bool:
-    w = graph.const_data(name)
-    return w is not None and w.ndim == 4
-
-
-def _absorbs(graph: Graph, users: Mapping[str, list[Node]], reader: Node, name: str, kept: Collection[str],
-             any_group: bool = False) -> bool:
-    """Whether `reader` is a convolution of `name` (group 1 unless `any_group`) that lowers to a QConv."""
-    if reader.op != "Conv" or reader.inputs[0] != name or name in reader.inputs[1:]:
-        return False
-    if reader.outputs[0] in kept:
-        return False
-    if (reader.int_attr("group") != 1 and not any_group) or not _lowers_to_qconv(graph, reader):
-        return False
-    out = reader.outputs[0]
-    after = users.get(out, [])
-    if len(after) == 1 and after[0].op in ("Relu", "Clip"):
-        return out not in graph.outputs and after[0].outputs[0] not in graph.outputs
-    return out not in graph.outputs
-
-
-def lower(graph: Graph, params: QuantParams) -> Graph:
-    """The quantized graph of float `graph` (verified); inputs and outputs keep their names and types."""
-    return _Lowering(graph, params).run()
+def rewrite(graph: Graph, plan: Plan) -> Graph:
+    """The quantized graph of float `graph` coded as `plan` says (verified); inputs and outputs keep
+    their names and types."""
+    return _Rewrite(graph, plan).run()
 
 
 @dataclass(frozen=True)
@@ -255,9 +60,13 @@ class _Act:
     hi: float
 
 
-class _Lowering:
-    def __init__(self, src: Graph, params: QuantParams) -> None:
-        self.src, self.p = src, params
+class _Rewrite:
+    """One rewrite of `src` by `plan`: the new graph `g` as it grows, where each source value
+    is as float (`floats`) and as int8 with the scale it was emitted at (`ints`), and the nodes
+    already folded into an op before them (`absorbed`)."""
+
+    def __init__(self, src: Graph, plan: Plan) -> None:
+        self.src, self.plan = src, plan
         self.g = Graph(src.name)
         for name in src.inputs:
             v = src.values[name]
@@ -281,9 +90,9 @@ class _Lowering:
                 raise QuantizationError(f"graph output {name} could not keep its name")
         self.g.outputs = list(self.src.outputs)
         g = verify(self.g.remove_dead())
-        if not self.p.correction_inputs:
+        if not self.plan.correction_inputs:
             return g
-        return verify(correct_biases(g, self.bias_targets, self.p.correction_inputs))
+        return verify(correct_biases(g, self.bias_targets, self.plan.correction_inputs))
 
     # -- values -----------------------------------------------------------------------------------
 
@@ -306,14 +115,25 @@ class _Lowering:
         v = self.src.values[name]
         return not v.is_const and v.dtype == "float32"
 
+    def channel_coding(self, name: str) -> Coding | None:
+        """The value's coding when it has per-channel scales, else None."""
+        coding = self.plan.codings.get(name)
+        return coding if coding is not None and coding.channel_scales is not None else None
+
+    def unsigned(self, name: str) -> bool:
+        """Whether the value is coded with zero point -128."""
+        coding = self.plan.codings.get(name)
+        return coding is not None and coding.unsigned
+
     def scale_of(self, name: str) -> float | None:
         """The value's scale; for a value with per-channel scales, whose readers fold them, its
-        stream factor (`QuantParams.stream_scales`), else 1.0."""
-        if name in self.p.channel_scales:
-            return self.p.stream_scales.get(name, 1.0)
+        `Coding.step` (a stream's factor, else 1.0); an int8 value's as it was emitted."""
+        channel = self.channel_coding(name)
+        if channel is not None:
+            return channel.step
         if name in self.ints:
             return self.ints[name][1]
-        return self.p.scales.get(name) if self.is_float_act(name) else None
+        return self.plan.scale(name) if self.is_float_act(name) else None
 
     def float_of(self, name: str) -> str:
         """The name of `name` as float in the new graph (a Dequantize the first time it is needed)."""
@@ -324,7 +144,8 @@ class _Lowering:
             self.g.values.setdefault(name, value)
             self.floats[name] = name
             return name
-        if name in self.p.channel_scales or name in self.p.unsigned:
+        coding = self.plan.codings.get(name)
+        if coding is not None and not coding.dequantizable:
             raise QuantizationError(
                 f"{name} has per-channel scales or a zero point and cannot be dequantized"
             )
@@ -338,11 +159,11 @@ class _Lowering:
         """The name of `name` as int8 (a Quantize the first time; the caller checked its scale)."""
         if name in self.ints:
             return self.ints[name][0]
-        scale = self.p.scales[name]
+        coding = self.plan.codings[name]
         out = self.fresh(f"{name}.q")
-        zero = -UNSIGNED_OFFSET if name in self.p.unsigned else 0  # a float producer's unsigned value
-        append(self.g, "Quantize", [self.float_of(name)], [out], {"scale": scale, "zero_point": zero})
-        self.ints[name] = (out, scale)
+        attrs = {"scale": coding.scale, "zero_point": coding.zero_point}  # a float producer's value
+        append(self.g, "Quantize", [self.float_of(name)], [out], attrs)
+        self.ints[name] = (out, coding.scale)
         return out
 
     def emit_int8(
@@ -372,8 +193,8 @@ class _Lowering:
             lo, hi = act.float_attr("min"), act.float_attr("max")
         if lo > hi:
             return None
-        if self.p.strict:
-            pre, post = self.p.scales.get(name), self.p.scales.get(act.outputs[0])
+        if self.plan.strict:
+            pre, post = self.plan.scale(name), self.plan.scale(act.outputs[0])
             if pre is not None and pre != post:
                 return None
         return _Act(act, lo, hi)
@@ -417,42 +238,38 @@ class _Dense:
     absorbs: tuple[Node, ...] = ()
 
 
-def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
-    if d.out in lw.p.keep_float:
+def _lower_dense(lw: _Rewrite, d: _Dense) -> bool:
+    if d.out in lw.plan.keep_float:
         return False
     act = lw.activation_after(d.out)
     out = act.node.outputs[0] if act else d.out
     s_in, s_out = lw.scale_of(d.x), lw.scale_of(out)
     w_float = lw.const(d.w)
-    folded = d.x in lw.p.channel_scales
+    folded = lw.channel_coding(d.x)
     if s_in is None or s_out is None or w_float is None:
-        if folded or d.x in lw.p.unsigned:
+        if folded or lw.unsigned(d.x):
             raise QuantizationError(
                 f"node {d.out} ({d.op}) reads {d.x}, which has per-channel scales or a zero point, "
                 "but cannot be lowered"
             )
         return False
     if folded:
-        w_float = _fold_input_scales(lw, d, w_float)
+        w_float = _fold_input_scales(d, w_float, folded, lw.plan.weights)
     qw = _weight(lw, d, w_float)
     w_int = np.moveaxis(qw.data, qw.axis, 0) if qw.axis != 0 else qw.data
     channels = w_int.shape[0]
     acc_scale = s_in * qw.channel_scales(channels)
     bias = _bias(lw, d, acc_scale, channels)
     attrs = dict(d.attrs)
-    if d.x in lw.p.unsigned:
+    if lw.unsigned(d.x):
         bias = _unsigned_input_bias(d, bias, w_int)
         if any(d.attrs["pads"]):  # type: ignore[arg-type]
             attrs["pad_value"] = -UNSIGNED_OFFSET  # the code of zero
-    out_scales = lw.p.channel_scales.get(out)
-    if out_scales is not None and np.asarray(out_scales).shape != (channels,):
-        raise QuantizationError(
-            f"node {d.out} ({d.op}): {np.size(out_scales)} scales for {channels} channels of {out}"
-        )
+    out_scales = _output_channel_scales(lw, d, out, channels)
     reals = acc_scale / (s_out if out_scales is None else np.asarray(out_scales, np.float64))
     observed = _observed(lw, d.out, acc_scale)
     bounds = accumulator_bounds(w_int, bias, reals, observed)
-    offset = UNSIGNED_OFFSET if out in lw.p.unsigned else 0
+    offset = UNSIGNED_OFFSET if lw.unsigned(out) else 0
     mult, shift = channel_requant(reals, bounds + np.ceil(offset / reals), f"node {d.out} ({d.op})")
     offset_acc = np.zeros(channels)
     if offset:  # the codes are round(y / s) - offset: offset output steps less before the shift
@@ -477,11 +294,22 @@ def _lower_dense(lw: _Lowering, d: _Dense) -> bool:
     return True
 
 
-def _fold_input_scales(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> np.ndarray:
+def _output_channel_scales(lw: _Rewrite, d: _Dense, out: str, channels: int) -> np.ndarray | None:
+    """The per-channel scales of the layer's output `out`, one per output channel; None where it
+    has one scale."""
+    coding = lw.channel_coding(out)
+    scales = None if coding is None else coding.channel_scales
+    if scales is not None and np.asarray(scales).shape != (channels,):
+        where = f"node {d.out} ({d.op})"
+        raise QuantizationError(f"{where}: {np.size(scales)} scales for {channels} channels of {out}")
+    return scales
+
+
+def _fold_input_scales(d: _Dense, w_float: np.ndarray, x: Coding, fixed: Collection[str]) -> np.ndarray:
     """w'[k, c] = w[k, c] * s_c / t for a group-1 convolution reading a value with per-channel
-    scales s_c and scale t (`_folded_scales`)."""
-    scales = _folded_scales(lw, d.x)
-    if d.op != "QConv" or d.attrs.get("group") != 1 or d.w in lw.p.weights or w_float.shape[1] != scales.size:
+    scales s_c and step t (`Coding.folded`); its weights must not be fixed already (`fixed`)."""
+    scales = x.folded
+    if d.op != "QConv" or d.attrs.get("group") != 1 or d.w in fixed or w_float.shape[1] != scales.size:
         raise QuantizationError(
             f"node {d.out} ({d.op}) cannot fold the {scales.size} channel scales of {d.x} into its weights"
         )
@@ -500,7 +328,7 @@ def _unsigned_input_bias(d: _Dense, bias: np.ndarray, w_int: np.ndarray) -> np.n
 
 
 def _channel_clip_bounds(
-    lw: _Lowering, act: _Act | None, out: str, scales: np.ndarray, offset: int = 0
+    lw: _Rewrite, act: _Act | None, out: str, scales: np.ndarray, offset: int = 0
 ) -> tuple[int, int]:
     """The clip of an output with per-channel scales: every channel's bounds must be the same integers."""
     bounds = {lw.clip_bounds(act, float(s), offset) for s in np.asarray(scales).reshape(-1)}
@@ -511,8 +339,8 @@ def _channel_clip_bounds(
     return bounds.pop()
 
 
-def _weight(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> QWeight:
-    qw = lw.p.weights.get(d.w)
+def _weight(lw: _Rewrite, d: _Dense, w_float: np.ndarray) -> QWeight:
+    qw = lw.plan.weights.get(d.w)
     if qw is None:
         return quantize_weight(w_float, d.w_axis, _moment(lw, d))
     if qw.scales.size > 1 and qw.axis != d.w_axis:
@@ -523,30 +351,24 @@ def _weight(lw: _Lowering, d: _Dense, w_float: np.ndarray) -> QWeight:
     return QWeight(qw.data, qw.scales, d.w_axis)
 
 
-def _folded_scales(lw: _Lowering, name: str) -> np.ndarray:
-    """What a reader folds into its weights for a value with per-channel scales: the scales over
-    the value's scale (`scale_of`: 1.0, or a stream value's factor, which is its input scale)."""
-    scales = np.asarray(lw.p.channel_scales[name], np.float64)
-    return scales / lw.p.stream_scales.get(name, 1.0)
-
-
-def _moment(lw: _Lowering, d: _Dense) -> np.ndarray | None:
+def _moment(lw: _Rewrite, d: _Dense) -> np.ndarray | None:
     """The second moment of the layer's input rows, if the calibration collected it, in the
     units its weights multiply: x_c / s_c for an input with per-channel scales s_c, whose scales
     the weights absorb (`_fold_input_scales`)."""
-    cal = lw.p.calibration
+    cal = lw.plan.calibration
     moment = cal.moments.get(d.w) if cal is not None else None
-    if moment is None or d.x not in lw.p.channel_scales:
+    folded = lw.channel_coding(d.x)
+    if moment is None or folded is None:
         return moment
-    scales = _folded_scales(lw, d.x)
+    scales = folded.folded
     per_column = np.repeat(scales, moment.shape[-1] // scales.size)  # columns are (channel, tap)
     return moment / np.outer(per_column, per_column)
 
 
-def _bias(lw: _Lowering, d: _Dense, acc_scale: np.ndarray, channels: int) -> np.ndarray:
+def _bias(lw: _Rewrite, d: _Dense, acc_scale: np.ndarray, channels: int) -> np.ndarray:
     if d.bias is None:
         return np.zeros(channels, np.int32)
-    fixed = lw.p.biases.get(d.bias)
+    fixed = lw.plan.biases.get(d.bias)
     if fixed is not None and fixed[0].size == channels:
         q, scales = fixed
         if np.allclose(np.broadcast_to(scales, (channels,)), acc_scale, rtol=1e-6, atol=0.0):
@@ -556,17 +378,17 @@ def _bias(lw: _Lowering, d: _Dense, acc_scale: np.ndarray, channels: int) -> np.
     return quantize_bias(data.reshape(channels), acc_scale, f"node {d.out} ({d.op})")
 
 
-def _channel_mean(lw: _Lowering, name: str) -> np.ndarray | None:
+def _channel_mean(lw: _Rewrite, name: str) -> np.ndarray | None:
     """The float pre-activation's mean per channel on the calibration data, if calibrated."""
-    cal = lw.p.calibration
+    cal = lw.plan.calibration
     stats = cal.stats.get(name) if cal is not None else None
     axis = channel_axis(lw.src.values[name].rank)
     return stats.axis_mean(axis) if stats is not None and axis in stats.axis_sum else None
 
 
-def _observed(lw: _Lowering, name: str, acc_scale: np.ndarray) -> np.ndarray | None:
+def _observed(lw: _Rewrite, name: str, acc_scale: np.ndarray) -> np.ndarray | None:
     """Largest |acc + bias| per channel on the calibration data (accumulator units), if calibrated."""
-    cal = lw.p.calibration
+    cal = lw.plan.calibration
     stats = cal.stats.get(name) if cal is not None else None
     if stats is None:
         return None
@@ -575,7 +397,7 @@ def _observed(lw: _Lowering, name: str, acc_scale: np.ndarray) -> np.ndarray | N
 
 
 def _emit_dense(
-    lw: _Lowering, d: _Dense, out: str, consts: list[str], attrs: Mapping[str, object], s_out: float
+    lw: _Rewrite, d: _Dense, out: str, consts: list[str], attrs: Mapping[str, object], s_out: float
 ) -> str:
     """Append the QConv/QGemm (and the reshapes around a QGemm of rows); the name of its output."""
     xq = lw.int8_of(d.x)
@@ -592,15 +414,15 @@ def _emit_dense(
     return y
 
 
-def _conv(lw: _Lowering, node: Node) -> bool:
-    if not _lowers_to_qconv(lw.src, node):
+def _conv(lw: _Rewrite, node: Node) -> bool:
+    if not lowers_to_qconv(lw.src, node):
         return False
     bias = node.inputs[2] if len(node.inputs) == 3 else None
     attrs = {k: node.attrs[k] for k in ("strides", "pads", "group")}
     return _lower_dense(lw, _Dense("QConv", node.inputs[0], node.inputs[1], 0, bias, node.outputs[0], attrs))
 
 
-def _gemm(lw: _Lowering, node: Node) -> bool:
+def _gemm(lw: _Rewrite, node: Node) -> bool:
     x, w = node.inputs[:2]
     bias = node.inputs[2] if len(node.inputs) == 3 else None
     canonical = (node.attrs["transA"], node.attrs["transB"], node.attrs["alpha"], node.attrs["beta"]) == (
@@ -619,7 +441,7 @@ def _gemm(lw: _Lowering, node: Node) -> bool:
     return _lower_dense(lw, _Dense("QGemm", x, w, 0, bias, node.outputs[0], {}))
 
 
-def _matmul(lw: _Lowering, node: Node) -> bool:
+def _matmul(lw: _Rewrite, node: Node) -> bool:
     """MatMul(x, W[K, N] constant), with the Add of a constant [N] bias that follows it when there is one."""
     x, w = node.inputs
     wd = lw.const(w)
@@ -638,7 +460,7 @@ def _matmul(lw: _Lowering, node: Node) -> bool:
 # -- element-wise and pooling ----------------------------------------------------------------------
 
 
-def _add(lw: _Lowering, node: Node) -> bool:
+def _add(lw: _Rewrite, node: Node) -> bool:
     a, b = node.inputs
     if not (lw.is_float_act(a) and lw.is_float_act(b)) or lw.src.values[a].shape != lw.src.values[b].shape:
         return False
@@ -664,21 +486,21 @@ def _add(lw: _Lowering, node: Node) -> bool:
     return True
 
 
-def _check_stream_profiles(lw: _Lowering, names: Sequence[str], where: str) -> None:
+def _check_stream_profiles(lw: _Rewrite, names: Sequence[str], where: str) -> None:
     """An add's operands and result have per-channel scales all or none, and then one profile
-    (scales over stream factor, `_folded_scales`), so that its multipliers are scalars."""
-    scaled = [name in lw.p.channel_scales for name in names]
+    (scales over stream factor, `Coding.folded`), so that its multipliers are scalars."""
+    scaled = [lw.channel_coding(name) for name in names]
     if not any(scaled):
         return
-    if not all(scaled) or any(name not in lw.p.stream_scales for name in names):
+    if not all(c is not None and c.stream for c in scaled):
         listed = ", ".join(names)
         raise QuantizationError(f"{where}: {listed} are not all values of one stream with channel scales")
-    first, *rest = (_folded_scales(lw, name) for name in names)
+    first, *rest = (c.folded for c in scaled if c is not None)
     if any(not np.allclose(first, other, rtol=1e-6, atol=0.0) for other in rest):
         raise QuantizationError(f"{where}: {', '.join(names)} have channel scales of different profiles")
 
 
-def _global_pool(lw: _Lowering, node: Node) -> bool:
+def _global_pool(lw: _Rewrite, node: Node) -> bool:
     x, out = node.inputs[0], node.outputs[0]
     shape = lw.src.values[x].shape
     if node.op == "ReduceMean" and (node.ints_attr("axes") != (2, 3)):
@@ -698,19 +520,20 @@ def _global_pool(lw: _Lowering, node: Node) -> bool:
     return True
 
 
-def _keeps_scale(lw: _Lowering, node: Node) -> bool:
+def _keeps_scale(lw: _Rewrite, node: Node) -> bool:
     """MaxPool, Relu, Flatten, Reshape on an int8 value: int8 out, the input's scale."""
     x, out = node.inputs[0], node.outputs[0]
     if x not in lw.ints:
         return False
     qname, scale = lw.ints[x]
-    if lw.p.strict and lw.p.scales.get(out, scale) != scale:
+    declared = lw.plan.scale(out)
+    if lw.plan.strict and declared is not None and declared != scale:
         return False
     lw.emit_int8(out, node.op, [qname], node.attrs, scale)
     return True
 
 
-HANDLERS: dict[str, Callable[[_Lowering, Node], bool]] = {
+HANDLERS: dict[str, Callable[[_Rewrite, Node], bool]] = {
     "Conv": _conv,
     "Gemm": _gemm,
     "MatMul": _matmul,

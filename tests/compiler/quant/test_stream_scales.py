@@ -10,9 +10,9 @@ import pytest
 
 from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
-from compiler.quant import QuantizationError, QuantParams, collect, lower, quantize
+from compiler.quant import Plan, QuantizationError, codings, collect, quantize, rewrite
+from compiler.quant.plan import channel_scaled_streams
 from compiler.quant.requant import quantize_weight
-from compiler.quant.rewrite import channel_scaled_streams
 from compiler.quant.static import activation_scales, linear_stream_values, stream_channel_scales
 
 # the stream's channel 0 spans about 40 times channel 1's range; the reader weighs channel 1 heavily
@@ -83,9 +83,9 @@ def _lowered(per_channel: bool) -> tuple[Graph, dict[str, float], dict[str, np.n
     cal = collect(g, _inputs(6, 1))
     scales = activation_scales(g, cal, "minmax")
     channel = stream_channel_scales(cal, [STAGE], scales) if per_channel else {}
-    stream = {v: scales[v] for v in STAGE} if per_channel else {}
-    params = QuantParams(scales, calibration=cal, channel_scales=channel, stream_scales=stream)
-    return lower(g, params), scales, channel
+    stream = STAGE if per_channel else []
+    plan = Plan(codings(scales, channel, stream), calibration=cal)
+    return rewrite(g, plan), scales, channel
 
 
 def test_adds_keep_scalar_multipliers_and_readers_fold_the_profile() -> None:
@@ -123,9 +123,8 @@ def test_an_add_of_values_without_one_profile_is_refused() -> None:
     cal = collect(g, _inputs(2, 1))
     scales = activation_scales(g, cal, "minmax")
     channel = stream_channel_scales(cal, [STAGE], scales)
-    stream = {v: scales[v] for v in STAGE}
     with pytest.raises(QuantizationError, match="s0, s1, s2 are not all values of one stream"):
-        lower(g, QuantParams(scales, channel_scales=channel, stream_scales={"s0": scales["s0"]}))
+        rewrite(g, Plan(codings(scales, channel, ["s0"])))
     skewed = {**channel, "s1": channel["s1"] * np.array([1.0, 2.0])}
     with pytest.raises(QuantizationError, match="s0, s1, s2 have channel scales of different profiles"):
-        lower(g, QuantParams(scales, channel_scales=skewed, stream_scales=stream))
+        rewrite(g, Plan(codings(scales, skewed, STAGE)))

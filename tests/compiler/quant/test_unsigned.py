@@ -11,8 +11,8 @@ from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
 from compiler.graph.opdefs.qops import qconv_acc
 from compiler.ops.host.qconv import conv_reference
-from compiler.quant import QuantizationError, QuantParams, collect, lower, quantize
-from compiler.quant.rewrite import UNSIGNED_OFFSET, unsigned_values
+from compiler.quant import Plan, QuantizationError, codings, collect, quantize, rewrite
+from compiler.quant.plan import UNSIGNED_OFFSET, unsigned_values
 from compiler.quant.static import activation_scales
 from tests.compiler.quant.graphs import inputs, small_cnn
 
@@ -160,7 +160,7 @@ def test_a_padded_reader_or_a_float_reader_is_refused() -> None:
         cal = collect(g, _inputs(2, 1))
         scales = activation_scales(g, cal, "minmax")
         with pytest.raises(QuantizationError, match=match):
-            lower(g, QuantParams(scales, calibration=cal, unsigned=frozenset({"r"})))
+            rewrite(g, Plan(codings(scales, unsigned={"r"}), calibration=cal))
 
 
 def test_a_reader_that_cannot_be_lowered_is_refused() -> None:
@@ -171,7 +171,7 @@ def test_a_reader_that_cannot_be_lowered_is_refused() -> None:
     scales = activation_scales(g, cal, "minmax")
     match = r"^node p \(QConv\) reads r, which has per-channel scales or a zero point, but cannot be lowered$"
     with pytest.raises(QuantizationError, match=match):
-        lower(g, QuantParams(scales, calibration=cal, unsigned=frozenset({"r"})))
+        rewrite(g, Plan(codings(scales, unsigned={"r"}), calibration=cal))
 
 
 def test_an_unsigned_value_whose_producer_stays_float_enters_with_zero_point_minus_128() -> None:
