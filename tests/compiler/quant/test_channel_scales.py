@@ -1,6 +1,7 @@
 """Per-channel scales of a depthwise convolution's output, folded into the 1x1 convolution that
-reads it: which values qualify, the folded weights, the producer's multipliers and clip, and
-that the result tracks the float graph better than one scale per tensor."""
+reads it: the scales, the folded weights, the producer's multipliers and clip, and that the
+result tracks the float graph better than one scale per tensor (which values qualify:
+test_plan.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
 from compiler.quant import Plan, QuantizationError, codings, collect, quantize, rewrite
-from compiler.quant.plan import channel_scaled_values
 from compiler.quant.requant import quantize_weight
 from compiler.quant.static import activation_scales, channel_scales
 
@@ -50,12 +50,6 @@ def _dw_pw(reader_group: int = 1, extra_reader: str | None = None) -> Graph:
 def _inputs(count: int, seed: int) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
     return [{"x": rng.uniform(0.0, 2.5, (1, 2, 4, 4)).astype(np.float32)} for _ in range(count)]
-
-
-def test_only_depthwise_outputs_read_by_group1_convolutions_qualify() -> None:
-    assert channel_scaled_values(_dw_pw()) == ["r"]
-    assert channel_scaled_values(_dw_pw(reader_group=2)) == []
-    assert channel_scaled_values(_dw_pw(extra_reader="float")) == []
 
 
 def test_scales_between_the_tensor_and_each_channel() -> None:
