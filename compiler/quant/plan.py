@@ -57,7 +57,7 @@ from compiler.quant.requant import QWeight
 UNSIGNED_OFFSET = 128
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False)  # eq=False: records with arrays compare by identity
 class Coding:
     """How one float activation is coded as int8 (see the module doc).
 
