@@ -12,20 +12,23 @@ QGlobalAvgPool, Quantize, Dequantize; MaxPool/Relu/Flatten/Reshape on int8), whi
 
 from compiler.quant.calibrate import CALIBRATORS, Calibration, collect
 from compiler.quant.errors import QuantizationError
-from compiler.quant.lowering import QuantParams, lower
+from compiler.quant.plan import Coding, Plan, codings
 from compiler.quant.qdq import import_qdq, strip_qdq
+from compiler.quant.rewrite import rewrite
 from compiler.quant.static import DEFAULT_METHOD, activation_scales, quantize
 
 __all__ = [
     "CALIBRATORS",
     "DEFAULT_METHOD",
     "Calibration",
-    "QuantParams",
+    "Coding",
+    "Plan",
     "QuantizationError",
     "activation_scales",
+    "codings",
     "collect",
     "import_qdq",
-    "lower",
     "quantize",
+    "rewrite",
     "strip_qdq",
 ]

@@ -33,7 +33,7 @@ from compiler.graph.opdefs.qops import INT32_MAX, gemm_acc, qconv_acc, qconv_epi
 class BiasTarget:
     """What a QConv/QGemm's pre-activation should average per output channel on the calibration
     inputs: the float graph's `mean` (float units) over the accumulator's scales `acc_scale`,
-    plus `offset` (accumulator steps: an unsigned output's zero point, compiler.quant.lowering)."""
+    plus `offset` (accumulator steps: an unsigned output's zero point, compiler.quant.plan)."""
 
     mean: np.ndarray
     acc_scale: np.ndarray

@@ -7,8 +7,9 @@ onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QDQ) writ
 pairs: they never fold). The pairs are stripped into a float graph
 plus the file's parameters: a QuantizeLinear(x) -> DequantizeLinear pair fixes x's scale; a
 DequantizeLinear of an int8 constant gives int8 weights and their (per-channel) scales, one of
-an int32 constant a bias. The same lowering as static quantization then builds the quantized
-ops, with mult/shift derived from the file's scales.
+an int32 constant a bias: a `Plan` (compiler.quant.plan) of one scale per activation. The same
+rewrite as static quantization (compiler.quant.rewrite) then builds the quantized ops, with
+mult/shift derived from the file's scales.
 
 The contract is symmetric int8 (zero point 0). onnxruntime writes that with
 `activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=True,
@@ -44,7 +45,7 @@ from compiler.graph.passes import simplify
 from compiler.graph.verify import verify
 from compiler.quant.calibrate import collect
 from compiler.quant.errors import QuantizationError
-from compiler.quant.lowering import QuantParams, lower
+from compiler.quant.plan import Plan, codings
 from compiler.quant.requant import (
     ACT_MAX,
     PreciseRequant,
@@ -52,6 +53,7 @@ from compiler.quant.requant import (
     immediate_requant,
     precise_requant,
 )
+from compiler.quant.rewrite import rewrite
 
 
 def import_qdq(
@@ -64,12 +66,12 @@ def import_qdq(
     come from running the (dequantized) float graph on them, else from the data-free rule.
     `precise` (default: without calibration inputs) gives QConv/QGemm the precise
     requantization (see the module doc)."""
-    float_graph, params = strip_qdq(simplify(graph), strict)
+    float_graph, plan = strip_qdq(simplify(graph), strict)
     if calibration_inputs is not None:
-        params = replace(params, calibration=collect(float_graph, calibration_inputs))
-    quantized = lower(float_graph, params)
+        plan = replace(plan, calibration=collect(float_graph, calibration_inputs))
+    quantized = rewrite(float_graph, plan)
     if precise if precise is not None else calibration_inputs is None:
-        quantized = precise_requantization(quantized, params)
+        quantized = precise_requantization(quantized, plan)
     return quantized
 
 
@@ -90,17 +92,17 @@ def int8_scales(graph: Graph) -> dict[str, float]:
     return scales
 
 
-def precise_requantization(graph: Graph, params: QuantParams) -> Graph:
+def precise_requantization(graph: Graph, plan: Plan) -> Graph:
     """`graph` with every QConv/QGemm whose weights the file fixed switched to the precise
     requantization, its ratios in_scale * w_scale[k] / out_scale recomputed from the file's
-    scales exactly as the lowering computed them (a node whose multipliers do not match, or
+    scales exactly as the rewrite computed them (a node whose multipliers do not match, or
     whose ratios have no precise form, keeps its requantization)."""
     g = graph.copy()
     scales = int8_scales(g)
     for node in [n for n in g.nodes if n.op == "QAdd"]:
         g.replace_node(node, [_wide_add(node, scales)])
     for node in [n for n in g.nodes if n.op in ("QConv", "QGemm") and len(n.inputs) == 4]:
-        chosen = _precise_params(g, node, scales, params)
+        chosen = _precise_params(g, node, scales, plan)
         if chosen is None:
             continue
         names = [g.fresh_name(f"{node.name}.{what}") for what in ("pmult", "clamp_lo", "clamp_hi")]
@@ -122,23 +124,23 @@ def _wide_add(node: Node, scales: Mapping[str, float]) -> Node:
     reals = np.array([s_a, s_b]) / node.float_attr("out_scale")
     have = [node.int_attr("mult_a"), node.int_attr("mult_b")]
     if have != list(immediate_requant(reals, ACT_MAX, _where(node))[0]):
-        return node  # not the ratios the lowering used
+        return node  # not the ratios the rewrite used
     (mult_a, mult_b), shift = immediate_requant(reals, ACT_MAX, _where(node), limit=INT32_MAX)
     return replace(node, attrs={**node.attrs, "mult_a": mult_a, "mult_b": mult_b, "shift": shift})
 
 
 def _precise_params(
-    g: Graph, node: Node, scales: Mapping[str, float], params: QuantParams
+    g: Graph, node: Node, scales: Mapping[str, float], plan: Plan
 ) -> PreciseRequant | None:
     s_in = scales.get(node.inputs[0])
     match = re.fullmatch(r"(.*)\.q(\.\d+)?", node.inputs[1])
-    qw = params.weights.get(match.group(1)) if match else None
+    qw = plan.weights.get(match.group(1)) if match else None
     mult = g.const_data(node.inputs[3])
     if s_in is None or qw is None or mult is None:
         return None
     reals = s_in * qw.channel_scales(mult.size) / node.float_attr("out_scale")
     if not np.array_equal(np.rint(reals * float(1 << node.int_attr("shift"))), mult.astype(np.float64)):
-        return None  # not the ratios the lowering used
+        return None  # not the ratios the rewrite used
     clip = (node.int_attr("clip_lo"), node.int_attr("clip_hi"))
     try:
         return precise_requant(reals, clip, _where(node))
@@ -146,7 +148,7 @@ def _precise_params(
         return None
 
 
-def strip_qdq(graph: Graph, strict: bool = True) -> tuple[Graph, QuantParams]:
+def strip_qdq(graph: Graph, strict: bool = True) -> tuple[Graph, Plan]:
     """The float graph of a QDQ graph (weights dequantized) and the file's quantization parameters."""
     g = graph.copy()
     weights: dict[str, QWeight] = {}
@@ -160,7 +162,7 @@ def strip_qdq(graph: Graph, strict: bool = True) -> tuple[Graph, QuantParams]:
     for node in g.nodes:
         if node.op in ("QuantizeLinear", "DequantizeLinear"):
             raise QuantizationError(f"{_where(node)}: not part of a QuantizeLinear -> DequantizeLinear pair")
-    return g, QuantParams(scales, weights, biases, strict=strict)
+    return g, Plan(codings(scales), weights, biases, strict=strict)
 
 
 def _where(node: Node) -> str:

@@ -15,11 +15,11 @@ rule with the calibration bounds.
 
 A depthwise convolution's output that only group-1 convolutions read (MobileNetV2's, after
 ReLU6, each read by one 1x1 projection) gets one scale per channel instead (`channel_scales`;
-compiler.quant.lowering folds them into the readers' float weights, the integer ops are the same):
+compiler.quant.plan: the readers fold them into their float weights, the integer ops are the same):
 its channels' ranges differ by up to 50 times, and at one scale those outputs are the largest
 source of error in MobileNetV2. So do the values of a linear residual stream (MobileNetV2's
 bottleneck outputs and the adds that join them), with one channel profile per stage so that the
-adds keep scalar multipliers (`stream_channel_scales`, compiler.quant.lowering.
+adds keep scalar multipliers (`stream_channel_scales`, compiler.quant.plan.
 channel_scaled_streams). `per_channel=False` turns both off.
 """
 
@@ -35,13 +35,8 @@ from compiler.graph.opdefs.qops import INT8_MAX
 from compiler.graph.passes import simplify
 from compiler.quant.calibrate import CALIBRATORS, Calibration, collect
 from compiler.quant.errors import QuantizationError
-from compiler.quant.lowering import (
-    QuantParams,
-    channel_scaled_streams,
-    channel_scaled_values,
-    lower,
-    unsigned_values,
-)
+from compiler.quant.plan import Plan, channel_scaled_streams, channel_scaled_values, codings, unsigned_values
+from compiler.quant.rewrite import rewrite
 from compiler.quant.rounding import moment_plan
 
 DEFAULT_METHOD = "percentile"
@@ -119,7 +114,7 @@ def quantize(
     "gptq-all" for every dense layer too, or "nearest". With `bias_correction`, each QConv/QGemm's
     bias is corrected on the calibration inputs (compiler.quant.bias). With `unsigned`, the values
     that `unsigned_values` allows (never negative, read only by unpadded convolutions) take 255
-    steps with zero point -128 instead of 127 (compiler.quant.lowering). The convolutions and
+    steps with zero point -128 instead of 127 (compiler.quant.plan). The convolutions and
     dense layers of the cleaned graph for which `keep_float(graph, node)` holds stay float, with
     their Relu/Clip (`codesign run` keeps a shallow first convolution that runs on the host so).
     The values of a linear residual stream (`linear_stream_values`) are calibrated by
@@ -166,26 +161,61 @@ def quantize_calibrated(
     stream_method: str | None = STREAM_METHOD,
 ) -> Graph:
     """`quantize` from `calibrate`'s result, with the weight rounding calibrated for."""
-    g, feeds, calibration = calibrated.graph, calibrated.inputs, calibrated.calibration
+    plan = static_plan(calibrated, method, overrides, per_channel, bias_correction, unsigned, keep_float,
+                       stream_method)
+    return rewrite(calibrated.graph, plan)
+
+
+def static_plan(
+    calibrated: Calibrated,
+    method: str = DEFAULT_METHOD,
+    overrides: Mapping[str, str] | None = None,
+    per_channel: bool = True,
+    bias_correction: bool = True,
+    unsigned: bool = True,
+    keep_float: Callable[[Graph, Node], bool] | None = None,
+    stream_method: str | None = STREAM_METHOD,
+) -> Plan:
+    """The plan (compiler.quant.plan) by which `quantize_calibrated` rewrites `calibrated.graph`:
+    every calibrated activation's coding, the calibration, and the layers kept float; the
+    arguments are `quantize`'s."""
+    g, calibration = calibrated.graph, calibrated.calibration
     if stream_method is not None:
         overrides = {**{name: stream_method for name in linear_stream_values(g)}, **(overrides or {})}
     scales = activation_scales(g, calibration, method, overrides)
     kept = _kept_float(g, keep_float)
-    names = channel_scaled_values(g, kept) if per_channel else []
-    channel = channel_scales(g, calibration, names, method, overrides)
-    stages = channel_scaled_streams(g, linear_stream_values(g), kept) if per_channel else []
-    stream = {name: scales[name] for stage in stages for name in stage}
-    channel.update(stream_channel_scales(calibration, stages, scales))
+    channel: dict[str, np.ndarray] = {}
+    stream: list[str] = []
+    if per_channel:
+        channel, stream = _per_channel(g, calibration, scales, kept, method, overrides)
     wide = frozenset(unsigned_values(g, kept) if unsigned else [])
-    for name in wide:  # 255 steps from 0 to the threshold instead of 127
+    _widen(scales, channel, wide)
+    correction = calibrated.inputs if bias_correction else []
+    return Plan(codings(scales, channel, stream, wide), calibration=calibration, correction_inputs=correction,
+                keep_float=kept)
+
+
+def _per_channel(
+    g: Graph, calibration: Calibration, scales: Mapping[str, float], kept: frozenset[str], method: str,
+    overrides: Mapping[str, str] | None,
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The per-channel scales of the values that may take them (a stream stage's values' last,
+    with their stage's profile), and the values of those stages."""
+    names = channel_scaled_values(g, kept)
+    channel = channel_scales(g, calibration, names, method, overrides)
+    stages = channel_scaled_streams(g, linear_stream_values(g), kept)
+    channel.update(stream_channel_scales(calibration, stages, scales))
+    return channel, [name for stage in stages for name in stage]
+
+
+def _widen(scales: dict[str, float], channel: dict[str, np.ndarray], unsigned: frozenset[str]) -> None:
+    """Unsigned values take 255 steps from 0 to the threshold instead of 127: their scales (the
+    per-channel ones where they have some) shrink by 127 / 255, in place."""
+    for name in unsigned:
         if name in channel:
             channel[name] = _float32(channel[name] * INT8_MAX / UINT8_MAX)
         else:
             scales[name] = float(_float32(scales[name] * INT8_MAX / UINT8_MAX))
-    correction = feeds if bias_correction else []
-    params = QuantParams(scales, calibration=calibration, channel_scales=channel, stream_scales=stream,
-                         correction_inputs=correction, unsigned=wide, keep_float=kept)
-    return lower(g, params)
 
 
 def linear_stream_values(graph: Graph) -> list[str]:
@@ -269,7 +299,7 @@ def stream_channel_scales(
     alpha: float = STREAM_ALPHA,
 ) -> dict[str, np.ndarray]:
     """Per-channel scales (float32-exact) of the values of residual-stream `stages`
-    (compiler.quant.lowering.channel_scaled_streams): value v's are scales[v] (its per-tensor
+    (compiler.quant.plan.channel_scaled_streams): value v's are scales[v] (its per-tensor
     scale) times the stage's profile p_c = (r_c / max r) ** `alpha`, floored at CHANNEL_FLOOR,
     r_c the largest share max_c(v) / max(v) of channel c over the stage's values. One profile
     per stage keeps every add's multipliers scalar. Where scales[v] is v's max over 127 (minmax,

@@ -5,7 +5,7 @@ The contract the accelerator implements bit for bit:
 - activations are int8, symmetric (zero point 0), one scale per tensor; weights int8 symmetric,
   one scale per output channel; biases int32 at scale in_scale * w_scale[k]. The ops know no
   zero points or per-channel activation scales: where the quantizer uses them (compiler.quant.
-  lowering: unsigned and per-channel activations), they are folded into biases, multipliers,
+  plan: unsigned and per-channel activations), they are folded into biases, multipliers,
   clip bounds and weights, and the integer ops below are unchanged;
 - requantization ("the epilogue") of an int32 value t, every step wrapping at 32 bits as the
   ALU does: t = wrap32(t + bias[k]); t = wrap32(t * mult[k]); if shift > 0:
@@ -25,7 +25,7 @@ The contract the accelerator implements bit for bit:
   of the 32-bit form leaves int32 for t in [clamp_lo, clamp_hi], and the outputs at both clamp
   bounds lie within [clip_lo, clip_hi] (so the final clip never changes a value);
 - a QConv's padding reads `pad_value` (an int8, default 0): the code of an unsigned input's zero
-  is -128 (compiler.quant.lowering). The accelerator pads with zeros only, so a QConv with
+  is -128 (compiler.quant.plan). The accelerator pads with zeros only, so a QConv with
   padding and another pad value runs on the host;
 - `out_scale` is informational (the scale the int8 output stands for); nothing evaluates it.
 

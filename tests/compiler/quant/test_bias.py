@@ -10,7 +10,8 @@ from compiler.graph.opdefs.qops import conv_acc
 from compiler.graph.passes import simplify
 from compiler.quant import quantize
 from compiler.quant.calibrate import collect
-from compiler.quant.lowering import QuantParams, lower
+from compiler.quant.plan import Plan, codings
+from compiler.quant.rewrite import rewrite
 from compiler.quant.static import activation_scales
 from tests.compiler.quant.graphs import inputs, small_cnn
 
@@ -19,9 +20,9 @@ def _lowered(correct: bool) -> tuple[Graph, list[dict[str, np.ndarray]], Graph]:
     g = simplify(small_cnn())
     feeds = inputs(g, 8, seed=1)
     cal = collect(g, feeds)
-    params = QuantParams(activation_scales(g, cal, "minmax"), calibration=cal,
-                         correction_inputs=feeds if correct else ())
-    return g, feeds, lower(g, params)
+    plan = Plan(codings(activation_scales(g, cal, "minmax")), calibration=cal,
+                correction_inputs=feeds if correct else ())
+    return g, feeds, rewrite(g, plan)
 
 
 def test_corrected_biases_match_the_float_means_and_nothing_else_changes() -> None:

@@ -1,6 +1,7 @@
 """Per-channel scales of a depthwise convolution's output, folded into the 1x1 convolution that
-reads it: which values qualify, the folded weights, the producer's multipliers and clip, and
-that the result tracks the float graph better than one scale per tensor."""
+reads it: the scales, the folded weights, the producer's multipliers and clip, and that the
+result tracks the float graph better than one scale per tensor (which values qualify:
+test_plan.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import pytest
 
 from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
-from compiler.quant import QuantizationError, QuantParams, collect, lower, quantize
-from compiler.quant.lowering import channel_scaled_values
+from compiler.quant import Plan, QuantizationError, codings, collect, quantize, rewrite
 from compiler.quant.requant import quantize_weight
 from compiler.quant.static import activation_scales, channel_scales
 
@@ -52,12 +52,6 @@ def _inputs(count: int, seed: int) -> list[dict[str, np.ndarray]]:
     return [{"x": rng.uniform(0.0, 2.5, (1, 2, 4, 4)).astype(np.float32)} for _ in range(count)]
 
 
-def test_only_depthwise_outputs_read_by_group1_convolutions_qualify() -> None:
-    assert channel_scaled_values(_dw_pw()) == ["r"]
-    assert channel_scaled_values(_dw_pw(reader_group=2)) == []
-    assert channel_scaled_values(_dw_pw(extra_reader="float")) == []
-
-
 def test_scales_between_the_tensor_and_each_channel() -> None:
     g = _dw_pw()
     cal = collect(g, _inputs(4, 1))
@@ -86,7 +80,7 @@ def test_entropy_is_replaced_by_percentile_for_channel_scales_unless_overridden(
 def test_folded_weights_are_w_times_the_channel_scales_before_quantization() -> None:
     g = _dw_pw()
     s_x, s_c, s_p = 2 / 127, np.array([6 / 127, 0.1 / 127]), 0.5
-    q = lower(g, QuantParams({"x": s_x, "r": 1.0, "p": s_p}, channel_scales={"r": s_c}))
+    q = rewrite(g, Plan(codings({"x": s_x, "r": 1.0, "p": s_p}, {"r": s_c})))
     convs = {n.outputs[0]: n for n in q.nodes if n.op == "QConv"}
     producer, reader = convs["r"], convs["p"]
     # the reader: int8 weights of w[k, c] * s_c, per output channel; input scale 1
@@ -122,7 +116,7 @@ def test_a_value_with_channel_scales_is_never_dequantized() -> None:
     cal = collect(g, _inputs(2, 1))
     scales = activation_scales(g, cal, "minmax")
     with pytest.raises(QuantizationError, match="per-channel scales"):
-        lower(g, QuantParams(scales, calibration=cal, channel_scales={"r": np.full(2, 0.01)}))
+        rewrite(g, Plan(codings(scales, {"r": np.full(2, 0.01)}), calibration=cal))
 
 
 def test_a_reader_that_cannot_fold_is_refused() -> None:
@@ -130,4 +124,4 @@ def test_a_reader_that_cannot_fold_is_refused() -> None:
     cal = collect(g, _inputs(2, 1))
     scales = activation_scales(g, cal, "minmax")
     with pytest.raises(QuantizationError, match="cannot fold"):
-        lower(g, QuantParams(scales, calibration=cal, channel_scales={"r": np.full(2, 0.01)}))
+        rewrite(g, Plan(codings(scales, {"r": np.full(2, 0.01)}), calibration=cal))

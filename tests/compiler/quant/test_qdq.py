@@ -143,9 +143,9 @@ def test_pairs_that_are_not_plain_pairs_are_refused(dq_scale: float, reader: str
 
 
 def test_a_pair_at_the_output_moves_its_scale_to_the_output_name() -> None:
-    g, params = strip_qdq(_pair_graph(0.5, "dq"))
+    g, plan = strip_qdq(_pair_graph(0.5, "dq"))
     assert [(n.op, n.inputs, n.outputs) for n in g.nodes] == [("Relu", ("x",), ("y",))]
-    assert params.scales == {"y": 0.5} and g.outputs == ["y"]
+    assert {k: c.scale for k, c in plan.codings.items()} == {"y": 0.5} and g.outputs == ["y"]
 
 
 def test_without_calibration_convolutions_requantize_precisely(qdq_model: onnx.ModelProto) -> None:

@@ -1,7 +1,8 @@
 """Per-channel scales for a linear residual stream, one profile per stage (MobileNetV2's
-bottleneck outputs and the adds that join them): which stages qualify, the scales, that adds
-keep scalar multipliers and readers fold the profile, that inconsistent parameters are refused,
-and that the result tracks the float graph better than one scale per tensor."""
+bottleneck outputs and the adds that join them): the stream's values, the scales, that adds keep
+scalar multipliers and readers fold the profile, that inconsistent parameters are refused, and
+that the result tracks the float graph better than one scale per tensor (which stages qualify:
+test_plan.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import pytest
 
 from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
-from compiler.quant import QuantizationError, QuantParams, collect, lower, quantize
-from compiler.quant.lowering import channel_scaled_streams
+from compiler.quant import Plan, QuantizationError, codings, collect, quantize, rewrite
 from compiler.quant.requant import quantize_weight
 from compiler.quant.static import activation_scales, linear_stream_values, stream_channel_scales
 
@@ -53,13 +53,8 @@ def _inputs(count: int, seed: int) -> list[dict[str, np.ndarray]]:
     return [{"x": rng.normal(0.0, 1.0, (1, 4, 4, 4)).astype(np.float32)} for _ in range(count)]
 
 
-def test_a_stage_qualifies_when_every_reader_is_an_add_of_the_stage_or_folds() -> None:
-    g = _stream()
-    assert linear_stream_values(g) == STAGE
-    assert channel_scaled_streams(g, STAGE) == [STAGE]
-    assert channel_scaled_streams(_stream(float_reader=True), STAGE) == []  # s2 is read in float
-    assert channel_scaled_streams(g, STAGE, kept={"s0"}) == []  # its producer stays float
-    assert channel_scaled_streams(g, STAGE, kept={"p"}) == []  # the reader stays float
+def test_the_stream_is_the_projections_and_the_add() -> None:
+    assert linear_stream_values(_stream()) == STAGE  # which stages qualify: tests/compiler/quant/test_plan.py
 
 
 def test_one_profile_per_stage_and_no_channel_below_its_range() -> None:
@@ -83,9 +78,9 @@ def _lowered(per_channel: bool) -> tuple[Graph, dict[str, float], dict[str, np.n
     cal = collect(g, _inputs(6, 1))
     scales = activation_scales(g, cal, "minmax")
     channel = stream_channel_scales(cal, [STAGE], scales) if per_channel else {}
-    stream = {v: scales[v] for v in STAGE} if per_channel else {}
-    params = QuantParams(scales, calibration=cal, channel_scales=channel, stream_scales=stream)
-    return lower(g, params), scales, channel
+    stream = STAGE if per_channel else []
+    plan = Plan(codings(scales, channel, stream), calibration=cal)
+    return rewrite(g, plan), scales, channel
 
 
 def test_adds_keep_scalar_multipliers_and_readers_fold_the_profile() -> None:
@@ -123,9 +118,8 @@ def test_an_add_of_values_without_one_profile_is_refused() -> None:
     cal = collect(g, _inputs(2, 1))
     scales = activation_scales(g, cal, "minmax")
     channel = stream_channel_scales(cal, [STAGE], scales)
-    stream = {v: scales[v] for v in STAGE}
     with pytest.raises(QuantizationError, match="s0, s1, s2 are not all values of one stream"):
-        lower(g, QuantParams(scales, channel_scales=channel, stream_scales={"s0": scales["s0"]}))
+        rewrite(g, Plan(codings(scales, channel, ["s0"])))
     skewed = {**channel, "s1": channel["s1"] * np.array([1.0, 2.0])}
     with pytest.raises(QuantizationError, match="s0, s1, s2 have channel scales of different profiles"):
-        lower(g, QuantParams(scales, channel_scales=skewed, stream_scales=stream))
+        rewrite(g, Plan(codings(scales, skewed, STAGE)))

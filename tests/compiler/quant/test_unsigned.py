@@ -1,6 +1,6 @@
-"""Unsigned activations (zero point -128): which values qualify, the producer's clip and bias
-offset, the readers' exact bias term, that the codes stand for the float values at 255 steps,
-the refusals, and a convolution kept float (`keep_float`)."""
+"""Unsigned activations (zero point -128): the producer's clip and bias offset, the readers'
+exact bias term, that the codes stand for the float values at 255 steps, the refusals, and a
+convolution kept float (`keep_float`); which values qualify: test_plan.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
 from compiler.graph.opdefs.qops import qconv_acc
 from compiler.ops.host.qconv import conv_reference
-from compiler.quant import QuantizationError, QuantParams, collect, lower, quantize
-from compiler.quant.lowering import UNSIGNED_OFFSET, unsigned_values
+from compiler.quant import Plan, QuantizationError, codings, collect, quantize, rewrite
+from compiler.quant.plan import UNSIGNED_OFFSET
 from compiler.quant.static import activation_scales
 from tests.compiler.quant.graphs import inputs, small_cnn
 
@@ -61,17 +61,6 @@ def _inputs(count: int, seed: int) -> list[dict[str, np.ndarray]]:
 def _quantize(g: Graph, unsigned: bool, per_channel: bool = False) -> Graph:
     return quantize(g, _inputs(8, 1), method="minmax", per_channel=per_channel, rounding="nearest",
                     bias_correction=False, unsigned=unsigned)
-
-
-def test_only_nonnegative_outputs_that_unpadded_or_grouped_convolutions_read_qualify() -> None:
-    assert unsigned_values(_graph()) == ["r"]
-    assert unsigned_values(_graph(depthwise_reader=True)) == ["r"]  # padding reads the code of zero
-    assert unsigned_values(_graph(clip_min=-1.0)) == []  # may be negative
-    assert unsigned_values(_graph(reader_pad=1)) == []  # the accelerator could not pad with -128
-    assert unsigned_values(_graph(float_reader=True)) == []  # could not be dequantized
-    assert unsigned_values(_graph(), kept={"c"}) == ["r"]  # the producer stays float: a Quantize follows
-    assert unsigned_values(_graph(), kept={"p"}) == []  # the reader stays float
-    assert unsigned_values(small_cnn()) == []  # its Relu outputs feed padded convolutions and an add
 
 
 def test_producer_clips_from_minus_128_and_readers_add_the_offset_to_their_bias() -> None:
@@ -160,7 +149,7 @@ def test_a_padded_reader_or_a_float_reader_is_refused() -> None:
         cal = collect(g, _inputs(2, 1))
         scales = activation_scales(g, cal, "minmax")
         with pytest.raises(QuantizationError, match=match):
-            lower(g, QuantParams(scales, calibration=cal, unsigned=frozenset({"r"})))
+            rewrite(g, Plan(codings(scales, unsigned={"r"}), calibration=cal))
 
 
 def test_a_reader_that_cannot_be_lowered_is_refused() -> None:
@@ -171,7 +160,7 @@ def test_a_reader_that_cannot_be_lowered_is_refused() -> None:
     scales = activation_scales(g, cal, "minmax")
     match = r"^node p \(QConv\) reads r, which has per-channel scales or a zero point, but cannot be lowered$"
     with pytest.raises(QuantizationError, match=match):
-        lower(g, QuantParams(scales, calibration=cal, unsigned=frozenset({"r"})))
+        rewrite(g, Plan(codings(scales, unsigned={"r"}), calibration=cal))
 
 
 def test_an_unsigned_value_whose_producer_stays_float_enters_with_zero_point_minus_128() -> None:

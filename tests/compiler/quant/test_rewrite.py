@@ -1,4 +1,4 @@
-"""The lowering with hand-set scales: printed results derived by hand, and each fusion's limits."""
+"""The rewrite with hand-set scales: printed results derived by hand, and each fusion's limits."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from compiler.graph import Graph, const, print_graph, run_graph
 from compiler.graph.builder import append
-from compiler.quant import QuantParams, lower
+from compiler.quant import Plan, codings, rewrite
 
 
 def _graph(*inputs: tuple[str, tuple[int, ...]]) -> Graph:
@@ -27,7 +27,7 @@ def test_residual_add_and_relu_fold_into_qadd() -> None:
     append(g, "Relu", ["s"], ["r"])
     append(g, "Tanh", ["r"], ["y"])
     g.outputs = ["y"]
-    q = lower(g, QuantParams({"a": 0.5, "b": 0.25, "s": 2.0, "r": 1.0}))
+    q = rewrite(g, Plan(codings({"a": 0.5, "b": 0.25, "s": 2.0, "r": 1.0})))
     # ratios 0.5 and 0.25: 0.5 * 2**16 = 32768 overflows 16 bits, so shift 15
     assert _body(q) == [
         "  a.q: int8[1,4] = Quantize(a) scale=0.5 zero_point=0",
@@ -55,7 +55,7 @@ def test_conv_bias_and_relu6_fold_into_qconv_with_hand_derived_parameters() -> N
     append(g, "Clip", ["c"], ["r"], {"min": 0.0, "max": 6.0})
     append(g, "Sigmoid", ["r"], ["y"])
     g.outputs = ["y"]
-    q = lower(g, QuantParams({"x": 0.1, "r": 0.2}))
+    q = rewrite(g, Plan(codings({"x": 0.1, "r": 0.2})))
     # w_scale = [0.01, 0.005], weights [127, -127]; bias / (0.1 * w_scale) = [500, -500];
     # ratios 0.1 * w_scale / 0.2 = [0.005, 0.0025]; bound 128 * 127 + 500 = 16756 (below the
     # data-free 2048 / ratio): 16756 * round(0.005 * 2**24) + 2**23 < 2**31, 2**25 would not fit;
@@ -83,7 +83,7 @@ def test_an_activation_with_another_user_of_its_input_stays_separate() -> None:
     append(g, "Relu", ["c"], ["r"])
     append(g, "Add", ["c", "r"], ["y"])
     g.outputs = ["y"]
-    q = lower(g, QuantParams({"x": 0.1, "c": 0.1, "r": 0.1, "y": 0.2}))
+    q = rewrite(g, Plan(codings({"x": 0.1, "c": 0.1, "r": 0.1, "y": 0.2})))
     ops = [n.op for n in q.nodes]
     assert ops == ["Quantize", "QConv", "Relu", "QAdd", "Dequantize"]
     conv = q.nodes[1]
@@ -100,7 +100,7 @@ def test_clip_bounds_round_like_quantize(lo: float, hi: float, bounds: tuple[int
     append(g, "Clip", ["s"], ["y"], {"min": lo, "max": hi})
     append(g, "Neg", ["y"], ["z"])
     g.outputs = ["z"]
-    q = lower(g, QuantParams({"a": 0.1, "b": 0.1, "y": 0.1}))
+    q = rewrite(g, Plan(codings({"a": 0.1, "b": 0.1, "y": 0.1})))
     add = next(n for n in q.nodes if n.op == "QAdd")
     # 0.25 / 0.1 = 2.5 rounds half to even: 2; 0.05 / 0.1 = 0.5 -> 0
     assert (add.int_attr("clip_lo"), add.int_attr("clip_hi")) == bounds
@@ -114,7 +114,7 @@ def test_float_ops_get_dequantize_and_quantize_once_per_value() -> None:
     append(g, "Add", ["p", "e"], ["t"])
     append(g, "Add", ["t", "s"], ["y"])
     g.outputs = ["y"]
-    q = lower(g, QuantParams({"a": 0.1, "b": 0.1, "s": 0.1, "p": 0.01, "e": 0.1, "t": 0.1, "y": 0.1}))
+    q = rewrite(g, Plan(codings({"a": 0.1, "b": 0.1, "s": 0.1, "p": 0.01, "e": 0.1, "t": 0.1, "y": 0.1})))
     ops = [n.op for n in q.nodes]
     assert ops.count("Dequantize") == 2  # s once (for Softmax and Exp), y at the end
     assert ops.count("Quantize") == 4  # a, b, p, e
@@ -129,7 +129,7 @@ def test_broadcast_adds_and_values_without_scales_stay_float() -> None:
     append(g, "Add", ["a", "b"], ["s"])
     append(g, "Relu", ["s"], ["y"])
     g.outputs = ["y"]
-    q = lower(g, QuantParams({"a": 0.1, "b": 0.1, "s": 0.1, "y": 0.1}))
+    q = rewrite(g, Plan(codings({"a": 0.1, "b": 0.1, "s": 0.1, "y": 0.1})))
     assert [n.op for n in q.nodes] == ["Add", "Relu"]
 
 
@@ -142,7 +142,7 @@ def test_matmul_by_a_constant_with_bias_becomes_qgemm_on_flattened_rows() -> Non
     append(g, "Add", ["m", "bias"], ["d"])
     append(g, "Gelu", ["d"], ["y"])
     g.outputs = ["y"]
-    q = lower(g, QuantParams({"x": 0.02, "d": 0.05}))
+    q = rewrite(g, Plan(codings({"x": 0.02, "d": 0.05})))
     shift = next(n for n in q.nodes if n.op == "QGemm").int_attr("shift")
     assert _body(q)[1:4] == [
         "  x.2d: int8[3,4] = Reshape(x.q) shape=[3,4]",
@@ -161,7 +161,7 @@ def test_global_pools_become_qglobalavgpool() -> None:
     append(g, "ReduceMean", ["x"], ["m"], {"axes": (2, 3), "keepdims": 0})
     append(g, "Neg", ["m"], ["y"])
     g.outputs = ["y"]
-    q = lower(g, QuantParams({"x": 0.1, "m": 0.05}))
+    q = rewrite(g, Plan(codings({"x": 0.1, "m": 0.05})))
     # ratio 0.1 / (16 * 0.05) = 0.125: 0.125 * 2**18 = 32768 overflows 16 bits -> shift 17
     assert _body(q)[1:3] == [
         "  m.pool: int8[1,2,1,1] = QGlobalAvgPool(x.q) clip_hi=127 clip_lo=-128 mult=16384 out_scale=0.05 "
@@ -176,7 +176,7 @@ def test_graph_outputs_keep_their_names_and_float_type() -> None:
     g = _graph(("a", (1, 4)), ("b", (1, 4)))
     append(g, "Add", ["a", "b"], ["y"])
     g.outputs = ["y"]
-    q = lower(g, QuantParams({"a": 0.1, "b": 0.1, "y": 0.1}))
+    q = rewrite(g, Plan(codings({"a": 0.1, "b": 0.1, "y": 0.1})))
     assert _body(q)[-2:] == [
         "  y.q: int8[1,4] = QAdd(a.q, b.q) clip_hi=127 clip_lo=-128 mult_a=16384 mult_b=16384 out_scale=0.1 "
         "shift=14",
@@ -190,5 +190,5 @@ def test_lowering_leaves_its_input_graph_alone() -> None:
     append(g, "Add", ["a", "b"], ["y"])
     g.outputs = ["y"]
     before = print_graph(g)
-    lower(g, QuantParams({"a": 0.1, "b": 0.1, "y": 0.1}))
+    rewrite(g, Plan(codings({"a": 0.1, "b": 0.1, "y": 0.1})))
     assert print_graph(g) == before
