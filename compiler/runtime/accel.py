@@ -18,7 +18,7 @@ import numpy as np
 from compiler.errors import ScheduleError
 from compiler.ops import CompiledOp, Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, compile_op
 from compiler.ops.common import Epilogue
-from compiler.ops.host import compile_host_op
+from compiler.ops.cpu import compile_host_op
 from compiler.target.accel import AcceleratorTarget
 
 Layout = tuple[int, int, int]  # (rank, batch block, channel block) of a packed activation

@@ -1,4 +1,4 @@
-"""Graph nodes on the host as native kernels (compiler/ops/host, JIT-compiled with LLVM).
+"""Graph nodes on the host as native kernels (compiler/ops/cpu, JIT-compiled with LLVM).
 
 `host_kernel(graph, node)` returns a function from the node's input arrays to its outputs, or
 None when no native kernel covers the node (the runtime then evaluates it with the graph
@@ -15,7 +15,7 @@ import numpy as np
 
 from compiler.graph.ir import Graph, Node
 from compiler.graph.passes.normalize_gemm import CANONICAL
-from compiler.ops.host import HOST_OPS, compile_host_op, host_op
+from compiler.ops.cpu import HOST_OPS, compile_host_op, host_op
 
 Kernel = Callable[[list[np.ndarray]], list[np.ndarray]]
 
@@ -265,5 +265,5 @@ _MAPPINGS.update({"Gemm": _gemm, "Tanh": _float_unary("tanh"),
                   "HardSwish": _float_unary("hard_swish")})
 
 # A first convolution the quantizer keeps in float, and its activation: Conv within float32
-# rounding of numpy's (another summation order, compiler.ops.host.convf), Clip and Relu bit for bit.
+# rounding of numpy's (another summation order, compiler.ops.cpu.convf), Clip and Relu bit for bit.
 _MAPPINGS.update({"Conv": _conv, "Clip": _float_unary("clip", "min", "max"), "Relu": _float_unary("relu")})

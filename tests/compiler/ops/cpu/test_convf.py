@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from compiler.graph.opdefs import OPS, make_attrs
-from compiler.ops.host import Conv2d
-from compiler.ops.host.convbase import conv_reference64
-from tests.compiler.ops.host_util import (
+from compiler.ops.cpu import Conv2d
+from compiler.ops.cpu.convbase import conv_reference64
+from tests.compiler.ops.cpu.util import (
     BAD_CONV_PARAMETERS,
     CONV,
     assert_conv_parameters_normalise,

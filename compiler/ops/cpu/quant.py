@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import HostOp, check_dtype, check_int, check_shape
+from compiler.ops.cpu.base import HostOp, check_dtype, check_int, check_shape
 from compiler.te import expr as E
 from compiler.te.scalar import int_range
 from compiler.te.tensor import Tensor, compute, placeholder

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.graph.opdefs import OPS, make_attrs
-from compiler.ops.host import Div, HardSigmoid, HardSwish, Sub, Tanh
-from tests.compiler.ops.host_util import SIZES, assert_exact, run
+from compiler.ops.cpu import Div, HardSigmoid, HardSwish, Sub, Tanh
+from tests.compiler.ops.cpu.util import SIZES, assert_exact, run
 
 NUMERIC = st.sampled_from(["float32", "int8", "uint8", "int16", "int32", "int64"])
 

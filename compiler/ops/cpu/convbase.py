@@ -1,5 +1,5 @@
-"""The grouped 2-D convolution shared by the host's float32 conv2d (compiler.ops.host.convf) and
-int8 qconv2d (compiler.ops.host.qconv): parameters, padded input, accumulation and schedules.
+"""The grouped 2-D convolution shared by the host's float32 conv2d (compiler.ops.cpu.convf) and
+int8 qconv2d (compiler.ops.cpu.qconv): parameters, padded input, accumulation and schedules.
 
 acc[n, k, y, x] = sum_{c, ry, rx} data_pad[n, g(k)*C/group + c, y*sh + ry, x*sw + rx] *
 weight[k, c, ry, rx] with g(k) = k // (K/group) and padding (top, left, bottom, right) that
@@ -14,7 +14,7 @@ operator's `depthwise_max_width` pixels, else "rows"):
 - "channels" (group 1): the weights reordered to (C, R, S, K) in the accumulator's dtype and each
   output row accumulated channels last in a stack temporary, a few pixels at a time, vectorised
   across output channels (one weight vector serves several pixels, one input value is broadcast
-  across the lanes), then taken through the epilogue into NCHW (compiler.ops.host.conv's
+  across the lanes), then taken through the epilogue into NCHW (compiler.ops.cpu.conv's
   schedule);
 - "depthwise" (one input channel per output channel, K = C = group): the padded input is
   transposed to channels last (in the input's dtype) once, and each output row accumulated
@@ -33,8 +33,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import HostOp, check_int, check_shape, pair
-from compiler.ops.host.qops import vectorize_loop
+from compiler.ops.cpu.base import HostOp, check_int, check_shape, pair
+from compiler.ops.cpu.qops import vectorize_loop
 from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.ops.host import Conv2dInt8
-from tests.compiler.ops.host_util import SIZES, assert_exact
+from compiler.ops.cpu import Conv2dInt8
+from tests.compiler.ops.cpu.util import SIZES, assert_exact
 
 
 @st.composite

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import HostOp, check_int, check_shape, pair
+from compiler.ops.cpu.base import HostOp, check_int, check_shape, pair
 from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum

@@ -25,8 +25,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import HostOp, check_shape
-from compiler.ops.host.qops import vectorize_loop
+from compiler.ops.cpu.base import HostOp, check_shape
+from compiler.ops.cpu.qops import vectorize_loop
 from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder

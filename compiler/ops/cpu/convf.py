@@ -14,7 +14,7 @@ sum |data * weight| + |bias| of the exact value (the tests' bound), as the graph
 BLAS sum is, in another order.
 
 The accumulation and its three schedules ("channels", "depthwise", "rows", or "auto") are
-compiler.ops.host.convbase's, shared with the int8 qconv2d; here the accumulator is float32 and
+compiler.ops.cpu.convbase's, shared with the int8 qconv2d; here the accumulator is float32 and
 the epilogue adds the bias.
 """
 
@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.convbase import ConvOp, conv_reference64
+from compiler.ops.cpu.convbase import ConvOp, conv_reference64
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, placeholder
 
@@ -37,7 +37,7 @@ DEPTHWISE_MAX_WIDTH = 15
 
 @dataclass(frozen=True)
 class Conv2d(ConvOp):
-    """compiler.ops.host.convbase.ConvOp's parameters, then `bias` (a float32[K] input or none)."""
+    """compiler.ops.cpu.convbase.ConvOp's parameters, then `bias` (a float32[K] input or none)."""
 
     bias: bool = False
     strategy: str = "auto"

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import NUMERIC, HostOp, check_dtype, check_shape
+from compiler.ops.cpu.base import NUMERIC, HostOp, check_dtype, check_shape
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.ops.host import Gelu, LayerNorm, Softmax
-from tests.compiler.ops.host_util import SIZES, assert_close
+from compiler.ops.cpu import Gelu, LayerNorm, Softmax
+from tests.compiler.ops.cpu.util import SIZES, assert_close
 
 SHAPES = st.lists(SIZES, min_size=1, max_size=3).map(tuple)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from compiler import te
-from compiler.ops.host import HOST_OPS, build_host, compile_host_op, host_op
+from compiler.ops.cpu import HOST_OPS, build_host, compile_host_op, host_op
 from compiler.schedule import Schedule
 
 

@@ -26,8 +26,8 @@ from typing import ClassVar
 import numpy as np
 
 from compiler.codegen.host import HostKernel
-from compiler.ops.host.base import NUMERIC, HostOp, check_dtype, check_int, check_shape
-from compiler.ops.host.qops import vectorize_loop
+from compiler.ops.cpu.base import NUMERIC, HostOp, check_dtype, check_int, check_shape
+from compiler.ops.cpu.qops import vectorize_loop
 from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder

@@ -27,9 +27,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import NUMERIC, HostOp, check_dtype, check_shape
-from compiler.ops.host.eltwise import _index, broadcast_shape
-from compiler.ops.host.qops import vectorize_loop
+from compiler.ops.cpu.base import NUMERIC, HostOp, check_dtype, check_shape
+from compiler.ops.cpu.eltwise import _index, broadcast_shape
+from compiler.ops.cpu.qops import vectorize_loop
 from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import NUMERIC, HostOp, check_dtype, check_shape, pair
+from compiler.ops.cpu.base import NUMERIC, HostOp, check_dtype, check_shape, pair
 from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, max_reduce, placeholder, reduce_axis, sum

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.graph.opdefs import OPS, make_attrs
-from compiler.ops.host import Gemm, MatMul
-from compiler.ops.host.matmul import GEMM_TILED_ROWS
-from tests.compiler.ops.host_util import SIZES, assert_exact, run
+from compiler.ops.cpu import Gemm, MatMul
+from compiler.ops.cpu.matmul import GEMM_TILED_ROWS
+from tests.compiler.ops.cpu.util import SIZES, assert_exact, run
 
 U = 2.0**-24
 

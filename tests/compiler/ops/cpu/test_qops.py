@@ -17,10 +17,10 @@ from compiler.graph.builder import append
 from compiler.graph.interp import evaluate_node
 from compiler.graph.opdefs import OPS, make_attrs
 from compiler.graph.opdefs.qops import gemm_acc, precise_requantize
-from compiler.ops.host import HostKernel, HostOp, QAdd, QGemm, QGlobalAvgPool, compile_host_op
-from compiler.ops.host.qops import requant_reference, wrap32
+from compiler.ops.cpu import HostKernel, HostOp, QAdd, QGemm, QGlobalAvgPool, compile_host_op
+from compiler.ops.cpu.qops import requant_reference, wrap32
 from compiler.quant.requant import PreciseRequant, precise_requant
-from tests.compiler.ops.host_util import SIZES
+from tests.compiler.ops.cpu.util import SIZES
 
 INT32 = np.iinfo(np.int32)
 CLIPS = st.sampled_from([(-128, 127), (0, 127), (-128, -1), (-20, 30)])

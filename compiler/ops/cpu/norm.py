@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import HostOp, check_shape
+from compiler.ops.cpu.base import HostOp, check_shape
 from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, max_reduce, placeholder, reduce_axis, sum

@@ -5,9 +5,9 @@ compiled through LLVM.
     out = kernel(data)              # or kernel(data, out=preallocated)
 
 The quantizer's int8 operators (qconv2d, qgemm, qadd, qglobal_avg_pool) take their graph
-attributes by the same names (see compiler.ops.host.qconv and qops).  The float graph's data
-movement (transpose, gather, cast: compiler.ops.host.tensor), products (matmul, gemm:
-compiler.ops.host.matmul), a first convolution kept in float (conv2d: compiler.ops.host.convf),
+attributes by the same names (see compiler.ops.cpu.qconv and qops).  The float graph's data
+movement (transpose, gather, cast: compiler.ops.cpu.tensor), products (matmul, gemm:
+compiler.ops.cpu.matmul), a first convolution kept in float (conv2d: compiler.ops.cpu.convf),
 arithmetic (add, sub, mul, div), clip, relu and tanh run natively too.
 
 `compile_host_op` builds each distinct (operator, parameters, opt_level) once per process; below
@@ -24,19 +24,19 @@ from typing import Any
 
 from compiler.codegen.host import HostKernel, compile_func
 from compiler.lower.host import lower_host
-from compiler.ops.host.base import HostOp
-from compiler.ops.host.conv import Conv2dInt8
-from compiler.ops.host.convf import Conv2d
-from compiler.ops.host.eltwise import Add, Div, Mul, Sub
-from compiler.ops.host.layout import Pack, Unpack
-from compiler.ops.host.matmul import Gemm, MatMul
-from compiler.ops.host.norm import Gelu, LayerNorm, Softmax
-from compiler.ops.host.pool import AvgPool2d, GlobalAvgPool2d, MaxPool2d
-from compiler.ops.host.qconv import QConv2d
-from compiler.ops.host.qops import QAdd, QGemm, QGlobalAvgPool
-from compiler.ops.host.quant import Dequantize, Quantize, Requantize
-from compiler.ops.host.tensor import Cast, Gather, Transpose
-from compiler.ops.host.unary import Clip, HardSigmoid, HardSwish, Relu, Tanh
+from compiler.ops.cpu.base import HostOp
+from compiler.ops.cpu.conv import Conv2dInt8
+from compiler.ops.cpu.convf import Conv2d
+from compiler.ops.cpu.eltwise import Add, Div, Mul, Sub
+from compiler.ops.cpu.layout import Pack, Unpack
+from compiler.ops.cpu.matmul import Gemm, MatMul
+from compiler.ops.cpu.norm import Gelu, LayerNorm, Softmax
+from compiler.ops.cpu.pool import AvgPool2d, GlobalAvgPool2d, MaxPool2d
+from compiler.ops.cpu.qconv import QConv2d
+from compiler.ops.cpu.qops import QAdd, QGemm, QGlobalAvgPool
+from compiler.ops.cpu.quant import Dequantize, Quantize, Requantize
+from compiler.ops.cpu.tensor import Cast, Gather, Transpose
+from compiler.ops.cpu.unary import Clip, HardSigmoid, HardSwish, Relu, Tanh
 from compiler.schedule.schedule import Schedule
 from compiler.te.tensor import Tensor
 

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec
-from compiler.ops.host import Add, Mul, Pack, Unpack
+from compiler.ops.cpu import Add, Mul, Pack, Unpack
 from compiler.target import AcceleratorTarget
 from tests.compiler.conftest import CONFIGS
-from tests.compiler.ops.host_util import SIZES, assert_close, assert_exact, run
+from tests.compiler.ops.cpu.util import SIZES, assert_close, assert_exact, run
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=[c.name for c in CONFIGS])

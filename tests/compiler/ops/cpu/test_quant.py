@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.ops.host import Dequantize, Quantize, Requantize
-from tests.compiler.ops.host_util import SIZES, assert_exact, run
+from compiler.ops.cpu import Dequantize, Quantize, Requantize
+from tests.compiler.ops.cpu.util import SIZES, assert_exact, run
 
 SHAPES = st.lists(SIZES, min_size=1, max_size=3).map(tuple)
 SCALES = st.sampled_from([0.1, 0.02, 1.0, 3.7, 1 / 255])

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.graph.opdefs import OPS, make_attrs
-from compiler.ops.host import Clip, Relu
-from tests.compiler.ops.host_util import SIZES, assert_exact, run
+from compiler.ops.cpu import Clip, Relu
+from tests.compiler.ops.cpu.util import SIZES, assert_exact, run
 
 INF = math.inf
 # Over [-8, 8], both bounds of the cases below, and the edges.

@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 from hypothesis import strategies as st
 
-from compiler.ops.host import HostKernel, HostOp, compile_host_op
-from compiler.ops.host.convbase import ConvOp
+from compiler.ops.cpu import HostKernel, HostOp, compile_host_op
+from compiler.ops.cpu.convbase import ConvOp
 
 # Float ops are compared with float64 references written in numpy: |got - ref| <= ATOL + RTOL*|ref|
 # for standard normal inputs (float32 rounding of sums of up to a few thousand terms).
@@ -41,7 +41,7 @@ def assert_close(op: HostOp, seed: int = 0, inputs: list[np.ndarray] | None = No
     return got
 
 
-# -- convolutions (conv2d, qconv2d: compiler.ops.host.convbase) ---------------------------------
+# -- convolutions (conv2d, qconv2d: compiler.ops.cpu.convbase) ---------------------------------
 
 
 def kernel_of(op: HostOp) -> HostKernel:

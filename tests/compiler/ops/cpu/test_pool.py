@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.ops.host import AvgPool2d, GlobalAvgPool2d, MaxPool2d
-from tests.compiler.ops.host_util import SIZES, assert_close, assert_exact
+from compiler.ops.cpu import AvgPool2d, GlobalAvgPool2d, MaxPool2d
+from tests.compiler.ops.cpu.util import SIZES, assert_close, assert_exact
 
 
 @st.composite

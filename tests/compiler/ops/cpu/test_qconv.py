@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from compiler.graph.opdefs import OPS, make_attrs
 from compiler.graph.opdefs.qops import conv_acc, precise_requantize
-from compiler.ops.host import QConv2d
-from compiler.ops.host.qconv import conv_reference
-from compiler.ops.host.qops import wrap32
-from tests.compiler.ops.host_util import (
+from compiler.ops.cpu import QConv2d
+from compiler.ops.cpu.qconv import conv_reference
+from compiler.ops.cpu.qops import wrap32
+from tests.compiler.ops.cpu.util import (
     BAD_CONV_PARAMETERS,
     CONV,
     assert_conv_parameters_normalise,

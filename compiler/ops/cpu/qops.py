@@ -38,7 +38,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from compiler.ops.host.base import HostOp, check_int, check_shape
+from compiler.ops.cpu.base import HostOp, check_int, check_shape
 from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum

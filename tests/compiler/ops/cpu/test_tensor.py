@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.graph.opdefs import OPS, make_attrs
-from compiler.ops.host import Cast, Gather, Transpose, compile_host_op
-from compiler.ops.host.tensor import TILE_ELEMS
-from tests.compiler.ops.host_util import SIZES, assert_exact, run
+from compiler.ops.cpu import Cast, Gather, Transpose, compile_host_op
+from compiler.ops.cpu.tensor import TILE_ELEMS
+from tests.compiler.ops.cpu.util import SIZES, assert_exact, run
 
 DTYPES = st.sampled_from(["float32", "int8", "int32", "int64", "uint8", "bool"])
 

@@ -7,13 +7,13 @@ qconv2d(data int8[N, C, H, W], weight int8[K, C/group, R, S], bias int32[K], mul
 acc[n, k, y, x] = sum_{c, ry, rx} data_pad[n, g(k)*C/group + c, y*sh + ry, x*sw + rx] *
 weight[k, c, ry, rx] with g(k) = k // (K/group) and padding (top, left, bottom, right) that reads
 `pad_value` (0, or -128 for an unsigned input's zero: compiler.graph.opdefs.qops); then
-t = wrap32(wrap32(acc + bias[k]) * mult[k]), rounded, shifted and clipped as compiler.ops.host.
+t = wrap32(wrap32(acc + bias[k]) * mult[k]), rounded, shifted and clipped as compiler.ops.cpu.
 qops describes; or, `precise`, the contract's precise requantization (clamped to [clamp_lo[k],
 clamp_hi[k]], an exact int64 product, rounded, shifted, clipped: qops again).  `group` is 1, C
 (depthwise) or any common divisor of C and K.
 
 The accumulation and its three schedules ("channels", "depthwise", "rows", or "auto") are
-compiler.ops.host.convbase's, shared with the float conv2d; here each int8 operand is cast to
+compiler.ops.cpu.convbase's, shared with the float conv2d; here each int8 operand is cast to
 the int32 accumulator (whose adds wrap) and the epilogue requantizes.
 """
 
@@ -24,9 +24,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.host.base import check_int
-from compiler.ops.host.convbase import ConvOp, conv_reference64
-from compiler.ops.host.qops import (
+from compiler.ops.cpu.base import check_int
+from compiler.ops.cpu.convbase import ConvOp, conv_reference64
+from compiler.ops.cpu.qops import (
     check_precise,
     check_requant,
     epilogue_expr,
@@ -46,8 +46,8 @@ DEPTHWISE_MAX_WIDTH = 31
 
 @dataclass(frozen=True)
 class QConv2d(ConvOp):
-    """compiler.ops.host.convbase.ConvOp's parameters, then the requantization's (shift, clip
-    bounds, precise: compiler.ops.host.qops)."""
+    """compiler.ops.cpu.convbase.ConvOp's parameters, then the requantization's (shift, clip
+    bounds, precise: compiler.ops.cpu.qops)."""
 
     shift: int = 0
     clip_lo: int = -128
