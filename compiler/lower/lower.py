@@ -41,7 +41,7 @@ class _StageLoops:
 
 
 class _Lowering:
-    """Lowering of one schedule; `target` is None on the host (compiler.lower.host), which
+    """Lowering of one schedule; `target` is None on the host (compiler.lower.cpu), which
     overrides the scratchpad allocation, the only part that reads it."""
 
     def __init__(self, sched: Schedule, target: AcceleratorTarget | None) -> None:

@@ -1,6 +1,6 @@
 """`HostKernel`: a JIT-compiled host kernel called on numpy arrays; the in-process kernel cache.
 
-`compile_func(func)` turns host loop IR (compiler.lower.host) into LLVM IR, and compiles it
+`compile_func(func)` turns host loop IR (compiler.lower.cpu) into LLVM IR, and compiles it
 unless a kernel with the same key was compiled before in this process: the key hashes the LLVM IR
 text (which spells out every shape, dtype, constant and loop of the kernel), the optimisation
 level, the CPU and the tool versions (jit.cache_key).  Compiled functions are never evicted: a

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from compiler.codegen.host import HostKernel, compile_func
-from compiler.lower.host import lower_host
+from compiler.lower.cpu import lower_host
 from compiler.ops.cpu.base import HostOp
 from compiler.ops.cpu.conv import Conv2dInt8
 from compiler.ops.cpu.convf import Conv2d

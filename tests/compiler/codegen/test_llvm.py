@@ -12,7 +12,7 @@ import pytest
 from compiler import te
 from compiler.codegen.host import HostKernel, compile_func
 from compiler.errors import TensorExprError
-from compiler.lower.host import lower_host
+from compiler.lower.cpu import lower_host
 from compiler.schedule import Schedule
 from compiler.te import expr as E
 

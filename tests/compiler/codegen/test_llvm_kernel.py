@@ -16,7 +16,7 @@ from compiler.codegen.host.jit import (
     default_cache_dir,
     use_default_disk_cache,
 )
-from compiler.lower.host import lower_host
+from compiler.lower.cpu import lower_host
 from compiler.schedule import Schedule
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from compiler import te
 from compiler.errors import ScheduleError
-from compiler.lower.host import STACK_BYTES, lower_host, print_host
+from compiler.lower.cpu import STACK_BYTES, lower_host, print_host
 from compiler.lower.lower import lower
 from compiler.schedule import Schedule, load_records
 from compiler.schedule import records as R
