@@ -24,7 +24,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from compiler.codegen.host import host_target
+from compiler.codegen.cpu import host_target
 from compiler.graph.opdefs import OPS, make_attrs
 from compiler.ops.cpu import HostOp, host_op
 

@@ -109,7 +109,7 @@ def _quant_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from codesign.model_run import load_model
-    from compiler.codegen.host import use_default_disk_cache
+    from compiler.codegen.cpu import use_default_disk_cache
 
     use_default_disk_cache()
     quant = _quant_options(args)

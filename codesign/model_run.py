@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.codegen.host import cache_info
+from compiler.codegen.cpu import cache_info
 from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph, Node
 from compiler.graph.passes import simplify
@@ -68,7 +68,7 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     the fastest schedule the log holds for it on this config, else its default;
     `offload_shallow` puts shallow convolutions on the accelerator too
     (compiler.runtime.model). Host kernels come from the disk cache where it has them
-    (compiler.codegen.host.jit); `Loaded.kernels_from_disk` counts them."""
+    (compiler.codegen.cpu.jit); `Loaded.kernels_from_disk` counts them."""
     start = time.perf_counter()
     before = cache_info().from_disk
     knobs_for = _from_log(tuning_log)

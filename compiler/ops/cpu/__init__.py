@@ -11,7 +11,7 @@ compiler.ops.cpu.matmul), a first convolution kept in float (conv2d: compiler.op
 arithmetic (add, sub, mul, div), clip, relu and tanh run natively too.
 
 `compile_host_op` builds each distinct (operator, parameters, opt_level) once per process; below
-it, compiler.codegen.host caches compiled code by the kernel's LLVM IR.  `build_host` compiles a
+it, compiler.codegen.cpu caches compiled code by the kernel's LLVM IR.  `build_host` compiles a
 user's own schedule the same way.
 """
 
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from compiler.codegen.host import HostKernel, compile_func
+from compiler.codegen.cpu import HostKernel, compile_func
 from compiler.lower.cpu import lower_host
 from compiler.ops.cpu.base import HostOp
 from compiler.ops.cpu.conv import Conv2dInt8

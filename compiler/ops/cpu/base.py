@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.codegen.host import HostKernel, compile_func
+from compiler.codegen.cpu import HostKernel, compile_func
 from compiler.lower.cpu import lower_host
 from compiler.lower.lower import LoweredFunc
 from compiler.schedule.schedule import Schedule

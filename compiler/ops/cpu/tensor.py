@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.codegen.host import HostKernel
+from compiler.codegen.cpu import HostKernel
 from compiler.ops.cpu.base import NUMERIC, HostOp, check_dtype, check_int, check_shape
 from compiler.ops.cpu.qops import vectorize_loop
 from compiler.schedule.schedule import Schedule

@@ -2,7 +2,7 @@
 
 tanh is straight-line code, so the loop vectorises (a call of libm's tanhf would not): Cephes'
 tanhf, an odd polynomial x * (1 + x^2 P(x^2)) below |x| = 0.625 and sign(x) * (1 - 2 / (exp(2|x|)
-+ 1)) above, with the inline exp of compiler.codegen.host.fmath.  Measured against float64 tanh
++ 1)) above, with the inline exp of compiler.codegen.llvm.fmath.  Measured against float64 tanh
 rounded to float32 over 2**20 points in [-12, 12]: within 1 ulp (the tests allow 2).  tanh(+-0)
 is +-0, tanh(+-inf) is +-1, NaN stays NaN.
 

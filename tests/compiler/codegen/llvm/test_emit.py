@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from compiler import te
-from compiler.codegen.host import HostKernel, compile_func
+from compiler.codegen.cpu import HostKernel, compile_func
 from compiler.errors import TensorExprError
 from compiler.lower.cpu import lower_host
 from compiler.schedule import Schedule

@@ -1,10 +1,12 @@
-"""Host loop IR -> LLVM IR (llvmlite.ir): one function per kernel taking raw pointers.
+"""Loop IR (as compiler.lower.cpu lowers it) -> LLVM IR (llvmlite.ir): one function per kernel taking
+raw pointers.
 
 `void NAME(ptr noalias in0, ..., ptr noalias out0, ...)`: every tensor is a dense row-major
 array, inputs first, then outputs.  Temporaries are `alloca`s in the entry block (scope "stack")
-or `malloc`ed and freed (scope "heap").  Loops count in i64 from 0; an affine index is computed in
-i64 straight from the loop counters (so LLVM sees strided accesses it can vectorise), any other
-index in the expression's own dtype, then sign-extended.
+or `malloc`ed and freed (scope "heap": the one part that assumes a C library, as on the CPU).
+Loops count in i64 from 0; an affine index is computed in i64 straight from the loop counters (so
+LLVM sees strided accesses it can vectorise), any other index in the expression's own dtype, then
+sign-extended.
 
 Semantics follow compiler.te.scalar: integers wrap (no nsw/nuw on value arithmetic), `//` and `%`
 floor like Python, shifts by more than the width saturate as Python's do, float -> integer casts
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from compiler.codegen.host import fmath
+from compiler.codegen.llvm import fmath
 from compiler.errors import TensorExprError
 from compiler.lower.lower import LoweredFunc
 from compiler.te import expr as E

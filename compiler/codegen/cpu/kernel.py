@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.codegen.host.emit_llvm import emit_module
-from compiler.codegen.host.jit import JitFunction, cache_key, compile_ir, host_target
+from compiler.codegen.cpu.jit import JitFunction, cache_key, compile_ir, host_target
+from compiler.codegen.llvm.emit import emit_module
 from compiler.lower.lower import LoweredFunc
 from compiler.te.tensor import Tensor
 

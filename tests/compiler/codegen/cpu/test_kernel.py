@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from compiler import te
-from compiler.codegen.host import HostKernel, cache_info, compile_func, host_target, set_disk_cache
-from compiler.codegen.host.jit import (
+from compiler.codegen.cpu import HostKernel, cache_info, compile_func, host_target, set_disk_cache
+from compiler.codegen.cpu.jit import (
     CACHE_ENV,
     _disk_dir,
     compile_ir,
