@@ -239,7 +239,7 @@ def _precise(graph: Graph, node: Node) -> Precise | None:
 
 def _host_kernel(graph: Graph, node: Node) -> Callable[[list[np.ndarray]], list[np.ndarray]] | None:
     """A native host kernel for the node, when the registry has one for its op."""
-    from compiler.runtime.host import host_kernel
+    from compiler.runtime.cpu import host_kernel
 
     return host_kernel(graph, node)
 

@@ -1,6 +1,6 @@
 """Transpose, Gather, Cast, Sub, Div, MatMul and a float stem's Conv, Clip and Relu nodes of a
 model run as native host kernels (`where == "host"`) with the graph interpreter's results; Gemm
-and Tanh, held back from the runtime's mappings (compiler.runtime.host.HELD_BACK), run natively
+and Tanh, held back from the runtime's mappings (compiler.runtime.cpu.HELD_BACK), run natively
 when mapped; so do QConv and QGemm with the precise requantization of a QDQ import."""
 
 from __future__ import annotations
