@@ -3,13 +3,11 @@
 (kernel.py)."""
 
 from compiler.codegen.cpu.jit import (
-    HostTarget,
     default_cache_dir,
-    host_target,
     set_disk_cache,
     use_default_disk_cache,
 )
 from compiler.codegen.cpu.kernel import ArgSpec, CacheInfo, HostKernel, cache_info, compile_func
 
-__all__ = ["ArgSpec", "CacheInfo", "HostKernel", "HostTarget", "cache_info", "compile_func",
-           "default_cache_dir", "host_target", "set_disk_cache", "use_default_disk_cache"]
+__all__ = ["ArgSpec", "CacheInfo", "HostKernel", "cache_info", "compile_func",
+           "default_cache_dir", "set_disk_cache", "use_default_disk_cache"]

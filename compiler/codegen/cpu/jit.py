@@ -1,8 +1,8 @@
 """LLVM IR text -> native code for this CPU, through llvmlite's MCJIT.
 
-The target machine is the host's: its CPU name and features come from LLVM's host detection
-(`znver4` with AVX-512 on the reference machine), so the optimiser (the new pass manager at speed
-level `opt_level`, loop and SLP vectorisation on) emits that CPU's vector instructions.  Each
+The target machine is the host's (compiler.target.cpu.host_target: its CPU name and features come
+from LLVM's host detection), so the optimiser (the new pass manager at speed level `opt_level`,
+loop and SLP vectorisation on) emits that CPU's vector instructions.  Each
 kernel gets its own execution engine (MCJIT owns its target machine, so each also gets its own);
 the engine must outlive every use of the function address, so `JitFunction` holds it.
 
@@ -17,7 +17,6 @@ the variable says otherwise.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import threading
@@ -28,33 +27,13 @@ from pathlib import Path
 import llvmlite
 import llvmlite.binding as llvm
 
+from compiler.target.cpu import CpuTarget, host_target
 from hw.verilog import cache_root
 
 _LOCK = threading.Lock()  # LLVM compilation is not re-entrant through llvmlite
 _DISK: list[Path | None] = [None]  # set_disk_cache's directory, if any
 CACHE_ENV = "CODESIGN_KERNEL_CACHE"
 _OFF = ("", "0", "off", "none")
-
-
-@dataclass(frozen=True)
-class HostTarget:
-    triple: str
-    cpu: str
-    features: str
-
-    def machine(self, opt_level: int) -> llvm.TargetMachine:
-        target = llvm.Target.from_triple(self.triple)
-        return target.create_target_machine(cpu=self.cpu, features=self.features, opt=opt_level,
-                                            jit=True)
-
-
-@functools.cache
-def host_target() -> HostTarget:
-    """This machine's triple, CPU name and CPU features, as LLVM detects them (once)."""
-    llvm.initialize_native_target()  # llvmlite 0.50 still needs these (llvm.initialize raises)
-    llvm.initialize_native_asmprinter()
-    return HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                      llvm.get_host_cpu_features().flatten())
 
 
 @dataclass
@@ -135,7 +114,7 @@ def compile_ir(ir_text: str, name: str, opt_level: int = 3) -> JitFunction:
     return JitFunction(name, address, key, optimized, seconds, cached is not None, engine)
 
 
-def _optimise(mod: llvm.ModuleRef, target: HostTarget, opt_level: int) -> None:
+def _optimise(mod: llvm.ModuleRef, target: CpuTarget, opt_level: int) -> None:
     tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
     tuning.loop_vectorization = opt_level >= 2
     tuning.slp_vectorization = opt_level >= 2

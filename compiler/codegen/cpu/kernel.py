@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.codegen.cpu.jit import JitFunction, cache_key, compile_ir, host_target
+from compiler.codegen.cpu.jit import JitFunction, cache_key, compile_ir
 from compiler.codegen.llvm.emit import emit_module
 from compiler.lower.lower import LoweredFunc
+from compiler.target.cpu import host_target
 from compiler.te.tensor import Tensor
 
 _NP_DTYPES = {d: np.dtype(d) for d in ("int8", "uint8", "int16", "int32", "int64", "float32")}

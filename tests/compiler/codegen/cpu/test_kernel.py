@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from compiler import te
-from compiler.codegen.cpu import HostKernel, cache_info, compile_func, host_target, set_disk_cache
+from compiler.codegen.cpu import HostKernel, cache_info, compile_func, set_disk_cache
 from compiler.codegen.cpu.jit import (
     CACHE_ENV,
     _disk_dir,
@@ -18,6 +18,7 @@ from compiler.codegen.cpu.jit import (
 )
 from compiler.lower.cpu import lower_host
 from compiler.schedule import Schedule
+from compiler.target.cpu import CpuTarget, host_target
 
 
 def _scale(factor: float, n: int = 6):  # type: ignore[no-untyped-def]
@@ -91,6 +92,7 @@ def test_opt_level_is_checked():
 
 def test_host_target_is_this_cpu():
     target = host_target()
+    assert isinstance(target, CpuTarget) and target.name == "cpu" and host_target() is target
     assert target.cpu == llvm.get_host_cpu_name()
     assert target.features == llvm.get_host_cpu_features().flatten()
     assert target.triple == llvm.get_process_triple()
