@@ -1,11 +1,12 @@
 """Schedule -> loop IR for the host CPU: plain loops over DRAM tensors, no scratchpads.
 
-The same bound inference as the accelerator's (compiler.lower.lower): a stage attached with
-compute_at is computed inside its parent's loop for the region that loop needs.  Every stage that
-is neither inlined nor an output gets a temporary buffer of its region's shape, in scope "stack"
-when it is small (the code generator puts it in the function's frame, where LLVM can keep it in
-registers) or "heap" otherwise.  Loops are serial, or marked "vectorize" by a Vectorize record.
-Accelerator records (scopes, pragmas, tensorize, virtual threads) raise ScheduleError.
+The same bound inference as the accelerator's (compiler.lower.lower.Lowering, the base of both):
+a stage attached with compute_at is computed inside its parent's loop for the region that loop
+needs.  Every stage that is neither inlined nor an output gets a temporary buffer of its region's
+shape, in scope "stack" when it is small (the code generator puts it in the function's frame,
+where LLVM can keep it in registers) or "heap" otherwise.  Loops are serial, or marked
+"vectorize" by a Vectorize record.  Accelerator records (scopes, pragmas, tensorize, virtual
+threads) raise ScheduleError.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compiler.errors import ScheduleError
-from compiler.lower.lower import LoweredFunc, _Lowering, _minus, _StageLoops
-from compiler.schedule.schedule import Schedule, Stage
+from compiler.lower.lower import LoweredFunc, Lowering
+from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.affine import Affine, affine
 from compiler.te.tensor import Tensor
@@ -24,9 +25,8 @@ from compiler.tir.printer import print_ir
 STACK_BYTES = 64 * 1024  # temporaries up to this size live in the kernel's stack frame
 
 
-class _HostLowering(_Lowering):
-    def __init__(self, sched: Schedule) -> None:
-        super().__init__(sched, None)
+class CpuLowering(Lowering):
+    """The CPU's: temporaries for the stages that are not outputs; vectorize records checked."""
 
     def allocate(self) -> None:
         """A temporary buffer for every stage that is not an output, shaped like its region."""
@@ -37,16 +37,6 @@ class _HostLowering(_Lowering):
             nbytes = _elems(shape) * itemsize(st.tensor.dtype)
             scope = "stack" if nbytes <= STACK_BYTES else "heap"
             self.buffers[st.name] = S.Buffer(st.name, shape, st.tensor.dtype, None, scope, Affine())
-
-    def _check_placement(self, st: Stage) -> None:
-        """Intermediate stages live in temporaries on the host: nothing to check."""
-
-    def _target(self, st: Stage, sl: _StageLoops) -> tuple[Tensor, tuple[E.Expr, ...]]:
-        absolute = tuple(E.substitute(a.var, sl.index) for a in st.axes)
-        if st.name not in self.buffers:
-            return st.tensor, absolute
-        rel = tuple(_minus(i, d.low) for i, d in zip(absolute, sl.domain, strict=True))
-        return self.buffers[st.name], rel
 
     def check_loop_kinds(self) -> None:
         """A vectorized axis must be its stage's innermost loop, with no stage computed in it."""
@@ -68,7 +58,7 @@ def lower_host(sched: Schedule, name: str = "main",
     """The host loop IR of `sched`.  `inputs` fixes the order of the input tensors (the kernel's
     argument order); it must name every placeholder the schedule reads, once."""
     _check_host(sched)
-    lw = _HostLowering(sched)
+    lw = CpuLowering(sched)
     lw.infer()
     lw.check_loop_kinds()
     lw.allocate()
