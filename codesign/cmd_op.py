@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from codesign.cli import add_config_args
 from codesign.op_run import compile_and_run
-from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, Epilogue, Operator
+from compiler.ops import AccelOperator, Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, Epilogue
 from compiler.target import AcceleratorTarget
 from hw.config import resolve
 from sim.backends import NAMES, make_backend
@@ -84,13 +84,13 @@ def _epilogue(args: argparse.Namespace) -> Epilogue:
                     channel_multiplier=args.channel_multiplier, round=args.round)
 
 
-def _conv(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
+def _conv(args: argparse.Namespace, target: AcceleratorTarget) -> AccelOperator:
     n, c, h, w = _four(args.shape, "--in")
     spec = Conv2dSpec(n, c, h, w, args.out_channels, args.kernel, args.stride, args.pad, _epilogue(args))
     return Conv2d(spec, target)
 
 
-def _eltwise(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
+def _eltwise(args: argparse.Namespace, target: AcceleratorTarget) -> AccelOperator:
     n, c, h, w = _four(args.shape, "--shape")
     return Eltwise(EltwiseSpec(args.action, n, c, h, w, (args.low, args.high), args.mult_a,
                                getattr(args, "mult_b", 1), args.requant_shift), target)
@@ -104,7 +104,7 @@ def _four(text: str, flag: str) -> tuple[int, int, int, int]:
     return n, c, h, w
 
 
-def _dense(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
+def _dense(args: argparse.Namespace, target: AcceleratorTarget) -> AccelOperator:
     return Dense(DenseSpec(args.m, args.k, args.n, _epilogue(args)), target)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 import numpy as np
 
@@ -17,12 +17,22 @@ from compiler.ops.elementwise import Eltwise, EltwiseKnobs, EltwiseSpec
 from compiler.schedule import records as R
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
+from compiler.target.base import Target
 from compiler.te.tensor import Tensor
 
+TargetT = TypeVar("TargetT", bound=Target, covariant=True)
 
-class Operator(Protocol):
+
+class Operator(Protocol[TargetT]):
+    """An operator with a schedule space on target `TargetT`: its tensors, the schedule of a point
+    (knobs), the default point, seeded inputs and the numpy reference.  The accelerator's
+    (`AccelOperator`: conv2d, dense, eltwise) are the ones with a space today; the CPU's operators
+    (compiler.ops.cpu) have one default schedule each."""
+
     op: str
-    target: AcceleratorTarget
+
+    @property
+    def target(self) -> TargetT: ...
 
     def tensors(self) -> dict[str, Tensor]: ...
     def schedule(self, knobs: Any) -> Schedule: ...
@@ -30,6 +40,9 @@ class Operator(Protocol):
     def random_inputs(self, seed: int) -> dict[str, np.ndarray]: ...
     def reference(self, inputs: dict[str, np.ndarray]) -> np.ndarray: ...
     def describe(self) -> dict[str, Any]: ...
+
+
+AccelOperator: TypeAlias = Operator[AcceleratorTarget]
 
 
 @dataclass
@@ -47,7 +60,7 @@ class CompiledOp:
         return out
 
 
-def compile_op(op: Operator, knobs: Any = None, records: list[R.Record] | None = None) -> CompiledOp:
+def compile_op(op: AccelOperator, knobs: Any = None, records: list[R.Record] | None = None) -> CompiledOp:
     """Compile `op` with `records` (a saved schedule), or the schedule of `knobs` (default:
     the operator's default point)."""
     start = time.perf_counter()
@@ -68,6 +81,6 @@ def knobs_from_json(op: Operator, data: dict[str, Any]) -> Any:
         raise ScheduleError(f"{op.op} knobs {data}: {exc}") from None
 
 
-__all__ = ["CompiledOp", "Conv2d", "Conv2dKnobs", "Conv2dSpec", "Dense", "DenseKnobs", "DenseSpec",
-           "Eltwise", "EltwiseKnobs", "EltwiseSpec", "Epilogue", "Operator", "compile_op",
+__all__ = ["AccelOperator", "CompiledOp", "Conv2d", "Conv2dKnobs", "Conv2dSpec", "Dense", "DenseKnobs",
+           "DenseSpec", "Eltwise", "EltwiseKnobs", "EltwiseSpec", "Epilogue", "Operator", "compile_op",
            "knobs_from_json"]
