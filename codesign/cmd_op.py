@@ -8,7 +8,16 @@ from collections.abc import Callable
 
 from codesign.cli import add_config_args
 from codesign.op_run import compile_and_run
-from compiler.ops import AccelOperator, Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, Epilogue
+from compiler.ops.accel import (
+    AccelOperator,
+    Conv2d,
+    Conv2dSpec,
+    Dense,
+    DenseSpec,
+    Eltwise,
+    EltwiseSpec,
+    Epilogue,
+)
 from compiler.target import AcceleratorTarget
 from hw.config import resolve
 from sim.backends import NAMES, make_backend

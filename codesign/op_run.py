@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops import AccelOperator, CompiledOp, compile_op, knobs_from_json
+from compiler.ops.accel import AccelOperator, CompiledOp, compile_op, knobs_from_json
 from compiler.schedule import records as R
 from compiler.schedule.schedule import read_schedule_file
 from sim.backend import Backend

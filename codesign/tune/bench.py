@@ -21,8 +21,8 @@ from codesign.tune import log
 from codesign.tune.explore import Prior
 from codesign.tune.measure import Measurer, task_for
 from codesign.tune.tuner import TuneResult, tune
-from compiler.ops import AccelOperator, Conv2d, Dense
-from compiler.ops.resnet18 import BENCH_EPILOGUE, CLASSIFIER, conv_specs
+from compiler.ops.accel import AccelOperator, Conv2d, Dense
+from compiler.ops.accel.resnet18 import BENCH_EPILOGUE, CLASSIFIER, conv_specs
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import MAX_INSNS, Space, build_space
 from compiler.tune.workload import Workload

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops import AccelOperator, knobs_from_json
+from compiler.ops.accel import AccelOperator, knobs_from_json
 from compiler.tune import features as F
 from compiler.tune.workload import Workload, config_key
 

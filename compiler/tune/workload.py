@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.errors import ScheduleError
-from compiler.ops import AccelOperator, Conv2d, Conv2dSpec, Dense, DenseSpec, Epilogue
+from compiler.ops.accel import AccelOperator, Conv2d, Conv2dSpec, Dense, DenseSpec, Epilogue
 from compiler.target.accel import AcceleratorTarget
 
 _SPECS: dict[str, tuple[type, type]] = {"conv2d": (Conv2dSpec, Conv2d), "dense": (DenseSpec, Dense)}

@@ -1,7 +1,7 @@
 """Layout transforms between NC[spatial...] and the accelerator's packed NC{b}n{c}c layout.
 
 pack: (N, C, *S) -> (N/b, ceil(C/c), *S, b, c), channels beyond C zero, the layout that
-compiler.ops.conv2d's pack_data (data, b = batch, c = block_in) and compiler.ops.dense's
+compiler.ops.accel.conv2d's pack_data (data, b = batch, c = block_in) and compiler.ops.accel.dense's
 pack_data (no spatial dimensions) produce; unpack is the inverse and drops the padded channels.
 N must be a multiple of the batch block b.
 """

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec
+from compiler.ops.accel import Conv2d, Conv2dSpec, Dense, DenseSpec
 from compiler.ops.cpu import Add, Mul, Pack, Unpack
 from compiler.target import AcceleratorTarget
 from tests.compiler.conftest import CONFIGS

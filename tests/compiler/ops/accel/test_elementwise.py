@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from compiler.errors import ScheduleError
-from compiler.ops import Eltwise, EltwiseKnobs, EltwiseSpec
+from compiler.ops.accel import Eltwise, EltwiseKnobs, EltwiseSpec
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
 from tests.compiler.conftest import CONFIGS, check_op

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from compiler.ops.common import Epilogue
-from compiler.ops.conv2d import Conv2dSpec
-from compiler.ops.dense import DenseSpec
+from compiler.ops.accel.common import Epilogue
+from compiler.ops.accel.conv2d import Conv2dSpec
+from compiler.ops.accel.dense import DenseSpec
 
 # (name, N, C, H, W, K, kernel, stride, pad)
 CONVS = [

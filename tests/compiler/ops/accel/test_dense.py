@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.ops import Dense, DenseSpec, Epilogue
+from compiler.ops.accel import Dense, DenseSpec, Epilogue
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
 from tests.compiler.conftest import CONFIGS, check_op

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from compiler.errors import ScheduleError
-from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseSpec, Epilogue, compile_op
-from compiler.ops.resnet18 import CONVS as RESNET18
+from compiler.ops.accel import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseSpec, Epilogue, compile_op
+from compiler.ops.accel.resnet18 import CONVS as RESNET18
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
 from tests.compiler.conftest import CONFIGS, check_op
@@ -67,7 +67,7 @@ def test_resnet18_classifier_exact_on_rtl(rtl):
 
 @pytest.mark.parametrize("name", ["layer3", "layer4_skip"])
 def test_timing_model_predicts_compiled_layers(name, rtl):
-    from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs
+    from compiler.ops.accel.resnet18 import BENCH_EPILOGUE, conv_specs
     from sim.backends import make_backend
 
     cfg = PRESETS["vta"]

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import (
+from compiler.ops.accel.common import (
     IMM_MAX,
     check_knobs,
     default_point,

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops.common import (
+from compiler.ops.accel.common import (
     Epilogue,
     check_knobs,
     default_point,

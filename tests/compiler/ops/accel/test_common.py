@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.ops import Epilogue
+from compiler.ops.accel import Epilogue
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler.errors import ScheduleError
-from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Epilogue
-from compiler.ops.resnet18 import CONVS as RESNET18
+from compiler.ops.accel import Conv2d, Conv2dKnobs, Conv2dSpec, Epilogue
+from compiler.ops.accel.resnet18 import CONVS as RESNET18
 from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
 from tests.compiler.conftest import CONFIGS, check_op
