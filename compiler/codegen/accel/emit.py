@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.codegen.stream import Stream
+from compiler.codegen.accel.stream import Stream
 from compiler.errors import ScheduleError
 from compiler.lower.lower import LoweredFunc
 from compiler.target.accel import AcceleratorTarget
