@@ -166,7 +166,8 @@ def test_float_stem_convolutions_and_activations_run_natively():
     """The stems the quantizer keeps in float: ResNet-18's (7x7, stride 2, pads 3, bias) -> Relu,
     MobileNetV2's (3x3, stride 2, TensorFlow's asymmetric pads) -> Clip(0, 6); then a depthwise
     and a grouped Conv without bias.  The Convs agree with the interpreter's within float32
-    rounding (another summation order); Clip and Relu are bit for bit (test_host_unary_clip)."""
+    rounding (another summation order); Clip and Relu are bit for bit
+    (tests/compiler/ops/cpu/test_unary_clip.py)."""
     rng = np.random.default_rng(4)
     consts = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in (
         ("w1", (16, 3, 7, 7)), ("b1", (16,)), ("w2", (8, 3, 3, 3)), ("b2", (8,)), ("w3", (8, 1, 3, 3)),

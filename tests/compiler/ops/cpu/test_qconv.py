@@ -16,18 +16,18 @@ from compiler.graph.opdefs.qops import conv_acc, precise_requantize
 from compiler.ops.cpu import QConv2d
 from compiler.ops.cpu.qconv import conv_reference
 from compiler.ops.cpu.qops import wrap32
-from tests.compiler.ops.cpu.util import (
-    BAD_CONV_PARAMETERS,
-    CONV,
-    assert_conv_parameters_normalise,
-    kernel_of,
-)
-from tests.compiler.ops.test_host_qops import (
+from tests.compiler.ops.cpu.test_qops import (
     PRECISE_MODES,
     assert_clamps_and_clips,
     graph_output,
     precise_attrs,
     precise_inputs,
+)
+from tests.compiler.ops.cpu.util import (
+    BAD_CONV_PARAMETERS,
+    CONV,
+    assert_conv_parameters_normalise,
+    kernel_of,
 )
 
 INT32 = np.iinfo(np.int32)
