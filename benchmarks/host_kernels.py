@@ -24,9 +24,9 @@ import llvmlite.binding as llvm
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from compiler.codegen.host import host_target
 from compiler.graph.opdefs import OPS, make_attrs
-from compiler.ops.host import HostOp, host_op
+from compiler.ops.cpu import HostOp, host_op
+from compiler.target.cpu import host_target
 
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("max_pool2d", dict(shape=(1, 64, 112, 112), kernel=3, stride=2, pad=1)),

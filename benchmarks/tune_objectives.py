@@ -29,8 +29,8 @@ from codesign.exec.store import Store
 from codesign.tune.measure import Measurer
 from codesign.tune.model import CostModel
 from codesign.tune.tuner import tune
-from compiler.ops import Conv2d
-from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs
+from compiler.ops.accel import Conv2d
+from compiler.ops.accel.resnet18 import BENCH_EPILOGUE, conv_specs
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import build_space
 from hw.config import resolve

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compiler import passes
-from compiler.codegen.emit import emit
+from compiler.codegen.accel.emit import emit
 from compiler.lower.lower import LoweredFunc, lower
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget

@@ -34,8 +34,8 @@ def resnet18_layers(cfg: AcceleratorConfig) -> list[CorpusProgram]:
     (default schedule, bench epilogue), with seeded inputs; none on a config the layers do not
     map to (batch 1 on a core of batch 2, for instance)."""
     from compiler.errors import ScheduleError
-    from compiler.ops import Conv2d, compile_op
-    from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs
+    from compiler.ops.accel import Conv2d, compile_op
+    from compiler.ops.accel.resnet18 import BENCH_EPILOGUE, conv_specs
     from compiler.target import AcceleratorTarget
 
     target = AcceleratorTarget(cfg)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from codesign.run.op import compile_and_run
-from compiler.ops import Conv2d
-from compiler.ops.resnet18 import BENCH_EPILOGUE, conv_specs
+from compiler.ops.accel import Conv2d
+from compiler.ops.accel.resnet18 import BENCH_EPILOGUE, conv_specs
 from compiler.target import AcceleratorTarget
 from hw.config import AcceleratorConfig
 from sim.backends import make_backend

@@ -21,8 +21,8 @@ from codesign.tune import log
 from codesign.tune.explore import Prior
 from codesign.tune.measure import Measurer, task_for
 from codesign.tune.tuner import TuneResult, tune
-from compiler.ops import Conv2d, Dense, Operator
-from compiler.ops.resnet18 import BENCH_EPILOGUE, CLASSIFIER, conv_specs
+from compiler.ops.accel import AccelOperator, Conv2d, Dense
+from compiler.ops.accel.resnet18 import BENCH_EPILOGUE, CLASSIFIER, conv_specs
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import MAX_INSNS, Space, build_space
 from compiler.tune.workload import Workload
@@ -206,7 +206,7 @@ def resnet18(cfg: AcceleratorConfig, measurer: Measurer, logs: dict[str, list[di
     against the best in the tuning logs.  Layers without a log (conv1, the classifier) are
     tuned here with `trials` model-guided trials."""
     target = AcceleratorTarget(cfg)
-    ops: list[tuple[str, Operator]] = [(n, Conv2d(s, target)) for n, s in conv_specs(BENCH_EPILOGUE)]
+    ops: list[tuple[str, AccelOperator]] = [(n, Conv2d(s, target)) for n, s in conv_specs(BENCH_EPILOGUE)]
     ops.append(("fc", Dense(CLASSIFIER, target)))
     default, tuned, rows = 0, 0, []
     for name, op in ops:
@@ -222,7 +222,7 @@ def resnet18(cfg: AcceleratorConfig, measurer: Measurer, logs: dict[str, list[di
     return {"default_cycles": default, "tuned_cycles": tuned, "ratio": tuned / default, "layers": rows}
 
 
-def _cycles(measurer: Measurer, cfg: AcceleratorConfig, op: Operator, knobs: Any) -> int:
+def _cycles(measurer: Measurer, cfg: AcceleratorConfig, op: AccelOperator, knobs: Any) -> int:
     ((_, res, _),) = list(measurer.run([task_for(Workload.of(op), cfg, knobs)]))
     if res.get("status") != "ok":
         raise RuntimeError(f"{op.op} default schedule failed: {res.get('error')}")

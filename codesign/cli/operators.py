@@ -6,7 +6,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, Epilogue, Operator
+from compiler.ops.accel import (
+    AccelOperator,
+    Conv2d,
+    Conv2dSpec,
+    Dense,
+    DenseSpec,
+    Eltwise,
+    EltwiseSpec,
+    Epilogue,
+)
 from compiler.target import AcceleratorTarget
 from hw.errors import InputError
 
@@ -48,13 +57,13 @@ def _epilogue(args: argparse.Namespace) -> Epilogue:
                     channel_multiplier=args.channel_multiplier, round=args.round)
 
 
-def _conv(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
+def _conv(args: argparse.Namespace, target: AcceleratorTarget) -> AccelOperator:
     n, c, h, w = _four(args.shape, "--in")
     spec = Conv2dSpec(n, c, h, w, args.out_channels, args.kernel, args.stride, args.pad, _epilogue(args))
     return Conv2d(spec, target)
 
 
-def eltwise(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
+def eltwise(args: argparse.Namespace, target: AcceleratorTarget) -> AccelOperator:
     n, c, h, w = _four(args.shape, "--shape")
     return Eltwise(EltwiseSpec(args.action, n, c, h, w, (args.low, args.high), args.mult_a,
                                getattr(args, "mult_b", 1), args.requant_shift), target)
@@ -68,5 +77,5 @@ def _four(text: str, flag: str) -> tuple[int, int, int, int]:
     return n, c, h, w
 
 
-def _dense(args: argparse.Namespace, target: AcceleratorTarget) -> Operator:
+def _dense(args: argparse.Namespace, target: AcceleratorTarget) -> AccelOperator:
     return Dense(DenseSpec(args.m, args.k, args.n, _epilogue(args)), target)

@@ -96,7 +96,7 @@ def _quant_options(args: argparse.Namespace) -> QuantOptions:
 
 def _load(args: argparse.Namespace) -> tuple[AcceleratorConfig, Loaded]:
     from codesign.run.model import load_model
-    from compiler.codegen.host import use_default_disk_cache
+    from compiler.codegen.cpu import use_default_disk_cache
 
     use_default_disk_cache()
     quant = _quant_options(args)

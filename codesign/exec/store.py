@@ -21,10 +21,9 @@ from hw.verilog import cache_root
 
 _ROOT = Path(__file__).resolve().parents[2]
 # What a Program depends on (compiler side) and what its measurement depends on (per backend).
-_COMPILER = ("compiler/build.py", "compiler/errors.py", "compiler/codegen/emit.py",
-             "compiler/codegen/stream.py", "compiler/lower/*.py", "compiler/passes/*.py",
-             "compiler/schedule/*.py", "compiler/target/*.py", "compiler/te/*.py", "compiler/tir/*.py",
-             "compiler/ops/*.py", "hw/*.py")
+_COMPILER = ("compiler/build.py", "compiler/errors.py", "compiler/codegen/accel/*.py", "compiler/lower/*.py",
+             "compiler/passes/*.py", "compiler/schedule/*.py", "compiler/target/*.py", "compiler/te/*.py",
+             "compiler/tir/*.py", "compiler/ops/*.py", "compiler/ops/accel/*.py", "hw/*.py")
 _FEATURES = ("compiler/tune/*.py",)  # features also depend on their own code
 _BACKEND = {"timing": ("sim/timing/*",), "fsim": ("sim/*.py",),
             "rtl": ("hw/rtl/**/*.py", "sim/rtl/*")}

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from codesign.run.inputs import Inputs, calibration_inputs, check_inputs, zoo_name
-from compiler.codegen.host import cache_info
+from compiler.codegen.cpu import cache_info
 from compiler.driver import DEFAULT_QUANT, QuantOptions, compile_graph
 from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph
@@ -44,7 +44,7 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
     """A CompiledModel from an ONNX file (imported, then compiler.driver.compile_graph, calibrated
     on the zoo's own data for zoo models) or from a .cmodel file; with `tuning_log`, each accelerator
     operator uses the fastest schedule the log holds for it on this config, else its default.
-    Host kernels come from the disk cache where it has them (compiler.codegen.host.jit);
+    Host kernels come from the disk cache where it has them (compiler.codegen.cpu.jit);
     `Loaded.kernels_from_disk` counts them."""
     start = time.perf_counter()
     before = cache_info().from_disk

@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops import CompiledOp, Operator, compile_op, knobs_from_json
+from compiler.ops.accel import AccelOperator, CompiledOp, compile_op, knobs_from_json
 from compiler.schedule import records as R
 from compiler.schedule.schedule import read_schedule_file
 from sim.backend import Backend, Stats
 
 
-def schedule_source(op: Operator, path: str | None, vthreads: int | None,
+def schedule_source(op: AccelOperator, path: str | None, vthreads: int | None,
                     tuning_log: str | None = None) -> dict[str, Any]:
     """Keyword arguments of `compile_op` for a schedule file, a forced thread count, the best
     point of a tuning log for this operator and config, or else the default schedule."""
@@ -33,7 +33,7 @@ def schedule_source(op: Operator, path: str | None, vthreads: int | None,
     raise ScheduleError(f"{path}: expected an object with 'records' (a list) or 'knobs' (an object)")
 
 
-def tuned_knobs(op: Operator, tuning_log: str) -> Any:
+def tuned_knobs(op: AccelOperator, tuning_log: str) -> Any:
     """The knobs of the fastest trial of `op` on its config in the log, or None (no such trial,
     or an operator without a tuning space)."""
     from codesign.tune import log
@@ -77,7 +77,7 @@ class OpReport:
         return out
 
 
-def run_compiled(op: Operator, compiled: CompiledOp, backend: Backend, seed: int = 0) -> OpReport:
+def run_compiled(op: AccelOperator, compiled: CompiledOp, backend: Backend, seed: int = 0) -> OpReport:
     inputs = op.random_inputs(seed)
     result = backend.run(compiled.built.program, inputs)
     expected = op.reference(inputs)
@@ -98,7 +98,7 @@ def run_compiled(op: Operator, compiled: CompiledOp, backend: Backend, seed: int
 
 
 def compile_and_run(
-    op: Operator, backend: Backend, *, schedule: str | None = None, vthreads: int | None = None,
+    op: AccelOperator, backend: Backend, *, schedule: str | None = None, vthreads: int | None = None,
     seed: int = 0, tuning_log: str | None = None,
 ) -> tuple[CompiledOp, OpReport]:
     source = schedule_source(op, schedule, vthreads, tuning_log)

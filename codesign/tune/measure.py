@@ -19,7 +19,7 @@ import numpy as np
 from codesign.exec.pool import Pool, Result
 from codesign.exec.store import Store, source_digest
 from compiler.errors import ScheduleError
-from compiler.ops import compile_op, knobs_from_json
+from compiler.ops.accel import compile_op, knobs_from_json
 from compiler.target.accel import AcceleratorTarget
 from compiler.tune.workload import Workload, config_key
 from hw.config import AcceleratorConfig

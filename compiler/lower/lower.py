@@ -6,6 +6,11 @@ on affine indices, the loops above the attach point held symbolic).  Scoped stag
 in their scratchpad (one copy per enclosing virtual thread); a capacity overflow is a
 ScheduleError.  The result still holds generic `Store`s under pragma/tensorize marks: the passes
 turn them into DMA, micro-ops and tokens.
+
+`Lowering` is the part every target shares (inlining, bound inference, the nests); a target's
+subclass places the stages that are not outputs (`allocate`) and may refuse a placement
+(`check_placement`): `AccelLowering` here (scratchpads), compiler.lower.cpu's for the CPU
+(temporaries).
 """
 
 from __future__ import annotations
@@ -32,7 +37,10 @@ class LoweredFunc:
 
 
 @dataclass
-class _StageLoops:
+class StageLoops:
+    """One stage's loops: its domain (the region computed), leaf loops, axis variables in terms of
+    them, and the loops enclosing it."""
+
     stage: Stage
     domain: list[Domain]
     leaves: list[LoopAxis]
@@ -40,12 +48,13 @@ class _StageLoops:
     outer: list[LoopAxis]  # loops enclosing the stage, outermost first
 
 
-class _Lowering:
-    """Lowering of one schedule; `target` is None on the host (compiler.lower.host), which
-    overrides the scratchpad allocation, the only part that reads it."""
+class Lowering:
+    """Lowering of one schedule, for any target: `infer()`, then the subclass's `allocate()`,
+    then `build()`.  A stage in `buffers` is stored there (indices relative to its region's
+    origin); any other is stored in its own tensor."""
 
-    def __init__(self, sched: Schedule, target: AcceleratorTarget | None) -> None:
-        self.sched, self.target = sched, target
+    def __init__(self, sched: Schedule) -> None:
+        self.sched = sched
         self.live = [s for s in sched.stages.values() if not s.inline]
         self.order = _topological(sched, self.live)
         self.bodies = {s.name: _inline(sched, s.body) for s in self.live}
@@ -53,7 +62,7 @@ class _Lowering:
         for s in self.order:
             if s.attach is not None:
                 self.children.setdefault(s.attach, []).append(s.name)
-        self.loops: dict[str, _StageLoops] = {}
+        self.loops: dict[str, StageLoops] = {}
         self.buffers: dict[str, S.Buffer] = {}
 
     # -- bound inference ----------------------------------------------------------------------
@@ -62,7 +71,7 @@ class _Lowering:
             outer = self._outer_of(st)
             domain = self._domain(st, outer)
             leaves, index = leaf_loops(st, domain)
-            self.loops[st.name] = _StageLoops(st, domain, leaves, index, outer)
+            self.loops[st.name] = StageLoops(st, domain, leaves, index, outer)
 
     def _outer_of(self, st: Stage) -> list[LoopAxis]:
         if st.attach is None:
@@ -76,7 +85,7 @@ class _Lowering:
         return parent.outer + parent.leaves[: names.index(axis) + 1]
 
     @staticmethod
-    def _check_inside(st: Stage, outer: list[LoopAxis], reader: str, rl: _StageLoops) -> None:
+    def _check_inside(st: Stage, outer: list[LoopAxis], reader: str, rl: StageLoops) -> None:
         """A stage is produced inside its attach loop: every reader must run inside it too, or
         it would read the stage before it is written (or after it is overwritten)."""
         around = [lp.var for lp in rl.outer + rl.leaves]
@@ -110,6 +119,89 @@ class _Lowering:
             out = [a.union(b, st.name) for a, b in zip(out, r, strict=True)]
         return out
 
+    def allocate(self) -> None:
+        """Give the stages that are not outputs their buffers (per target)."""
+        raise NotImplementedError
+
+    # -- nests ---------------------------------------------------------------------------------
+    def build(self) -> S.Stmt:
+        roots = [s for s in self.order if s.attach is None]
+        return S.seq(*(self._stage_stmt(s) for s in roots))
+
+    def check_placement(self, st: Stage) -> None:
+        """Refuse where stage `st` is stored, if the target cannot store it there (none refused)."""
+
+    def _stage_stmt(self, st: Stage) -> S.Stmt:
+        self.check_placement(st)
+        sl = self.loops[st.name]
+        body = self.bodies[st.name]
+        target, idx = self._target(st, sl)
+        value = self._rewrite(body.source if isinstance(body, E.Reduce) else body, sl)
+        if isinstance(body, E.Reduce):
+            update = S.Store(target, idx, E.combine(body.op, E.Load(target, idx), value))
+        else:
+            update = S.Store(target, idx, value)
+        names = [lp.name for lp in sl.leaves]
+        first_reduce = next((k for k, lp in enumerate(sl.leaves) if lp.reduce), None)
+        tensorize_at = names.index(st.tensorize[0]) if st.tensorize else None
+        init = None
+        if isinstance(body, E.Reduce):
+            init = self._init_nest(st, sl, target, idx, first_reduce or 0, tensorize_at)
+        return self._nest(st, sl, 0, update, init, first_reduce, tensorize_at)
+
+    def _nest(self, st: Stage, sl: StageLoops, k: int, update: S.Stmt, init: S.Stmt | None,
+              first_reduce: int | None, tensorize_at: int | None) -> S.Stmt:
+        if k == len(sl.leaves):
+            return update
+        lp = sl.leaves[k]
+        inner = self._nest(st, sl, k + 1, update, init, first_reduce, tensorize_at)
+        kids = [self._stage_stmt(self.sched.stages[c]) for c in self.children.get((st.name, lp.name), [])]
+        loop: S.Stmt = S.For(lp.var, lp.extent, S.seq(*kids, inner), lp.kind)
+        if lp.name in st.pragmas:
+            loop = S.Attr("pragma", st.pragmas[lp.name], st.name, loop)
+        if tensorize_at == k:
+            loop = S.Attr("tensorize", st.tensorize[1], st.name, loop)  # type: ignore[index]
+        if init is not None and k == first_reduce:
+            loop = S.seq(init, loop)
+        return loop
+
+    def _init_nest(self, st: Stage, sl: StageLoops, target: Tensor, idx: tuple[E.Expr, ...],
+                   first_reduce: int, tensorize_at: int | None) -> S.Stmt:
+        body = self.bodies[st.name]
+        assert isinstance(body, E.Reduce)
+        node: S.Stmt = S.Store(target, idx, body.identity)
+        for k in range(len(sl.leaves) - 1, first_reduce - 1, -1):
+            lp = sl.leaves[k]
+            if lp.reduce:
+                continue
+            node = S.For(lp.var, lp.extent, node, lp.kind)
+            if tensorize_at is not None and k >= tensorize_at and not any(
+                not q.reduce for q in sl.leaves[tensorize_at:k]
+            ):
+                node = S.Attr("tensorize", st.tensorize[1], st.name, node)  # type: ignore[index]
+        return node
+
+    def _target(self, st: Stage, sl: StageLoops) -> tuple[Tensor, tuple[E.Expr, ...]]:
+        absolute = tuple(E.substitute(a.var, sl.index) for a in st.axes)
+        if st.name not in self.buffers:
+            return st.tensor, absolute
+        rel = tuple(_minus(i, d.low) for i, d in zip(absolute, sl.domain, strict=True))
+        return self.buffers[st.name], rel
+
+    def _rewrite(self, e: E.Expr, sl: StageLoops) -> E.Expr:
+        """Axis variables -> leaf-loop expressions; loads of stages -> loads of their buffers."""
+        e = E.substitute(e, sl.index)
+        return _to_buffers(e, self.buffers, self.loops)
+
+
+class AccelLowering(Lowering):
+    """The accelerator's: stages in a scope get buffers in its scratchpad (one copy per enclosing
+    virtual thread), checked against its capacity and element shape; only outputs are global."""
+
+    def __init__(self, sched: Schedule, target: AcceleratorTarget) -> None:
+        super().__init__(sched)
+        self.target = target
+
     # -- buffers --------------------------------------------------------------------------------
     def allocate(self) -> None:
         used: dict[str, int] = {}
@@ -135,7 +227,6 @@ class _Lowering:
                 copies = f" x {stride // elems} threads" if stride != elems else ""
                 detail.setdefault(st.scope, []).append(f"{st.name} {elems}{copies}")
             self.buffers[st.name] = S.Buffer(st.name, shape, st.tensor.dtype, None, st.scope, base)
-        assert self.target is not None
         for scope, n in used.items():
             depth = self.target.scope(scope).depth
             if n > depth:
@@ -144,8 +235,7 @@ class _Lowering:
                     f"more than the {depth} the {scope} scratchpad holds"
                 )
 
-    def _check_lanes(self, st: Stage, sl: _StageLoops) -> None:
-        assert self.target is not None
+    def _check_lanes(self, st: Stage, sl: StageLoops) -> None:
         lanes = self.target.scope(st.scope).lanes
         have = tuple(d.extent for d in sl.domain[-2:])
         origin = all(not d.low.coeffs and d.low.const == 0 for d in sl.domain[-2:])
@@ -172,82 +262,15 @@ class _Lowering:
                 return prod.name
         return None
 
-    # -- nests ---------------------------------------------------------------------------------
-    def build(self) -> S.Stmt:
-        roots = [s for s in self.order if s.attach is None]
-        return S.seq(*(self._stage_stmt(s) for s in roots))
-
-    def _check_placement(self, st: Stage) -> None:
+    def check_placement(self, st: Stage) -> None:
         if st.scope == "global" and not self.sched.is_output(st.name):
             raise ScheduleError(f"stage {st.name} would be stored in DRAM: only outputs are; set "
                                 "its scope or inline it")
 
-    def _stage_stmt(self, st: Stage) -> S.Stmt:
-        self._check_placement(st)
-        sl = self.loops[st.name]
-        body = self.bodies[st.name]
-        target, idx = self._target(st, sl)
-        value = self._rewrite(body.source if isinstance(body, E.Reduce) else body, sl)
-        if isinstance(body, E.Reduce):
-            update = S.Store(target, idx, E.combine(body.op, E.Load(target, idx), value))
-        else:
-            update = S.Store(target, idx, value)
-        names = [lp.name for lp in sl.leaves]
-        first_reduce = next((k for k, lp in enumerate(sl.leaves) if lp.reduce), None)
-        tensorize_at = names.index(st.tensorize[0]) if st.tensorize else None
-        init = None
-        if isinstance(body, E.Reduce):
-            init = self._init_nest(st, sl, target, idx, first_reduce or 0, tensorize_at)
-        return self._nest(st, sl, 0, update, init, first_reduce, tensorize_at)
-
-    def _nest(self, st: Stage, sl: _StageLoops, k: int, update: S.Stmt, init: S.Stmt | None,
-              first_reduce: int | None, tensorize_at: int | None) -> S.Stmt:
-        if k == len(sl.leaves):
-            return update
-        lp = sl.leaves[k]
-        inner = self._nest(st, sl, k + 1, update, init, first_reduce, tensorize_at)
-        kids = [self._stage_stmt(self.sched.stages[c]) for c in self.children.get((st.name, lp.name), [])]
-        loop: S.Stmt = S.For(lp.var, lp.extent, S.seq(*kids, inner), lp.kind)
-        if lp.name in st.pragmas:
-            loop = S.Attr("pragma", st.pragmas[lp.name], st.name, loop)
-        if tensorize_at == k:
-            loop = S.Attr("tensorize", st.tensorize[1], st.name, loop)  # type: ignore[index]
-        if init is not None and k == first_reduce:
-            loop = S.seq(init, loop)
-        return loop
-
-    def _init_nest(self, st: Stage, sl: _StageLoops, target: Tensor, idx: tuple[E.Expr, ...],
-                   first_reduce: int, tensorize_at: int | None) -> S.Stmt:
-        body = self.bodies[st.name]
-        assert isinstance(body, E.Reduce)
-        node: S.Stmt = S.Store(target, idx, body.identity)
-        for k in range(len(sl.leaves) - 1, first_reduce - 1, -1):
-            lp = sl.leaves[k]
-            if lp.reduce:
-                continue
-            node = S.For(lp.var, lp.extent, node, lp.kind)
-            if tensorize_at is not None and k >= tensorize_at and not any(
-                not q.reduce for q in sl.leaves[tensorize_at:k]
-            ):
-                node = S.Attr("tensorize", st.tensorize[1], st.name, node)  # type: ignore[index]
-        return node
-
-    def _target(self, st: Stage, sl: _StageLoops) -> tuple[Tensor, tuple[E.Expr, ...]]:
-        absolute = tuple(E.substitute(a.var, sl.index) for a in st.axes)
-        if st.scope == "global":
-            return st.tensor, absolute
-        rel = tuple(_minus(i, d.low) for i, d in zip(absolute, sl.domain, strict=True))
-        return self.buffers[st.name], rel
-
-    def _rewrite(self, e: E.Expr, sl: _StageLoops) -> E.Expr:
-        """Axis variables -> leaf-loop expressions; loads of stages -> loads of their buffers."""
-        e = E.substitute(e, sl.index)
-        return _to_buffers(e, self.buffers, self.loops)
-
 
 def lower(sched: Schedule, target: AcceleratorTarget, name: str = "main") -> LoweredFunc:
     _check_accelerator(sched)
-    lw = _Lowering(sched, target)
+    lw = AccelLowering(sched, target)
     lw.infer()
     lw.allocate()
     body = lw.build()
@@ -272,7 +295,7 @@ def _check_accelerator(sched: Schedule) -> None:
                                 "lowering does not take it")
 
 
-def _to_buffers(e: E.Expr, buffers: dict[str, S.Buffer], loops: dict[str, _StageLoops]) -> E.Expr:
+def _to_buffers(e: E.Expr, buffers: dict[str, S.Buffer], loops: dict[str, StageLoops]) -> E.Expr:
     if isinstance(e, E.Load):
         idx = tuple(_to_buffers(i, buffers, loops) for i in e.indices)
         name = e.tensor.name

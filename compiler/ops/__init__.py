@@ -1,28 +1,30 @@
-"""Operators: TE definition + schedule space + default schedule, and compiling one point."""
+"""Operators, per target: compiler.ops.accel (the accelerator's, with schedule spaces) and
+compiler.ops.cpu (the CPU's, one default schedule each, JIT-compiled).  `Operator` is what an
+operator with a schedule space offers, whatever its target."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from compiler.build import Built, build
-from compiler.errors import ScheduleError
-from compiler.ops.common import Epilogue
-from compiler.ops.conv2d import Conv2d, Conv2dKnobs, Conv2dSpec
-from compiler.ops.dense import Dense, DenseKnobs, DenseSpec
-from compiler.ops.elementwise import Eltwise, EltwiseKnobs, EltwiseSpec
-from compiler.schedule import records as R
 from compiler.schedule.schedule import Schedule
-from compiler.target.accel import AcceleratorTarget
+from compiler.target.base import Target
 from compiler.te.tensor import Tensor
 
+TargetT = TypeVar("TargetT", bound=Target, covariant=True)
 
-class Operator(Protocol):
+
+class Operator(Protocol[TargetT]):
+    """An operator with a schedule space on target `TargetT`: its tensors, the schedule of a point
+    (knobs), the default point, seeded inputs and the numpy reference.  The accelerator's
+    (`AccelOperator`: conv2d, dense, eltwise) are the ones with a space today; the CPU's operators
+    (compiler.ops.cpu) have one default schedule each."""
+
     op: str
-    target: AcceleratorTarget
+
+    @property
+    def target(self) -> TargetT: ...
 
     def tensors(self) -> dict[str, Tensor]: ...
     def schedule(self, knobs: Any) -> Schedule: ...
@@ -32,42 +34,4 @@ class Operator(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
-@dataclass
-class CompiledOp:
-    built: Built
-    schedule: Schedule
-    compile_s: float
-    knobs: Any = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def schedule_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"records": self.schedule.to_json()}
-        if self.knobs is not None:
-            out["knobs"] = self.knobs.to_json()
-        return out
-
-
-def compile_op(op: Operator, knobs: Any = None, records: list[R.Record] | None = None) -> CompiledOp:
-    """Compile `op` with `records` (a saved schedule), or the schedule of `knobs` (default:
-    the operator's default point)."""
-    start = time.perf_counter()
-    if records is not None:
-        sched = Schedule.replay(op.tensors()["out"], records)
-    else:
-        knobs = op.default_knobs() if knobs is None else knobs
-        sched = op.schedule(knobs)
-    built = build(sched, op.target, name=op.op)
-    return CompiledOp(built, sched, time.perf_counter() - start, knobs if records is None else None)
-
-
-def knobs_from_json(op: Operator, data: dict[str, Any]) -> Any:
-    cls = {Conv2d: Conv2dKnobs, Dense: DenseKnobs, Eltwise: EltwiseKnobs}[type(op)]  # type: ignore[index]
-    try:
-        return cls(**data)
-    except TypeError as exc:
-        raise ScheduleError(f"{op.op} knobs {data}: {exc}") from None
-
-
-__all__ = ["CompiledOp", "Conv2d", "Conv2dKnobs", "Conv2dSpec", "Dense", "DenseKnobs", "DenseSpec",
-           "Eltwise", "EltwiseKnobs", "EltwiseSpec", "Epilogue", "Operator", "compile_op",
-           "knobs_from_json"]
+__all__ = ["Operator"]

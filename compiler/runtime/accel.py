@@ -1,5 +1,5 @@
 """Quantized graph operators on the accelerator: QConv (groups 1), QGemm and QAdd become the
-compiled operators of compiler/ops, with their constants packed once and their activations
+compiled operators of compiler/ops/accel, with their constants packed once and their activations
 packed and unpacked by native host kernels around each run.
 
 The integer semantics are those of the quantized-graph contract (compiler/quant): requantization
@@ -16,9 +16,18 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops import CompiledOp, Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, compile_op
-from compiler.ops.common import Epilogue
-from compiler.ops.host import compile_host_op
+from compiler.ops.accel import (
+    CompiledOp,
+    Conv2d,
+    Conv2dSpec,
+    Dense,
+    DenseSpec,
+    Eltwise,
+    EltwiseSpec,
+    compile_op,
+)
+from compiler.ops.accel.common import Epilogue
+from compiler.ops.cpu import compile_host_op
 from compiler.target.accel import AcceleratorTarget
 
 Layout = tuple[int, int, int]  # (rank, batch block, channel block) of a packed activation

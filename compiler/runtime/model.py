@@ -7,7 +7,7 @@ at most half of the GEMM's input block, like an image network's first layer) sta
 unless `offload_shallow`: on the accelerator most of its multiply-accumulates would be padding
 (ResNet-18's 3-channel conv1 takes 3.2 M cycles on `vta`, 32 ms at 100 MHz, where the host's
 int8 kernel takes a few ms); VTA leaves that layer on the CPU for the same reason.  Host steps
-use a native kernel where the host-kernel registry has one (compiler/ops/host, JIT-compiled with
+use a native kernel where the host-kernel registry has one (compiler/ops/cpu, JIT-compiled with
 LLVM); layout-only ops (Flatten, Reshape, Squeeze, Unsqueeze) are views; an op with neither is
 evaluated by the graph interpreter and reported as `host-numpy`, so the report never hides
 where an operator ran.
@@ -243,7 +243,7 @@ def _precise(graph: Graph, node: Node) -> Precise | None:
 
 def _host_kernel(graph: Graph, node: Node) -> Callable[[list[np.ndarray]], list[np.ndarray]] | None:
     """A native host kernel for the node, when the registry has one for its op."""
-    from compiler.runtime.host import host_kernel
+    from compiler.runtime.cpu import host_kernel
 
     return host_kernel(graph, node)
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from compiler.errors import ScheduleError
-from compiler.ops import Operator, knobs_from_json
+from compiler.ops.accel import AccelOperator, knobs_from_json
 from compiler.tune import features as F
 from compiler.tune.workload import Workload, config_key
 
@@ -43,7 +43,7 @@ class CutPoint:
 
 @dataclass
 class Space:
-    op: Operator
+    op: AccelOperator
     workload: Workload
     knob_names: tuple[str, ...]
     knob_values: dict[str, list[int]]
@@ -96,7 +96,7 @@ def _key(data: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True)
 
 
-def build_space(op: Operator, *, max_insns: int = MAX_INSNS, cache: FeatureCache | None = None,
+def build_space(op: AccelOperator, *, max_insns: int = MAX_INSNS, cache: FeatureCache | None = None,
                 progress: Callable[[int, int], None] | None = None) -> Space:
     """Enumerate, lower and featurize every fitting point of `op` (features from `cache` when
     there, about 4 ms a point when not)."""
@@ -130,7 +130,7 @@ def build_space(op: Operator, *, max_insns: int = MAX_INSNS, cache: FeatureCache
                  np.array(rows, dtype=np.float64).reshape(len(kept), -1), np.array(insns), cut, max_insns)
 
 
-def _featurize(op: Operator, knobs: Any) -> list[float]:
+def _featurize(op: AccelOperator, knobs: Any) -> list[float]:
     """[ok flag, static instructions, *features]; the flag is -1 when lowering fails."""
     try:
         low = F.lower_point(op.schedule(knobs), op.target, op.op)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.errors import ScheduleError
-from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec, Epilogue, Operator
+from compiler.ops.accel import AccelOperator, Conv2d, Conv2dSpec, Dense, DenseSpec, Epilogue
 from compiler.target.accel import AcceleratorTarget
 
 _SPECS: dict[str, tuple[type, type]] = {"conv2d": (Conv2dSpec, Conv2d), "dense": (DenseSpec, Dense)}
@@ -24,12 +24,12 @@ class Workload:
     spec: dict[str, Any]
 
     @classmethod
-    def of(cls, op: Operator) -> Workload:
+    def of(cls, op: AccelOperator) -> Workload:
         if op.op not in _SPECS:
             raise ScheduleError(f"cannot tune {op.op}: tunable operators are {', '.join(_SPECS)}")
         return cls(op.op, json.loads(json.dumps(dataclasses.asdict(op.spec))))  # type: ignore[attr-defined]
 
-    def make(self, target: AcceleratorTarget) -> Operator:
+    def make(self, target: AcceleratorTarget) -> AccelOperator:
         spec_cls, op_cls = _SPECS[self.op]
         fields = dict(self.spec)
         ep = dict(fields.pop("epilogue", {}))

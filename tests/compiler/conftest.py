@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.ops import compile_op
+from compiler.ops.accel import compile_op
 from hw.config import PRESETS, AcceleratorConfig
 from sim.fsim import FunctionalSimulator
 

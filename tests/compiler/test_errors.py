@@ -9,7 +9,7 @@ import pytest
 from compiler import te
 from compiler.build import build
 from compiler.errors import ScheduleError, TensorExprError
-from compiler.ops import (
+from compiler.ops.accel import (
     Conv2d,
     Conv2dKnobs,
     Conv2dSpec,

@@ -23,7 +23,7 @@ def test_bench_layers_on_fsim_has_no_cycles():
 
 
 def test_default_schedules_meet_the_issue_goals_on_the_timing_model():
-    # The timing model is cycle-exact with the RTL on these programs (tests/compiler/ops/test_rtl.py
+    # The timing model is cycle-exact with the RTL on these programs (tests/compiler/ops/accel/test_rtl.py
     # and `codesign bench fidelity`), so the goals of `codesign bench layers` are guarded here.
     from codesign.bench.layers import run
 

@@ -57,7 +57,7 @@ def test_op_with_tuning_log_falls_back_to_the_default(capsys, tuned_log):
 
 
 def _workload_and_cfg():
-    from compiler.ops import Conv2d, Conv2dSpec
+    from compiler.ops.accel import Conv2d, Conv2dSpec
     from compiler.target import AcceleratorTarget
     from compiler.tune.workload import Workload
     from hw.config import PRESETS

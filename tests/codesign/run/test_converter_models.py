@@ -45,7 +45,7 @@ INPUTS = 2  # seeded inputs per run, as `codesign run --inputs 2`
 # batch 3), bert-like 0.9998, hard-swish 0.9999, pytorch-legacy-cnn and hard-sigmoid 0.99997,
 # dense-gelu, mlp and conv-classifier >= 0.9999.  Int8 error, not a fault, below 1.
 COSINE_MIN = 0.99
-# Float ops with no native host kernel (compiler/runtime/host.py maps none): the interpreter
+# Float ops with no native host kernel (compiler/runtime/cpu.py maps none): the interpreter
 # runs them and the report says host-numpy.  The decomposed layer norm of the legacy exporter
 # is not fused into LayerNormalization (which has one).
 LAYER_NORM_PARTS = frozenset({"ReduceMean", "Pow", "Sqrt"})

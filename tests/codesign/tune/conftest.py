@@ -8,7 +8,7 @@ import pytest
 
 from codesign.exec.store import Store
 from codesign.tune.measure import Measurer, task_for
-from compiler.ops import Conv2d, Conv2dSpec
+from compiler.ops.accel import Conv2d, Conv2dSpec
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import build_space
 from hw.config import PRESETS

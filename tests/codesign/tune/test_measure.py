@@ -5,7 +5,7 @@ import pytest
 
 from codesign.tune.measure import Measurer, measure, task_for
 from codesign.tune.tuner import tune
-from compiler.ops import compile_op
+from compiler.ops.accel import compile_op
 from sim.backends import make_backend
 
 from .conftest import TINY
@@ -26,7 +26,7 @@ def test_a_trial_records_cycles_stats_times_and_the_schedule(problem):
 
 
 def test_a_schedule_error_is_a_result():
-    from compiler.ops import Dense, DenseSpec
+    from compiler.ops.accel import Dense, DenseSpec
     from compiler.target import AcceleratorTarget
     from compiler.tune.workload import Workload
 

@@ -3,7 +3,7 @@ import collections
 import onnx
 
 from codesign.zoo import images, resnet18
-from compiler.ops.resnet18 import CLASSIFIER, CONVS
+from compiler.ops.accel.resnet18 import CLASSIFIER, CONVS
 from tests.codesign.zoo.stats import batch_norm_inputs, check_batch_norms
 
 

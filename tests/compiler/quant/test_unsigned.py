@@ -10,7 +10,7 @@ import pytest
 from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
 from compiler.graph.opdefs.qops import qconv_acc
-from compiler.ops.host.qconv import conv_reference
+from compiler.ops.cpu.qconv import conv_reference
 from compiler.quant import Plan, QuantizationError, codings, collect, quantize, rewrite
 from compiler.quant.plan import UNSIGNED_OFFSET
 from compiler.quant.static import activation_scales

@@ -9,7 +9,7 @@ import pytest
 from compiler import te
 from compiler.build import build
 from compiler.errors import ScheduleError
-from compiler.ops import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseKnobs, DenseSpec, Epilogue
+from compiler.ops.accel import Conv2d, Conv2dKnobs, Conv2dSpec, Dense, DenseKnobs, DenseSpec, Epilogue
 from compiler.schedule import Schedule, load_records
 from compiler.schedule import records as R
 from compiler.target import AcceleratorTarget

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from compiler.build import build
-from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec
+from compiler.ops.accel import Conv2d, Conv2dSpec, Dense, DenseSpec
 from compiler.target import AcceleratorTarget
 from compiler.tir.printer import print_ir
 from compiler.tune import features as F

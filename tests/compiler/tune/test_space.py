@@ -1,7 +1,7 @@
 import pytest
 
 from compiler.errors import ScheduleError
-from compiler.ops import Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec
+from compiler.ops.accel import Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import build_space
 from compiler.tune.workload import Workload, config_key

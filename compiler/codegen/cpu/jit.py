@@ -1,0 +1,145 @@
+"""LLVM IR text -> native code for this CPU, through llvmlite's MCJIT.
+
+The target machine is the host's (compiler.target.cpu.host_target: its CPU name and features come
+from LLVM's host detection), so the optimiser (the new pass manager at speed level `opt_level`,
+loop and SLP vectorisation on) emits that CPU's vector instructions.  Each
+kernel gets its own execution engine (MCJIT owns its target machine, so each also gets its own);
+the engine must outlive every use of the function address, so `JitFunction` holds it.
+
+Disk cache: `set_disk_cache(path)` (or the environment variable CODESIGN_KERNEL_CACHE; "off",
+"0" or empty turn it off) keeps each kernel's object code in `path/<key>.o`, keyed by llvmlite's
+and LLVM's versions, the host CPU, its features, the optimisation level and the IR text; a later
+process loads the object and skips optimisation and code generation. The library leaves it off;
+`codesign compile` and `codesign run` use `default_cache_dir()` ($CODESIGN_CACHE/kernels) unless
+the variable says otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from compiler.target.cpu import CpuTarget, host_target
+from hw.verilog import cache_root
+
+_LOCK = threading.Lock()  # LLVM compilation is not re-entrant through llvmlite
+_DISK: list[Path | None] = [None]  # set_disk_cache's directory, if any
+CACHE_ENV = "CODESIGN_KERNEL_CACHE"
+_OFF = ("", "0", "off", "none")
+
+
+@dataclass
+class JitFunction:
+    """A compiled function: its address, and the engine that owns the code."""
+
+    name: str
+    address: int
+    key: str
+    optimized_ir: str
+    compile_s: float
+    from_disk: bool = False
+    engine: llvm.ExecutionEngine | None = field(default=None, repr=False)
+
+
+def cache_key(ir_text: str, opt_level: int) -> str:
+    """What the object code depends on, hashed: tool versions, CPU, optimisation, the IR."""
+    t = host_target()
+    version = ".".join(str(v) for v in llvm.llvm_version_info)
+    head = f"llvmlite {llvmlite.__version__} llvm {version} {t.triple} {t.cpu} {t.features} O{opt_level}\n"
+    return hashlib.sha256((head + ir_text).encode()).hexdigest()
+
+
+def set_disk_cache(path: str | Path | None) -> None:
+    """Keep compiled objects under `path` (created if missing); None turns the disk cache off."""
+    if path is not None:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    _DISK[0] = None if path is None else Path(path)
+
+
+def default_cache_dir() -> Path:
+    """Where the command line keeps compiled kernels: `kernels/` in the workbench's cache
+    (`$CODESIGN_CACHE`, default ~/.cache/codesign, beside the Verilator builds); deleting it
+    only costs compile time."""
+    return cache_root() / "kernels"
+
+
+def _disk_dir() -> Path | None:
+    if _DISK[0] is not None:
+        return _DISK[0]
+    env = os.environ.get(CACHE_ENV)
+    return None if env is None or env.strip().lower() in _OFF else Path(env)
+
+
+def use_default_disk_cache() -> None:
+    """The command line's choice: `default_cache_dir()` unless CODESIGN_KERNEL_CACHE is set (to
+    a directory or to off) or a cache was set already; a home that cannot hold it leaves it off."""
+    if _DISK[0] is not None or CACHE_ENV in os.environ:
+        return
+    with contextlib.suppress(OSError):  # a read-only home: every kernel compiles, as without a cache
+        set_disk_cache(default_cache_dir())
+
+
+def compile_ir(ir_text: str, name: str, opt_level: int = 3) -> JitFunction:
+    """Optimise and JIT-compile `ir_text`; the address of its function `name`."""
+    if opt_level not in (0, 1, 2, 3):
+        raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {opt_level!r}")
+    key = cache_key(ir_text, opt_level)
+    disk = _disk_dir()
+    cached = _read_object(disk, key)
+    with _LOCK:
+        start = time.perf_counter()
+        target = host_target()
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+        if cached is None:
+            _optimise(mod, target, opt_level)
+        optimized = str(mod) if cached is None else ""
+        engine = llvm.create_mcjit_compiler(mod, target.machine(opt_level))
+        if disk is not None:
+            engine.set_object_cache(lambda _m, obj: _write_object(disk, key, obj),
+                                    lambda _m: cached)
+        engine.finalize_object()
+        address = engine.get_function_address(name)
+        seconds = time.perf_counter() - start
+    if not address:
+        raise RuntimeError(f"JIT compilation gave no address for {name}")
+    return JitFunction(name, address, key, optimized, seconds, cached is not None, engine)
+
+
+def _optimise(mod: llvm.ModuleRef, target: CpuTarget, opt_level: int) -> None:
+    tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    tuning.loop_vectorization = opt_level >= 2
+    tuning.slp_vectorization = opt_level >= 2
+    tuning.loop_unrolling = opt_level >= 2
+    machine = target.machine(opt_level)  # held here: the pass builder borrows it
+    builder = llvm.create_pass_builder(machine, tuning)
+    builder.getModulePassManager().run(mod, builder)
+
+
+def _read_object(disk: Path | None, key: str) -> bytes | None:
+    if disk is None:
+        return None
+    path = disk / f"{key}.o"
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _write_object(disk: Path, key: str, obj: bytes) -> None:
+    """Write through a temporary file and rename, so a reader never sees half an object."""
+    tmp = disk / f".{key}.{os.getpid()}.tmp"
+    try:
+        disk.mkdir(parents=True, exist_ok=True)  # CODESIGN_KERNEL_CACHE may name a new directory
+        tmp.write_bytes(obj)
+        tmp.replace(disk / f"{key}.o")
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a read-only or full cache directory only costs speed

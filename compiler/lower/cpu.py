@@ -1,0 +1,139 @@
+"""Schedule -> loop IR for the host CPU: plain loops over DRAM tensors, no scratchpads.
+
+The same bound inference as the accelerator's (compiler.lower.lower.Lowering, the base of both):
+a stage attached with compute_at is computed inside its parent's loop for the region that loop
+needs.  Every stage that is neither inlined nor an output gets a temporary buffer of its region's
+shape, in scope "stack" when it is small (the code generator puts it in the function's frame,
+where LLVM can keep it in registers) or "heap" otherwise.  Loops are serial, or marked
+"vectorize" by a Vectorize record.  Accelerator records (scopes, pragmas, tensorize, virtual
+threads) raise ScheduleError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compiler.errors import ScheduleError
+from compiler.lower.lower import LoweredFunc, Lowering
+from compiler.schedule.schedule import Schedule
+from compiler.te import expr as E
+from compiler.te.affine import Affine, affine
+from compiler.te.tensor import Tensor
+from compiler.tir import stmt as S
+from compiler.tir.printer import print_ir
+
+STACK_BYTES = 64 * 1024  # temporaries up to this size live in the kernel's stack frame
+
+
+class CpuLowering(Lowering):
+    """The CPU's: temporaries for the stages that are not outputs; vectorize records checked."""
+
+    def allocate(self) -> None:
+        """A temporary buffer for every stage that is not an output, shaped like its region."""
+        for st in self.order:
+            if self.sched.is_output(st.name):
+                continue
+            shape = tuple(d.extent for d in self.loops[st.name].domain)
+            nbytes = _elems(shape) * itemsize(st.tensor.dtype)
+            scope = "stack" if nbytes <= STACK_BYTES else "heap"
+            self.buffers[st.name] = S.Buffer(st.name, shape, st.tensor.dtype, None, scope, Affine())
+
+    def check_loop_kinds(self) -> None:
+        """A vectorized axis must be its stage's innermost loop, with no stage computed in it."""
+        for st in self.live:
+            for axis, kind in st.loop_kinds.items():
+                what = f"{kind}({st.name}, {axis})"
+                if axis not in st.leaves:
+                    raise ScheduleError(f"{what}: {axis} is no longer a loop of {st.name} (split "
+                                        f"or fused later); its loops are {', '.join(st.leaves)}")
+                if st.leaves[-1] != axis:
+                    raise ScheduleError(f"{what}: {axis} is not the innermost loop of {st.name}; "
+                                        f"its loops are {', '.join(st.leaves)}")
+                if (st.name, axis) in self.children:
+                    raise ScheduleError(f"{what}: a stage is computed inside {axis}")
+
+
+def lower_host(sched: Schedule, name: str = "main",
+               inputs: Sequence[Tensor] | None = None) -> LoweredFunc:
+    """The host loop IR of `sched`.  `inputs` fixes the order of the input tensors (the kernel's
+    argument order); it must name every placeholder the schedule reads, once."""
+    _check_host(sched)
+    lw = CpuLowering(sched)
+    lw.infer()
+    lw.check_loop_kinds()
+    lw.allocate()
+    body = drop_unit_loops(lw.build())
+    return LoweredFunc(name, body, _input_order(sched, inputs), list(sched.outputs), lw.buffers)
+
+
+def drop_unit_loops(node: S.Stmt, zero: dict[E.Var, E.Expr] | None = None) -> S.Stmt:
+    """`node` without loops of extent 1 (their variable is 0; affine indices re-simplified), so
+    the printed IR of a per-row temporary reads `top[0]`, not `top[top.i]`."""
+    zero = {} if zero is None else zero
+    if isinstance(node, S.Seq):
+        return S.seq(*(drop_unit_loops(s, zero) for s in node.stmts))
+    if isinstance(node, S.For):
+        if node.extent == 1:
+            return drop_unit_loops(node.body, {**zero, node.var: E.const(0)})
+        return S.For(node.var, node.extent, drop_unit_loops(node.body, zero), node.kind)
+    if isinstance(node, S.Store) and zero:
+        indices = tuple(_simplified(E.substitute(i, zero)) for i in node.indices)
+        return S.Store(node.tensor, indices, _simplified(E.substitute(node.value, zero)))
+    return node
+
+
+def _simplified(e: E.Expr) -> E.Expr:
+    """`e` with its affine index subexpressions in canonical form."""
+    form = affine(e) if e.dtype == E.INDEX else None
+    return form.to_expr() if form is not None else E.rebuild(e, _simplified)
+
+
+def print_host(func: LoweredFunc) -> str:
+    """The kernel's signature, its temporaries and its loop IR, as text (for tests and
+    `--print-ir`)."""
+    args = [f"{t.name}: {t.dtype}{list(t.shape)}" for t in func.inputs + func.outputs]
+    lines = [f"kernel {func.name}({', '.join(args)})"]
+    for buf in func.buffers.values():
+        lines.append(f"  {buf.scope} {buf.name}: {buf.dtype}{list(buf.shape)}")
+    lines.extend("  " + line for line in print_ir(func.body).splitlines())
+    return "\n".join(lines)
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element in memory (bool takes a byte)."""
+    return max(1, E.BITS[dtype] // 8)
+
+
+def _check_host(sched: Schedule) -> None:
+    for st in sched.stages.values():
+        if st.scope != "global":
+            raise ScheduleError(f"stage {st.name} is in scope {st.scope}: the host has no "
+                                "scratchpads; remove its cache_read/cache_write/set_scope")
+        if st.pragmas:
+            axis, pragma = next(iter(st.pragmas.items()))
+            raise ScheduleError(f"pragma({st.name}, {axis}, {pragma}) is an accelerator record; "
+                                "the host lowering does not take it")
+        if st.tensorize is not None:
+            raise ScheduleError(f"tensorize({st.name}, {st.tensorize[0]}) is an accelerator "
+                                "record; the host lowering does not take it")
+        if st.vthreads:
+            raise ScheduleError(f"virtual_thread on stage {st.name} is an accelerator record; the "
+                                "host lowering does not take it")
+
+
+def _input_order(sched: Schedule, inputs: Sequence[Tensor] | None) -> list[Tensor]:
+    used = list(sched.inputs.values())
+    if inputs is None:
+        return used
+    names = [t.name for t in inputs]
+    if sorted(names) != sorted(t.name for t in used):
+        raise ScheduleError(f"inputs {names} do not match the schedule's placeholders "
+                            f"{[t.name for t in used]}")
+    return [sched.inputs[n] for n in names]
+
+
+def _elems(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
