@@ -1,4 +1,4 @@
-"""The instruction stream with VTA's runtime rules for dependency flags (as in VTA's runtime, apache/tvm-vta src/runtime.cc).
+"""The instruction stream with VTA's runtime rules for dependency flags (VTA's src/runtime.cc).
 
 A pop is pending until the next instruction of its module takes it as a flag; a push sets the
 flag of the last instruction when that instruction belongs to the pushing module (after any
