@@ -20,6 +20,7 @@ import numpy as np
 from codesign.tune import log
 from codesign.tune.explore import Prior
 from codesign.tune.measure import Measurer, task_for
+from codesign.tune.records import TrialRecord
 from codesign.tune.tuner import TuneResult, tune
 from compiler.ops import Conv2d, Dense, Operator
 from compiler.ops.resnet18 import BENCH_EPILOGUE, CLASSIFIER, conv_specs
@@ -116,7 +117,7 @@ def exhaustive(cfg: AcceleratorConfig, measurer: Measurer, spaces: list[tuple[st
     defaults: list[int | None] = [None] * len(spaces)
     for done, (j, res, _) in enumerate(measurer.run(tasks), 1):
         k, i = owner[j]
-        value = res.get("cycles") if res.get("status") == "ok" else None
+        value = res.cycles if res.status == "ok" else None
         if i < 0:
             defaults[k] = value
         elif value is not None:
@@ -139,8 +140,8 @@ def _confirm(cfg: AcceleratorConfig, measurer: Measurer, layer: Layer, run: Tune
     timing, knobs = _best_within(run, budget)
     tasks = [task_for(layer.space.workload, cfg, knobs, backend, check=True) for backend in ("fsim", "rtl")]
     (fsim, rtl) = [res for _, res, _ in sorted(measurer.run(tasks), key=lambda t: t[0])]
-    cycles = rtl.get("cycles") or 0
-    return {"fsim_correct": fsim.get("correct"), "rtl_correct": rtl.get("correct"),
+    cycles = rtl.cycles or 0
+    return {"fsim_correct": fsim.correct, "rtl_correct": rtl.correct,
             "rtl_cycles": cycles, "rtl_over_timing": cycles / timing}
 
 
@@ -193,14 +194,14 @@ def _cut_sample(rows: list[Layer], cfg: AcceleratorConfig, measurer: Measurer, n
             owner.append(k)
     ratios: dict[str, float] = {}
     for j, res, _ in measurer.run(tasks):
-        if res.get("status") == "ok" and res.get("cycles"):
+        if res.status == "ok" and res.cycles:
             name = rows[owner[j]].name
-            ratios[name] = min(ratios.get(name, math.inf), res["cycles"] / rows[owner[j]].best)
+            ratios[name] = min(ratios.get(name, math.inf), res.cycles / rows[owner[j]].best)
     return {"per_layer": n, "measured": len(tasks), "min_over_best": min(ratios.values(), default=None),
             "by_layer": ratios}
 
 
-def resnet18(cfg: AcceleratorConfig, measurer: Measurer, logs: dict[str, list[dict[str, Any]]],
+def resnet18(cfg: AcceleratorConfig, measurer: Measurer, logs: dict[str, list[TrialRecord]],
              max_insns: int = MAX_INSNS, batch: int = 4, trials: int = 32) -> dict[str, Any]:
     """Total accelerator cycles of ResNet-18's convolutions and classifier, default schedules
     against the best in the tuning logs.  Layers without a log (conv1, the classifier) are
@@ -216,7 +217,7 @@ def resnet18(cfg: AcceleratorConfig, measurer: Measurer, logs: dict[str, list[di
             records = tune(space, cfg, measurer, trials=min(trials, len(space)), batch=batch).records
         found = log.best(records, Workload.of(op), cfg)
         d = _cycles(measurer, cfg, op, op.default_knobs())
-        t = min(d, found["cycles"]) if found else d  # the log's best, or the default if slower
+        t = min(d, found.cycles or d) if found else d  # the log's best, or the default if slower
         default, tuned = default + d, tuned + t
         rows.append({"name": name, "default_cycles": d, "tuned_cycles": t})
     return {"default_cycles": default, "tuned_cycles": tuned, "ratio": tuned / default, "layers": rows}
@@ -224,9 +225,9 @@ def resnet18(cfg: AcceleratorConfig, measurer: Measurer, logs: dict[str, list[di
 
 def _cycles(measurer: Measurer, cfg: AcceleratorConfig, op: Operator, knobs: Any) -> int:
     ((_, res, _),) = list(measurer.run([task_for(Workload.of(op), cfg, knobs)]))
-    if res.get("status") != "ok":
-        raise RuntimeError(f"{op.op} default schedule failed: {res.get('error')}")
-    return int(res["cycles"])
+    if res.status != "ok":
+        raise RuntimeError(f"{op.op} default schedule failed: {res.error}")
+    return int(res.cycles)  # type: ignore[arg-type]
 
 
 def table(result: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from codesign.exec.store import Store
 from codesign.tune import log
 from codesign.tune.explore import METHODS
 from codesign.tune.measure import Measurer, task_for
+from codesign.tune.records import Measurement
 from codesign.tune.tuner import tune
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import MAX_INSNS, build_space
@@ -125,7 +126,7 @@ def _run_model(args: argparse.Namespace) -> int:
                           progress=progress)
             default = _measure_default(space, cfg, op, measurer, args)
             rows[key] = {"op": op.op, "steps": [step.node.name], "space_points": len(space),
-                         "trials": len(result.order), "default_cycles": default.get("cycles"),
+                         "trials": len(result.order), "default_cycles": default.cycles,
                          "best_cycles": result.best_cycles}
     finally:
         measurer.close()
@@ -145,7 +146,7 @@ def _model_report(args: argparse.Namespace, config: str, rows: list[dict[str, An
 
 
 def _measure_default(space: Any, cfg: Any, op: Any, measurer: Measurer,
-                     args: argparse.Namespace) -> dict[str, Any]:
+                     args: argparse.Namespace) -> Measurement:
     """The default schedule, measured as a reference and logged (method 'default'), so the log's
     best is never slower than the default."""
     task = task_for(space.workload, cfg, op.default_knobs(), args.backend)
@@ -160,18 +161,18 @@ def _exists(path: str) -> bool:
     return Path(path).exists()
 
 
-def _report(args: argparse.Namespace, space: Any, result: Any, default: dict[str, Any],
+def _report(args: argparse.Namespace, space: Any, result: Any, default: Measurement,
             config: str) -> dict[str, Any]:
     statuses: dict[str, int] = {}
     for r in result.records:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        statuses[r.status] = statuses.get(r.status, 0) + 1
     best = result.best_cycles
     return {
         "op": space.workload.op, "workload": space.workload.spec, "config": config, "backend": args.backend,
         "method": args.method, "space_points": len(space), "cut_points": len(space.cut),
         "trials": len(result.order), "new_trials": len(result.records), "statuses": statuses,
         "best_cycles": best, "best_knobs": None if best is None else result.best_knobs.to_json(),
-        "default_cycles": default.get("cycles"),
-        "speedup_over_default": default["cycles"] / best if best and default.get("cycles") else None,
+        "default_cycles": default.cycles,
+        "speedup_over_default": default.cycles / best if best and default.cycles else None,
         "log": args.log,
     }
