@@ -100,7 +100,7 @@ def _tune(args: argparse.Namespace) -> int:
     finally:
         measurer.close()
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result.to_json()))
     else:
         print(bench.table(result))
     return 0

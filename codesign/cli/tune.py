@@ -7,6 +7,7 @@ model (or random/grid search), measuring on the timing model (or rtl), logging e
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from codesign.exec.store import Store
 from codesign.tune import log
 from codesign.tune.explore import METHODS
 from codesign.tune.measure import Measurer, task_for
+from codesign.tune.records import Measurement
+from codesign.tune.report import OperatorTuneRow, model_tune_report, tune_report
 from codesign.tune.tuner import tune
 from compiler.target import AcceleratorTarget
 from compiler.tune.space import MAX_INSNS, build_space
@@ -85,9 +88,9 @@ def _run(args: argparse.Namespace) -> int:
         default = _measure_default(space, cfg, op, measurer, args)
     finally:
         measurer.close()
-    report = _report(args, space, result, default, cfg.name)
-    emit(report, args.json)
-    return 0 if report["best_cycles"] is not None else 1
+    report = tune_report(result, default, config=cfg.name, backend=args.backend, log=args.log)
+    emit(report.to_json(), args.json)
+    return 0 if report.best_cycles is not None else 1
 
 
 def _run_model(args: argparse.Namespace) -> int:
@@ -103,7 +106,7 @@ def _run_model(args: argparse.Namespace) -> int:
     resume = log.read(args.log) if args.log and _exists(args.log) else []
     store = None if args.no_cache else Store()
     measurer = Measurer(store=store, workers=args.workers, timeout_s=args.timeout)
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, OperatorTuneRow] = {}  # by the operator's description: one search each
     bar = Bar()
     try:
         for step in loaded.model.steps:
@@ -112,7 +115,7 @@ def _run_model(args: argparse.Namespace) -> int:
                 continue
             key = json.dumps(op.describe(), sort_keys=True)
             if key in rows:
-                rows[key]["steps"].append(step.node.name)
+                rows[key] = dataclasses.replace(rows[key], steps=(*rows[key].steps, step.node.name))
                 continue
             space = build_space(op, max_insns=args.max_insns, cache=store)
             name = step.node.name
@@ -124,28 +127,19 @@ def _run_model(args: argparse.Namespace) -> int:
                           seed=args.seed, backend=args.backend, log_path=args.log, resume=resume,
                           progress=progress)
             default = _measure_default(space, cfg, op, measurer, args)
-            rows[key] = {"op": op.op, "steps": [step.node.name], "space_points": len(space),
-                         "trials": len(result.order), "default_cycles": default.get("cycles"),
-                         "best_cycles": result.best_cycles}
+            rows[key] = OperatorTuneRow(op=op.op, steps=(step.node.name,), space_points=len(space),
+                                        trials=len(result.order), default_cycles=default.cycles,
+                                        best_cycles=result.best_cycles)
     finally:
         measurer.close()
-    report = _model_report(args, cfg.name, list(rows.values()))
-    emit(report, args.json)
+    report = model_tune_report(list(rows.values()), model=args.model, config=cfg.name, backend=args.backend,
+                               log=args.log)
+    emit(report.to_json(), args.json)
     return 0
 
 
-def _model_report(args: argparse.Namespace, config: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    def total(key: str) -> int:
-        return sum(len(r["steps"]) * min(r[key] or r["default_cycles"], r["default_cycles"]) for r in rows)
-
-    default, tuned = total("default_cycles"), total("best_cycles")
-    return {"model": args.model, "config": config, "backend": args.backend, "operators": rows,
-            "default_cycles": default, "tuned_cycles": tuned,
-            "tuned_over_default": tuned / default if default else None, "log": args.log}
-
-
 def _measure_default(space: Any, cfg: Any, op: Any, measurer: Measurer,
-                     args: argparse.Namespace) -> dict[str, Any]:
+                     args: argparse.Namespace) -> Measurement:
     """The default schedule, measured as a reference and logged (method 'default'), so the log's
     best is never slower than the default."""
     task = task_for(space.workload, cfg, op.default_knobs(), args.backend)
@@ -159,19 +153,3 @@ def _measure_default(space: Any, cfg: Any, op: Any, measurer: Measurer,
 def _exists(path: str) -> bool:
     return Path(path).exists()
 
-
-def _report(args: argparse.Namespace, space: Any, result: Any, default: dict[str, Any],
-            config: str) -> dict[str, Any]:
-    statuses: dict[str, int] = {}
-    for r in result.records:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    best = result.best_cycles
-    return {
-        "op": space.workload.op, "workload": space.workload.spec, "config": config, "backend": args.backend,
-        "method": args.method, "space_points": len(space), "cut_points": len(space.cut),
-        "trials": len(result.order), "new_trials": len(result.records), "statuses": statuses,
-        "best_cycles": best, "best_knobs": None if best is None else result.best_knobs.to_json(),
-        "default_cycles": default.get("cycles"),
-        "speedup_over_default": default["cycles"] / best if best and default.get("cycles") else None,
-        "log": args.log,
-    }

@@ -16,9 +16,11 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
-Result = dict[str, Any]
+Result = dict[str, Any]  # the result of a function that says nothing else (`failure` builds these)
+R = TypeVar("R")  # what the pool's function returns
+Failure = Callable[[str, str], Any]  # (status, reason) -> a result of the function's type
 
 
 def failure(status: str, reason: str) -> Result:
@@ -34,7 +36,7 @@ class _Worker:
     deadline: float = 0.0
 
 
-def _serve(conn: Connection, fn: Callable[[Any], Result]) -> None:
+def _serve(conn: Connection, fn: Callable[[Any], Any], fail: Failure) -> None:
     while True:
         try:
             item = conn.recv()
@@ -45,30 +47,33 @@ def _serve(conn: Connection, fn: Callable[[Any], Result]) -> None:
         try:
             result = fn(item)
         except Exception as exc:  # a bug in fn: reported as this task's failure
-            result = failure("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
+            result = fail("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
         conn.send(result)
 
 
-class Pool:
+class Pool(Generic[R]):
     """`run(items)` yields (index, result) as tasks finish; `fn` must be picklable (a module-level
     function) unless the context is 'fork'.  workers=0 runs in this process, with no limit.
+    A task that gives no result (its time ran out, its worker died, `fn` raised) gets
+    `fail(status, reason)`, of `fn`'s result type; the default `fail` is `failure` (a dict).
 
     The default context is 'fork': a worker starts in milliseconds with the compiler and the
     timing model already imported, and scripts need no `__main__` guard ('forkserver' and
     'spawn' re-import the main module).  Workers only compile and simulate, so the threads a
     forking parent may hold (BLAS, OpenMP in the cost model) are never used in them."""
 
-    def __init__(self, fn: Callable[[Any], Result], *, workers: int = 2, timeout_s: float = 60.0,
-                 context: str = "fork") -> None:
+    def __init__(self, fn: Callable[[Any], R], *, workers: int = 2, timeout_s: float = 60.0,
+                 context: str = "fork", fail: Callable[[str, str], R] | None = None) -> None:
         if workers < 0:
             raise ValueError(f"workers must be at least 0, not {workers}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s}")
         self.fn, self.workers, self.timeout_s = fn, workers, timeout_s
+        self.fail = fail if fail is not None else cast(Callable[[str, str], R], failure)
         self.ctx = multiprocessing.get_context(context) if workers else None
         self.idle: list[_Worker] = []
 
-    def __enter__(self) -> Pool:
+    def __enter__(self) -> Pool[R]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -87,7 +92,7 @@ class Pool:
     def _start(self) -> _Worker:
         assert self.ctx is not None
         parent, child = self.ctx.Pipe()
-        process = self.ctx.Process(target=_serve, args=(child, self.fn), daemon=True)  # type: ignore[attr-defined]
+        process = self.ctx.Process(target=_serve, args=(child, self.fn, self.fail), daemon=True)  # type: ignore[attr-defined]
         process.start()
         child.close()
         return _Worker(process, parent)
@@ -97,13 +102,13 @@ class Pool:
         w.process.join()
         w.conn.close()
 
-    def run(self, items: Sequence[Any]) -> Iterator[tuple[int, Result]]:
+    def run(self, items: Sequence[Any]) -> Iterator[tuple[int, R]]:
         if not self.workers:
             for i, item in enumerate(items):
                 try:
                     yield i, self.fn(item)
                 except Exception as exc:
-                    yield i, failure("error", f"{type(exc).__name__}: {exc}")
+                    yield i, self.fail("error", f"{type(exc).__name__}: {exc}")
             return
         busy: list[_Worker] = []
         try:
@@ -112,7 +117,7 @@ class Pool:
             for w in busy:
                 self._retire(w)
 
-    def _dispatch(self, items: Sequence[Any], busy: list[_Worker]) -> Iterator[tuple[int, Result]]:
+    def _dispatch(self, items: Sequence[Any], busy: list[_Worker]) -> Iterator[tuple[int, R]]:
         pending = deque(range(len(items)))
         while pending or busy:
             while pending and len(busy) < self.workers:
@@ -131,7 +136,7 @@ class Pool:
                 except (EOFError, OSError):
                     w.process.join(timeout=5)
                     self._retire(w)
-                    yield task, failure("crash", f"the worker died (exit code {w.process.exitcode})")
+                    yield task, self.fail("crash", f"the worker died (exit code {w.process.exitcode})")
                     continue
                 self.idle.append(w)
                 yield task, result
@@ -141,4 +146,4 @@ class Pool:
                 self._retire(w)
                 assert w.task is not None
                 reason = f"no result within {self.timeout_s:g} s; the worker was killed"
-                yield w.task, failure("timeout", reason)
+                yield w.task, self.fail("timeout", reason)

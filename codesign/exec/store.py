@@ -15,8 +15,8 @@ import json
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
+from codesign.tune.records import Measurement
 from hw.verilog import cache_root
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -60,11 +60,14 @@ class Store:
         self.db.close()
 
     # -- measurements ---------------------------------------------------------------------------
-    def get_measurements(self, keys: list[str]) -> dict[str, dict[str, Any]]:
-        return {k: json.loads(v) for k, v in self._get("measurements", keys)}
+    # A measurement is kept as the JSON of Measurement.to_json(), the object measure() returned
+    # when these were dicts, so caches written before the records read back unchanged.
+    def get_measurements(self, keys: list[str]) -> dict[str, Measurement]:
+        """The stored measurements of those of `keys` that are in the store."""
+        return {k: Measurement.from_json(json.loads(v)) for k, v in self._get("measurements", keys)}
 
-    def put_measurements(self, items: dict[str, dict[str, Any]]) -> None:
-        self._put("measurements", ((k, json.dumps(v)) for k, v in items.items()))
+    def put_measurements(self, items: dict[str, Measurement]) -> None:
+        self._put("measurements", ((k, json.dumps(v.to_json())) for k, v in items.items()))
 
     # -- features (compiler.tune.space.FeatureCache) ----------------------------------------------
     def get_features(self, key: str) -> list[float] | None:

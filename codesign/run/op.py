@@ -45,7 +45,7 @@ def tuned_knobs(op: AccelOperator, tuning_log: str) -> Any:
     except ScheduleError:
         return None
     found = log.best(records, workload, op.target.cfg)
-    return None if found is None else knobs_from_json(op, found["knobs"])
+    return None if found is None else knobs_from_json(op, found.knobs)
 
 
 @dataclass(frozen=True)

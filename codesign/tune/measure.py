@@ -11,13 +11,14 @@ import functools
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from codesign.exec.pool import Pool, Result
+from codesign.exec.pool import Pool
 from codesign.exec.store import Store, source_digest
+from codesign.tune.records import Measurement
 from compiler.errors import ScheduleError
 from compiler.ops.accel import compile_op, knobs_from_json
 from compiler.target.accel import AcceleratorTarget
@@ -48,31 +49,30 @@ def _backend(name: str, cfg: AcceleratorConfig) -> Backend:
     return make_backend(name, cfg)
 
 
-def measure(task: Task) -> Result:
+def measure(task: Task) -> Measurement:
     """Compile and run one point (in a pool worker).  Errors of the schedule or the program are
-    results (status 'schedule_error' or 'error'), not exceptions."""
+    measurements (status 'schedule_error' or 'error'), not exceptions."""
     cfg = AcceleratorConfig.from_dict(task.config)
     op = task.workload.make(AcceleratorTarget(cfg))
-    out: Result = {"status": "ok", "error": None, "cycles": None, "stats": None, "correct": None,
-                   "compile_s": None, "run_s": None, "instructions": None, "schedule": None}
     try:
         compiled = compile_op(op, knobs=knobs_from_json(op, task.knobs))
     except (ScheduleError, ProgramError) as exc:
-        return {**out, "status": "schedule_error", "error": f"{type(exc).__name__}: {exc}"}
-    out.update(compile_s=compiled.compile_s, instructions=int(compiled.built.program.insns.shape[0]),
-               schedule=compiled.schedule_json())
+        return Measurement("schedule_error", error=f"{type(exc).__name__}: {exc}")
+    built = Measurement("ok", compile_s=compiled.compile_s,
+                        instructions=int(compiled.built.program.insns.shape[0]),
+                        schedule=compiled.schedule_json())
     start = time.perf_counter()
     try:
         inputs = op.random_inputs(0) if task.check or capabilities(task.backend).values else None
         result = _backend(task.backend, cfg).run(compiled.built.program, inputs)  # type: ignore[arg-type]
     except SimulationError as exc:
-        return {**out, "status": "error", "error": f"SimulationError: {exc}"}
-    out["run_s"] = time.perf_counter() - start
+        return replace(built, status="error", error=f"SimulationError: {exc}")
+    run_s = time.perf_counter() - start
+    correct = None
     if inputs is not None and "out" in result.outputs:
-        out["correct"] = bool(np.array_equal(result.outputs["out"], op.reference(inputs)))
-    out["cycles"] = result.stats.cycles
-    out["stats"] = result.stats.to_dict()
-    return out
+        correct = bool(np.array_equal(result.outputs["out"], op.reference(inputs)))
+    return replace(built, run_s=run_s, correct=correct, cycles=result.stats.cycles,
+                   stats=result.stats.to_dict())
 
 
 @dataclass
@@ -82,15 +82,16 @@ class Measurer:
     store: Store | None = None
     workers: int = 2
     timeout_s: float = 120.0
-    fn: Callable[[Task], Result] = measure
+    fn: Callable[[Task], Measurement] = measure
     context: str = "fork"
     hits: int = 0
     runs: int = 0
-    _pool: Pool | None = field(default=None, repr=False)
+    _pool: Pool[Measurement] | None = field(default=None, repr=False)
 
-    def pool(self) -> Pool:
+    def pool(self) -> Pool[Measurement]:
         if self._pool is None:
-            self._pool = Pool(self.fn, workers=self.workers, timeout_s=self.timeout_s, context=self.context)
+            self._pool = Pool(self.fn, workers=self.workers, timeout_s=self.timeout_s, context=self.context,
+                              fail=Measurement.failed)
         return self._pool
 
     def close(self) -> None:
@@ -98,9 +99,9 @@ class Measurer:
             self._pool.close()
             self._pool = None
 
-    def run(self, tasks: Sequence[Task]) -> Iterator[tuple[int, Result, bool]]:
-        """(index, result, from cache) for each task, as they finish.  Failures of the trial's
-        own (timeouts, crashes) are not cached: they may not repeat."""
+    def run(self, tasks: Sequence[Task]) -> Iterator[tuple[int, Measurement, bool]]:
+        """(index, measurement, from cache) for each task, as they finish.  Failures of the
+        trial's own (timeouts, crashes) are not cached: they may not repeat."""
         keys = [t.key() for t in tasks]
         known = self.store.get_measurements(keys) if self.store is not None else {}
         todo = [i for i, k in enumerate(keys) if k not in known]
@@ -110,11 +111,11 @@ class Measurer:
                 yield i, known[k], True
         if not todo:
             return
-        fresh: dict[str, Result] = {}
+        fresh: dict[str, Measurement] = {}
         try:
             for j, result in self.pool().run([tasks[i] for i in todo]):
                 self.runs += 1
-                if result.get("status") in ("ok", "schedule_error", "error"):
+                if result.finished:
                     fresh[keys[todo[j]]] = result
                 if len(fresh) >= 64 and self.store is not None:
                     self.store.put_measurements(fresh)
@@ -131,4 +132,4 @@ def task_for(workload: Workload, cfg: AcceleratorConfig, knobs: Any, backend: st
     return Task(workload, cfg.to_dict(), dict(data), backend, check)
 
 
-__all__ = ["BACKENDS", "Measurer", "Task", "measure", "task_for"]
+__all__ = ["BACKENDS", "Measurement", "Measurer", "Task", "measure", "task_for"]

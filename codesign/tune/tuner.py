@@ -10,6 +10,7 @@ from typing import Any
 from codesign.tune import log
 from codesign.tune.explore import History, Prior, make_explorer
 from codesign.tune.measure import Measurer, task_for
+from codesign.tune.records import Measurement, TrialRecord
 from compiler.tune.space import Space
 from hw.config import AcceleratorConfig
 from hw.errors import InputError
@@ -24,7 +25,7 @@ class TuneResult:
     seed: int
     order: list[int] = field(default_factory=list)  # points in the order measured
     cycles: list[int | None] = field(default_factory=list)
-    records: list[dict[str, Any]] = field(default_factory=list)  # this run's log lines
+    records: list[TrialRecord] = field(default_factory=list)  # this run's log lines
 
     @property
     def best_cycles(self) -> int | None:
@@ -46,7 +47,7 @@ class TuneResult:
 
 def tune(space: Space, cfg: AcceleratorConfig, measurer: Measurer, *, trials: int, method: str = "model",
          batch: int = 4, seed: int = 0, backend: str = "timing", log_path: str | Path | None = None,
-         resume: list[dict[str, Any]] | None = None, prior: Prior | None = None,
+         resume: list[TrialRecord] | None = None, prior: Prior | None = None,
          until: float | None = None, min_trials: int = 0, objective: str = "log",
          progress: Progress | None = None) -> TuneResult:
     """Search `space` for at most `trials` trials (those in `resume`, earlier records of this
@@ -61,11 +62,11 @@ def tune(space: Space, cfg: AcceleratorConfig, measurer: Measurer, *, trials: in
     result = TuneResult(space, method, seed)
     history = History()
     for r in log.matching(resume or [], space.workload, cfg, backend):
-        if r.get("method") == "default":  # a reference measurement, not a trial of the search
+        if r.method == "default":  # a reference measurement, not a trial of the search
             continue
-        i = space.index(space.knobs_from_json(r["knobs"]))
+        i = space.index(space.knobs_from_json(r.knobs))
         if i is not None and i not in history.cycles:
-            history.cycles[i] = r["cycles"] if r["status"] == "ok" else None
+            history.cycles[i] = r.cycles if r.status == "ok" else None
             result.order.append(i)
             result.cycles.append(history.cycles[i])
     while len(result.order) < min(trials, len(space)):
@@ -86,14 +87,13 @@ def _measure(space: Space, cfg: AcceleratorConfig, measurer: Measurer, picked: l
              history: History, result: TuneResult, backend: str, method: str,
              log_path: str | Path | None) -> None:
     tasks = [task_for(space.workload, cfg, space.points[i], backend) for i in picked]
-    outcomes: dict[int, tuple[dict[str, Any], bool]] = {}
+    outcomes: dict[int, tuple[Measurement, bool]] = {}
     for j, res, cached in measurer.run(tasks):
         outcomes[j] = (res, cached)
     lines = []
     for j, i in enumerate(picked):
         res, cached = outcomes[j]
-        ok = res.get("status") == "ok" and res.get("cycles") is not None
-        history.cycles[i] = int(res["cycles"]) if ok else None
+        history.cycles[i] = int(res.cycles) if res.ok and res.cycles is not None else None
         result.order.append(i)
         result.cycles.append(history.cycles[i])
         lines.append(log.record(space.workload, cfg, backend, tasks[j].knobs, res, method=method,

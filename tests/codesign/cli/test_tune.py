@@ -25,8 +25,8 @@ def tuned_log(tmp_path_factory):
 
 def test_tune_op_logs_every_trial_and_the_default(tuned_log):
     records = log.read(tuned_log)
-    assert [r["method"] for r in records] == ["model"] * 12 + ["default"]
-    assert all(r["backend"] == "timing" and r["config"]["name"] == "tiny" for r in records)
+    assert [r.method for r in records] == ["model"] * 12 + ["default"]
+    assert all(r.backend == "timing" and r.config.name == "tiny" for r in records)
 
 
 def test_tune_op_resumes_from_its_log(capsys, tuned_log, tmp_path):
@@ -45,7 +45,7 @@ def test_op_with_tuning_log_uses_the_logged_best(capsys, tuned_log):
                        "--json")
     result = json.loads(out)
     assert code == 0 and result["schedule_source"] == "tuning-log"
-    assert result["schedule"]["knobs"] == best["knobs"] and result["cycles"] == best["cycles"]
+    assert result["schedule"]["knobs"] == best.knobs and result["cycles"] == best.cycles
 
 
 def test_op_with_tuning_log_falls_back_to_the_default(capsys, tuned_log):

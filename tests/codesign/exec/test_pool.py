@@ -35,6 +35,19 @@ def test_in_process_pool_runs_in_order_and_catches_errors():
                                            (1, {"status": "error", "error": "RuntimeError: boom"})]
 
 
+def test_failures_take_the_type_the_pool_is_given():
+    def fail(status, reason):
+        return (status, reason.splitlines()[0])
+
+    pool = Pool(work, workers=0, fail=fail)
+    assert list(pool.run([1, "boom"])) == [(0, {"status": "ok", "value": 2}),
+                                           (1, ("error", "RuntimeError: boom"))]
+    with Pool(work, workers=2, timeout_s=1.0, fail=fail) as pool:
+        results = dict(pool.run(["boom", "crash", "hang"]))
+    assert results == {0: ("error", "RuntimeError: boom"), 1: ("crash", "the worker died (exit code 3)"),
+                       2: ("timeout", "no result within 1 s; the worker was killed")}
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [({"workers": -1}, "workers must be at least 0, not -1"),
                                                  ({"timeout_s": 0}, "timeout_s must be positive, not 0")])
 def test_bad_pool_parameters(kwargs, message):

@@ -29,7 +29,7 @@ def problem(store):
     measurer = Measurer(store=store, workers=2)
     cycles = np.full(len(space), np.inf)
     for i, res, _ in measurer.run([task_for(space.workload, TINY, k) for k in space.points]):
-        if res["status"] == "ok":
-            cycles[i] = res["cycles"]
+        if res.status == "ok":
+            cycles[i] = res.cycles
     measurer.close()
     return space, cycles

@@ -20,9 +20,9 @@ def _tuned(problem, store):
 def test_a_trial_records_cycles_stats_times_and_the_schedule(problem):
     space, cycles = problem
     res = measure(task_for(space.workload, TINY, space.points[0]))
-    assert res["status"] == "ok" and res["cycles"] == cycles[0] == res["stats"]["cycles"]
-    assert res["compile_s"] > 0 and res["run_s"] > 0 and res["instructions"] > 0
-    assert res["schedule"]["knobs"] == space.points[0].to_json() and res["schedule"]["records"]
+    assert res.status == "ok" and res.cycles == cycles[0] == res.stats["cycles"]
+    assert res.compile_s > 0 and res.run_s > 0 and res.instructions > 0
+    assert res.schedule["knobs"] == space.points[0].to_json() and res.schedule["records"]
 
 
 def test_a_schedule_error_is_a_result():
@@ -33,7 +33,7 @@ def test_a_schedule_error_is_a_result():
     op = Dense(DenseSpec(4, 32, 24), AcceleratorTarget(TINY))
     res = measure(task_for(Workload.of(op), TINY, {"tile_m": 3, "tile_k": 1, "tile_n": 1,
                                                     "n_threads": 1, "m_threads": 1}))
-    assert res["status"] == "schedule_error" and "tile_m=3 is not one of" in res["error"]
+    assert res.status == "schedule_error" and "tile_m=3 is not one of" in res.error
 
 
 def test_tuned_schedule_is_exact_on_fsim(problem, store):
@@ -50,5 +50,5 @@ def test_tuned_schedule_is_exact_on_fsim(problem, store):
 def test_tuned_schedule_is_exact_on_rtl_with_the_timing_models_cycles(problem, store):
     space, result = _tuned(problem, store)
     res = measure(task_for(space.workload, TINY, result.best_knobs, backend="rtl"))
-    assert res["status"] == "ok" and res["correct"] is True
-    assert res["cycles"] == result.best_cycles  # the timing model is cycle-exact with rtl
+    assert res.status == "ok" and res.correct is True
+    assert res.cycles == result.best_cycles  # the timing model is cycle-exact with rtl

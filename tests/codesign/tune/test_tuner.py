@@ -5,6 +5,7 @@ import pytest
 
 from codesign.tune import log
 from codesign.tune.measure import Measurer, measure
+from codesign.tune.records import TrialRecord
 from codesign.tune.tuner import tune
 
 from .conftest import TINY
@@ -20,7 +21,7 @@ def test_each_method_measures_distinct_points_up_to_the_budget(problem, store, m
     result = tune(space, TINY, _replay(problem, store), trials=12, method=method, seed=1)
     assert len(result.order) == len(set(result.order)) == 12 == len(result.records)
     assert result.best_cycles == min(cycles[i] for i in result.order)
-    assert all(r["cached"] and r["status"] == "ok" and r["method"] == method for r in result.records)
+    assert all(r.cached and r.status == "ok" and r.method == method for r in result.records)
 
 
 def test_the_model_finds_the_best_point_in_fewer_trials_than_random(problem, store):
@@ -57,11 +58,11 @@ def test_hung_and_failing_trials_are_logged_and_the_search_goes_on(problem, tmp_
         result = tune(space, TINY, measurer, trials=24, method="grid", batch=6, log_path=path)
     finally:
         measurer.close()
-    statuses = [r["status"] for r in log.read(path)]
+    statuses = [r.status for r in log.read(path)]
     assert len(statuses) == 24 and {"timeout", "error", "ok"} <= set(statuses)
-    bad = [r for r in result.records if r["status"] != "ok"]
-    assert all(r["cycles"] is None and r["error"] for r in bad)
-    assert any("injected failure" in r["error"] for r in bad)
+    bad = [r for r in result.records if r.status != "ok"]
+    assert all(r.cycles is None and r.error for r in bad)
+    assert any("injected failure" in r.error for r in bad)
     assert result.best_cycles is not None
 
 
@@ -74,8 +75,8 @@ def test_log_round_trips_and_a_run_resumes_from_it(problem, store, tmp_path):
     resumed = tune(space, TINY, _replay(problem, store), trials=20, log_path=path, resume=records, seed=1)
     records = log.read(path)
     assert len(records) == 20 and resumed.order[:8] == first.order
-    assert len({tuple(sorted(r["knobs"].items())) for r in records}) == 20
-    assert log.best(records, space.workload, TINY)["cycles"] == resumed.best_cycles
+    assert len({tuple(sorted(r.knobs.items())) for r in records}) == 20
+    assert log.best(records, space.workload, TINY).cycles == resumed.best_cycles
     assert log.best(records, space.workload, TINY.with_params(dram_latency_cycles=99)) is None
 
 
@@ -83,7 +84,7 @@ def test_a_cut_short_last_line_is_skipped_and_a_bad_line_is_named(tmp_path):
     path = tmp_path / "log.jsonl"
     good = {"workload_key": "w", "config": {"key": "c"}, "knobs": {}, "status": "ok"}
     path.write_text(log.json.dumps(good) + "\n" + '{"workload_key": "w", "conf')
-    assert log.read(path) == [good]
+    assert log.read(path) == [TrialRecord.from_json(good)]
     path.write_text("[1, 2]\n" + log.json.dumps(good) + "\n")
     with pytest.raises(ValueError, match=r"log.jsonl line 1: not a tuning record"):
         log.read(path)
