@@ -15,21 +15,35 @@ from compiler.schedule.schedule import read_schedule_file
 from sim.backend import Backend, Stats
 
 
+@dataclass(frozen=True)
+class ScheduleChoice:
+    """The schedule an operator is compiled with: a knob point or replayed records, and where
+    it came from ("tuning-log", "default" or "file")."""
+
+    knobs: Any = None
+    records: list[R.Record] | None = None
+    origin: str = "default"
+
+    def compile(self, op: AccelOperator) -> CompiledOp:
+        return compile_op(op, knobs=self.knobs, records=self.records)
+
+
 def schedule_source(op: AccelOperator, path: str | None, vthreads: int | None,
-                    tuning_log: str | None = None) -> dict[str, Any]:
-    """Keyword arguments of `compile_op` for a schedule file, a forced thread count, the best
-    point of a tuning log for this operator and config, or else the default schedule."""
+                    tuning_log: str | None = None) -> ScheduleChoice:
+    """The schedule of a schedule file, a forced thread count, the best point of a tuning log
+    for this operator and config, or else the default schedule."""
     if path is None and vthreads is None and tuning_log is not None:
         knobs = tuned_knobs(op, tuning_log)
         if knobs is not None:
-            return {"knobs": knobs, "origin": "tuning-log"}
+            return ScheduleChoice(knobs=knobs, origin="tuning-log")
     if path is None:
-        return {"knobs": op.default_knobs(vthreads)}
+        return ScheduleChoice(knobs=op.default_knobs(vthreads))
     data = read_schedule_file(path)
     if isinstance(data, dict) and isinstance(data.get("knobs"), dict) and "records" not in data:
-        return {"knobs": knobs_from_json(op, data["knobs"])}
+        return ScheduleChoice(knobs=knobs_from_json(op, data["knobs"]), origin="file")
     if isinstance(data, dict) and isinstance(data.get("records"), list):
-        return {"records": [R.from_json(r, f"{path} record {i}") for i, r in enumerate(data["records"])]}
+        records = [R.from_json(r, f"{path} record {i}") for i, r in enumerate(data["records"])]
+        return ScheduleChoice(records=records, origin="file")
     raise ScheduleError(f"{path}: expected an object with 'records' (a list) or 'knobs' (an object)")
 
 
@@ -101,10 +115,9 @@ def compile_and_run(
     op: AccelOperator, backend: Backend, *, schedule: str | None = None, vthreads: int | None = None,
     seed: int = 0, tuning_log: str | None = None,
 ) -> tuple[CompiledOp, OpReport]:
-    source = schedule_source(op, schedule, vthreads, tuning_log)
-    origin = source.pop("origin", None)
-    compiled = compile_op(op, **source)
+    choice = schedule_source(op, schedule, vthreads, tuning_log)
+    compiled = choice.compile(op)
     result = run_compiled(op, compiled, backend, seed)
     if tuning_log is not None and schedule is None:
-        result = replace(result, schedule_source=origin or "default")
+        result = replace(result, schedule_source=choice.origin)
     return compiled, result
