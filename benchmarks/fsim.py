@@ -9,4 +9,4 @@ from codesign.bench.fsim import run
 from hw.config import PRESETS
 
 if __name__ == "__main__":
-    print(json.dumps(run(PRESETS["vta"])))
+    print(json.dumps(run(PRESETS["vta"]).to_json()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,24 @@ def _work(t: GemmTiling) -> int:
     return t.m_tile * t.k_tile * t.n_tile
 
 
-def run(cfg: AcceleratorConfig, *, repeats: int = 3) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FsimSpeed:
+    """`codesign bench fsim`: the functional simulator's rate on the blocked GEMM (median time)."""
+
+    gmac_per_s: float
+    macs: int
+    seconds: float
+    config: str
+    shape: list[int]
+    instructions: int
+    repeats: int
+    verified: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run(cfg: AcceleratorConfig, *, repeats: int = 3) -> FsimSpeed:
     work = blocked_gemm(cfg, tiling_for(cfg), seed=0)
     sim = FunctionalSimulator(cfg)
     times = []
@@ -54,7 +72,6 @@ def run(cfg: AcceleratorConfig, *, repeats: int = 3) -> dict[str, Any]:
     if not correct:
         raise AssertionError("fsim benchmark output differs from the numpy reference")
     seconds = float(np.median(times))
-    return {"gmac_per_s": round(work.macs / seconds / 1e9, 3), "macs": work.macs,
-            "seconds": round(seconds, 4), "config": cfg.name, "shape": [M, K, N],
-            "instructions": len(work.program.insns), "repeats": repeats,
-            "verified": correct}
+    return FsimSpeed(gmac_per_s=round(work.macs / seconds / 1e9, 3), macs=work.macs,
+                     seconds=round(seconds, 4), config=cfg.name, shape=[M, K, N],
+                     instructions=len(work.program.insns), repeats=repeats, verified=correct)

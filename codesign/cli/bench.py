@@ -58,13 +58,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _fsim(args: argparse.Namespace) -> int:
     from codesign.bench import fsim as bench_fsim
 
-    emit(bench_fsim.run(resolve(args.config, args.set), repeats=args.repeats), args.json)
+    emit(bench_fsim.run(resolve(args.config, args.set), repeats=args.repeats).to_json(), args.json)
     return 0
 
 
 def _cosim(args: argparse.Namespace) -> int:
     bench_cosim = importlib.import_module("codesign.bench.cosim")
-    emit(bench_cosim.run(resolve(args.config, args.set)), args.json)
+    emit(bench_cosim.run(resolve(args.config, args.set)).to_json(), args.json)
     return 0
 
 
@@ -73,15 +73,15 @@ def _layers(args: argparse.Namespace) -> int:
 
     result = bench_layers.run(resolve(args.config, args.set), args.backend, args.layer)
     if args.json:
-        print(json.dumps(result))
+        emit(result.to_json(), True)
     else:
         print(f"{'layer':<14}{'cycles':>10}{'gemm_uops':>11}{'util':>7}{'cycles_vt1':>12}")
-        for r in result["layers"]:
-            util = f"{r['utilization']:.3f}" if r["utilization"] is not None else "-"
-            print(f"{r['name']:<14}{r['cycles'] or '-':>10}{r['gemm_uops']:>11}{util:>7}"
-                  f"{r['cycles_vthreads1'] or '-':>12}")
-        print(f"utilization {result['utilization']}, latency hiding gain {result['latency_hiding_gain']}")
-    return 0 if result["correct"] else 1
+        for r in result.layers:
+            util = f"{r.utilization:.3f}" if r.utilization is not None else "-"
+            print(f"{r.name:<14}{r.cycles or '-':>10}{r.gemm_uops:>11}{util:>7}"
+                  f"{r.cycles_vthreads1 or '-':>12}")
+        print(f"utilization {result.utilization}, latency hiding gain {result.latency_hiding_gain}")
+    return 0 if result.correct else 1
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -109,7 +109,7 @@ def _tune(args: argparse.Namespace) -> int:
 def _timing(args: argparse.Namespace) -> int:
     from codesign.bench import timing as bench_timing
 
-    emit(bench_timing.run(resolve(args.config, args.set), repeats=args.repeats), args.json)
+    emit(bench_timing.run(resolve(args.config, args.set), repeats=args.repeats).to_json(), args.json)
     return 0
 
 

@@ -7,7 +7,7 @@ from hw.config import PRESETS
 def test_bench_layers_reports_utilization_and_gain_on_rtl():
     from codesign.bench.layers import run
 
-    result = run(PRESETS["vta"], "rtl", ["layer3_skip", "layer4_skip"])
+    result = run(PRESETS["vta"], "rtl", ["layer3_skip", "layer4_skip"]).to_json()
     assert result["correct"] and [r["name"] for r in result["layers"]] == ["layer3_skip", "layer4_skip"]
     total = sum(r["cycles"] for r in result["layers"])
     assert result["utilization"] == sum(r["gemm_uops"] for r in result["layers"]) / total
@@ -18,7 +18,7 @@ def test_bench_layers_reports_utilization_and_gain_on_rtl():
 def test_bench_layers_on_fsim_has_no_cycles():
     from codesign.bench.layers import run
 
-    result = run(PRESETS["vta"], "fsim", ["layer4_skip"])
+    result = run(PRESETS["vta"], "fsim", ["layer4_skip"]).to_json()
     assert result["correct"] and result["utilization"] is None and result["layers"][0]["cycles"] is None
 
 
@@ -27,7 +27,7 @@ def test_default_schedules_meet_the_issue_goals_on_the_timing_model():
     # and `codesign bench fidelity`), so the goals of `codesign bench layers` are guarded here.
     from codesign.bench.layers import run
 
-    result = run(PRESETS["vta"], "timing")
+    result = run(PRESETS["vta"], "timing").to_json()
     assert len(result["layers"]) == 10
     assert result["utilization"] >= 0.90
     assert result["latency_hiding_gain"] >= 1.25

@@ -74,7 +74,7 @@ def test_deadlock_is_reported_by_the_watchdog():
 def test_bench_cosim_reports_speed_and_verifies_the_result():
     from codesign.bench.cosim import run
 
-    result = run(PRESETS["tiny"], pyverilator_cycles=500, shape=(64, 64, 64))
+    result = run(PRESETS["tiny"], pyverilator_cycles=500, shape=(64, 64, 64)).to_json()
     assert result["verified"] is True and result["cycles"] > 0
     assert result["cycles_per_s"] > 0 and result["pyverilator_cycles_per_s"] > 0
     assert result["build_s"] > 0 and result["macs_per_cycle"] <= PRESETS["tiny"].macs_per_cycle
