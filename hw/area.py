@@ -26,16 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hw.cache import cache_root, write_atomic
 from hw.config import AcceleratorConfig
 from hw.errors import InputError
-from hw.verilog import (
-    DesignFactory,
-    ToolchainError,
-    cache_key,
-    cache_root,
-    verilog_for,
-    write_atomic,
-)
+from hw.verilog import DesignFactory, ToolchainError, cache_key, verilog_for
 
 GENERIC_SCRIPT = ("read_verilog {v}; synth -top accel -flatten -run :fine; opt -fast -full; "
                   "techmap; opt -fast; {abc}; opt -fast; tee -q -o {out} stat -json -tech cmos")

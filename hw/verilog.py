@@ -2,21 +2,20 @@
 
 The cache key is the config fingerprint plus a digest of the design's source files, so editing
 the RTL invalidates the cached Verilog (and the Verilator builds keyed on it) while re-running
-an unchanged design costs one hash of a few files.  The cache lives in `$CODESIGN_CACHE`, or
-`~/.cache/codesign` when that is unset.
+an unchanged design costs one hash of a few files.  The cache lives in `verilog/` under
+`hw.cache.cache_root()` (`$CODESIGN_CACHE`, or `~/.cache/codesign` when that is unset).
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hw.cache import cache_root, write_atomic
 from hw.config import AcceleratorConfig
 
 MODULE_NAME = "accel"
@@ -26,12 +25,6 @@ class ToolchainError(RuntimeError):
     """An external tool (Yosys, Verilator, the C++ compiler) is missing or failed."""
 
 DesignFactory = Callable[[AcceleratorConfig], Any]
-
-
-def cache_root() -> Path:
-    """The workbench's cache directory: `$CODESIGN_CACHE` or `~/.cache/codesign`."""
-    env = os.environ.get("CODESIGN_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "codesign"
 
 
 def default_design() -> DesignFactory:
@@ -102,12 +95,3 @@ def verilog_for(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> 
         text = generate(cfg, design)
         write_atomic(path, text)
     return path
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` so that concurrent readers see all of it or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)

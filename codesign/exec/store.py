@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from codesign.tune.records import Measurement
-from hw.verilog import cache_root
+from hw.cache import cache_root
 
 _ROOT = Path(__file__).resolve().parents[2]
 # What a Program depends on (compiler side) and what its measurement depends on (per backend).

@@ -4,26 +4,23 @@ The key is the config fingerprint plus a hash of everything that goes into the s
 (the Verilog text, harness.cpp, the flags and the Verilator version), so a second run of the
 same config loads the cached library, in this process or another one.  Concurrent builders of
 one key (pytest-xdist workers) serialize on a lock file; the finished directory appears with
-one atomic rename.
+one atomic rename (`hw.cache.CacheEntry`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import hashlib
 import json
 import os
 import shutil
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
+from hw.cache import CacheEntry, cache_root
 from hw.config import AcceleratorConfig
-from hw.verilog import DesignFactory, ToolchainError, cache_root, verilog_for
+from hw.verilog import DesignFactory, ToolchainError, verilog_for
 from sim.rtl.ports import check_ports
 
 HARNESS = Path(__file__).with_name("harness.cpp")
@@ -57,15 +54,10 @@ def library_for(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> 
     """Path of the harness library for `cfg`, building it on the first call for this key."""
     verilator_version()  # fail early, before elaborating, when Verilator is missing
     text = verilog_for(cfg, design).read_text()
-    directory = cache_root() / "rtl" / _key(cfg, text)
-    library = directory / LIBRARY_NAME
-    if library.exists():
-        return library
-    check_ports(text, cfg)
-    with _locked(directory.with_name(f".{directory.name}.lock")):
-        if not library.exists():
-            _build(cfg, text, directory)
-    return library
+    entry = CacheEntry(cache_root() / "rtl" / _key(cfg, text), LIBRARY_NAME)
+    if not entry.is_complete():
+        check_ports(text, cfg)  # before the lock and the build: a mismatch fails in a moment
+    return entry.get_or_build(lambda tmp: _build(cfg, text, tmp))
 
 
 def build_info(library: Path) -> dict[str, object]:
@@ -84,35 +76,20 @@ def _key(cfg: AcceleratorConfig, text: str) -> str:
     return f"{cfg.fingerprint()}-{digest.hexdigest()[:12]}"
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _build(cfg: AcceleratorConfig, text: str, directory: Path) -> None:
+def _build(cfg: AcceleratorConfig, text: str, tmp: Path) -> None:
+    """Build the library and its build.json into the entry's temporary directory `tmp`."""
     start = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".build-{directory.name}-"))
-    try:
-        (tmp / "accel.v").write_text(text)
-        shutil.copy(HARNESS, tmp / "harness.cpp")
-        command = ["verilator", *_flags(cfg), "-j", str(os.cpu_count() or 2),
-                   "-Mdir", "obj", "-o", LIBRARY_NAME, "accel.v", "harness.cpp"]
-        _run(command, tmp, cfg)
-        shutil.move(tmp / "obj" / LIBRARY_NAME, tmp / LIBRARY_NAME)
-        shutil.rmtree(tmp / "obj")
-        info = {"seconds": round(time.perf_counter() - start, 2), "config": cfg.name,
-                "fingerprint": cfg.fingerprint(), "verilator": verilator_version(),
-                "command": command}
-        (tmp / "build.json").write_text(json.dumps(info, indent=2) + "\n")
-        os.rename(tmp, directory)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "accel.v").write_text(text)
+    shutil.copy(HARNESS, tmp / "harness.cpp")
+    command = ["verilator", *_flags(cfg), "-j", str(os.cpu_count() or 2),
+               "-Mdir", "obj", "-o", LIBRARY_NAME, "accel.v", "harness.cpp"]
+    _run(command, tmp, cfg)
+    shutil.move(tmp / "obj" / LIBRARY_NAME, tmp / LIBRARY_NAME)
+    shutil.rmtree(tmp / "obj")
+    info = {"seconds": round(time.perf_counter() - start, 2), "config": cfg.name,
+            "fingerprint": cfg.fingerprint(), "verilator": verilator_version(),
+            "command": command}
+    (tmp / "build.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
 def _run(command: list[str], cwd: Path, cfg: AcceleratorConfig) -> None:

@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
 
+from hw.cache import CacheEntry, cache_root
 from hw.config import AcceleratorConfig
 from hw.program import Program
-from hw.verilog import DesignFactory, cache_root, verilog_for
+from hw.verilog import DesignFactory, verilog_for
 from sim.backend import RunResult, SimulationError, Stats
 from sim.rtl.backend import DEFAULT_MAX_CYCLES, check_positive, cycle_limit_message
-from sim.rtl.build import BuildError, _locked, verilator_version
+from sim.rtl.build import BuildError, verilator_version
 from sim.rtl.dram import DramModel, Request
 from sim.rtl.ports import COUNTER_FIELDS, check_ports, verilog_ports
 
@@ -34,29 +32,25 @@ _REQUEST_PORTS = ("ar_valid", "ar_addr", "ar_len", "r_ready", "aw_valid", "aw_ad
 
 def model_for(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> Path:
     """The pyverilator shared object for `cfg`, built once per config and design (cached)."""
-    import pyverilator
-
     text = verilog_for(cfg, design).read_text()
     digest = hashlib.sha256((text + verilator_version() + " ".join(PYVERILATOR_ARGS)).encode())
-    directory = cache_root() / "pyverilator" / f"{cfg.fingerprint()}-{digest.hexdigest()[:12]}"
-    so_file = directory / "Vaccel"
-    if so_file.exists():
-        return so_file
-    check_ports(text, cfg)
-    with _locked(directory.with_name(f".{directory.name}.lock")):
-        if so_file.exists():
-            return so_file
-        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".build-{directory.name}-"))
-        try:
-            (tmp / "accel.v").write_text(text)
-            pyverilator.PyVerilator.build(str(tmp / "accel.v"), build_dir=str(tmp), quiet=True,
-                                          args=PYVERILATOR_ARGS)
-            os.rename(tmp, directory)
-        except subprocess.CalledProcessError as exc:
-            raise BuildError(f"pyverilator build of config {cfg.name} failed: {exc}") from None
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return so_file
+    key = f"{cfg.fingerprint()}-{digest.hexdigest()[:12]}"
+    entry = CacheEntry(cache_root() / "pyverilator" / key, "Vaccel")
+    if not entry.is_complete():
+        check_ports(text, cfg)  # before the lock and the build: a mismatch fails in a moment
+    return entry.get_or_build(lambda tmp: _build_model(cfg, text, tmp))
+
+
+def _build_model(cfg: AcceleratorConfig, text: str, tmp: Path) -> None:
+    """Build the pyverilator model (its shared object is `Vaccel`) into the temporary `tmp`."""
+    import pyverilator
+
+    (tmp / "accel.v").write_text(text)
+    try:
+        pyverilator.PyVerilator.build(str(tmp / "accel.v"), build_dir=str(tmp), quiet=True,
+                                      args=PYVERILATOR_ARGS)
+    except subprocess.CalledProcessError as exc:
+        raise BuildError(f"pyverilator build of config {cfg.name} failed: {exc}") from None
 
 
 class SignalSim:

@@ -3,8 +3,8 @@ cached on disk.
 
 The same cache as the Verilator builds (`$CODESIGN_CACHE`, default ~/.cache/codesign), keyed
 by a hash of the sources, the flags and the compiler's version; concurrent builders serialize on
-a lock file and the finished library appears with one atomic rename.  The model has no
-config-specific code, so one build serves every config.
+a lock file and the finished library appears with one atomic rename (`hw.cache.CacheEntry`).
+The model has no config-specific code, so one build serves every config.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
-from hw.verilog import ToolchainError, cache_root
-from sim.rtl.build import _locked
+from hw.cache import CacheEntry, cache_root
+from hw.verilog import ToolchainError
 
 SOURCE_DIR = Path(__file__).parent
 LIBRARY_NAME = "libtiming.so"
@@ -53,27 +52,17 @@ def library() -> Path:
     path, version = compiler()
     texts = [f"{p.name}\n{p.read_text()}" for p in sources()]
     digest = hashlib.sha256("\0".join((*texts, " ".join(FLAGS), version)).encode())
-    directory = cache_root() / "timing" / digest.hexdigest()[:16]
-    lib = directory / LIBRARY_NAME
-    if lib.exists():
-        return lib
-    with _locked(directory.with_name(f".{directory.name}.lock")):
-        if not lib.exists():
-            _build(path, directory)
-    return lib
+    entry = CacheEntry(cache_root() / "timing" / digest.hexdigest()[:16], LIBRARY_NAME)
+    return entry.get_or_build(lambda tmp: _build(path, tmp))
 
 
-def _build(cxx: str, directory: Path) -> None:
-    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".build-{directory.name}-"))
-    try:
-        units = [str(p) for p in sources() if p.suffix == ".cpp"]
-        command = [cxx, *FLAGS, "-o", str(tmp / LIBRARY_NAME), *units]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
-            raise TimingBuildError(
-                f"building the timing model failed with exit status {result.returncode}:\n{tail}"
-            )
-        os.rename(tmp, directory)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def _build(cxx: str, tmp: Path) -> None:
+    """Compile the library into the entry's temporary directory `tmp`."""
+    units = [str(p) for p in sources() if p.suffix == ".cpp"]
+    command = [cxx, *FLAGS, "-o", str(tmp / LIBRARY_NAME), *units]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
+        raise TimingBuildError(
+            f"building the timing model failed with exit status {result.returncode}:\n{tail}"
+        )

@@ -49,14 +49,6 @@ def test_key_follows_hardware_and_design(tmp_path, monkeypatch):
     assert "output [127:0] count;" in verilog.verilog_for(wide, Counter).read_text()
 
 
-def test_cache_root_default_and_override(monkeypatch, tmp_path):
-    monkeypatch.delenv("CODESIGN_CACHE", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    assert verilog.cache_root() == tmp_path / ".cache" / "codesign"
-    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path / "c"))
-    assert verilog.cache_root() == tmp_path / "c"
-
-
 def test_hw_verilog_command(tmp_path, monkeypatch, capsys):
     from codesign.cli import main
 

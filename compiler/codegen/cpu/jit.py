@@ -28,7 +28,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from compiler.target.cpu import CpuTarget, host_target
-from hw.verilog import cache_root
+from hw.cache import cache_root
 
 _LOCK = threading.Lock()  # LLVM compilation is not re-entrant through llvmlite
 _DISK: list[Path | None] = [None]  # set_disk_cache's directory, if any

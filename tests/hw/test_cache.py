@@ -1,0 +1,126 @@
+"""hw/cache.py: the cache root, entries built once under a lock, atomic single-file writes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+
+from hw import cache
+from hw.cache import CacheEntry, IncompleteBuildError
+
+
+def test_cache_root_default_and_override(monkeypatch, tmp_path):
+    monkeypatch.delenv("CODESIGN_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cache.cache_root() == tmp_path / ".cache" / "codesign"
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path / "c"))
+    assert cache.cache_root() == tmp_path / "c"
+    monkeypatch.setenv("CODESIGN_CACHE", "")  # empty counts as unset
+    assert cache.cache_root() == tmp_path / ".cache" / "codesign"
+
+
+def _writer(text: str, calls: list[Path]):
+    def build(tmp: Path) -> None:
+        calls.append(tmp)
+        (tmp / "lib.so").write_text(text)
+        (tmp / "build.log").write_text("ok\n")
+
+    return build
+
+
+def test_entry_is_built_once_and_reused(tmp_path):
+    entry = CacheEntry(tmp_path / "rtl" / "key", "lib.so")
+    calls: list[Path] = []
+    assert not entry.is_complete()
+    path = entry.get_or_build(_writer("first", calls))
+    assert path == tmp_path / "rtl" / "key" / "lib.so" and path.read_text() == "first"
+    assert (tmp_path / "rtl" / "key" / "build.log").read_text() == "ok\n"  # the whole directory
+    assert entry.get_or_build(_writer("second", calls)) == path
+    assert path.read_text() == "first" and len(calls) == 1
+    assert calls[0].parent == tmp_path / "rtl" and calls[0].name.startswith(".build-key-")
+    assert sorted(p.name for p in (tmp_path / "rtl").iterdir()) == [".key.lock", "key"]
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def test_failed_build_leaves_nothing_and_reraises(tmp_path):
+    entry = CacheEntry(tmp_path / "timing" / "key", "lib.so")
+    seen: list[Path] = []
+
+    def fail(tmp: Path) -> None:
+        seen.append(tmp)
+        (tmp / "half.o").write_text("half")
+        raise Boom("compiler said no")
+
+    with pytest.raises(Boom, match="compiler said no"):
+        entry.get_or_build(fail)
+    assert not seen[0].exists() and not entry.directory.exists()
+    assert [p.name for p in (tmp_path / "timing").iterdir()] == [".key.lock"]
+    calls: list[Path] = []
+    assert entry.get_or_build(_writer("fixed", calls)).read_text() == "fixed"  # retried later
+
+
+def test_build_without_its_marker_is_refused(tmp_path):
+    entry = CacheEntry(tmp_path / "key", "lib.so")
+
+    def misnamed(tmp: Path) -> None:
+        (tmp / "other.so").write_text("x")
+
+    with pytest.raises(IncompleteBuildError, match=r"cache entry .*key finished without writing its "
+                       r"marker file lib.so"):
+        entry.get_or_build(misnamed)
+    assert IncompleteBuildError.__mro__[1] is ValueError
+    assert [p.name for p in tmp_path.iterdir()] == [".key.lock"]
+
+
+@pytest.mark.parametrize("leftover", ["empty", "stale files"])
+def test_incomplete_entry_is_rebuilt(tmp_path, leftover):
+    entry = CacheEntry(tmp_path / "key", "lib.so")
+    entry.directory.mkdir()
+    if leftover == "stale files":
+        (entry.directory / "obj").mkdir()
+        (entry.directory / "build.log").write_text("killed\n")
+    calls: list[Path] = []
+    assert entry.get_or_build(_writer("new", calls)).read_text() == "new"
+    assert len(calls) == 1
+    assert sorted(p.name for p in entry.directory.iterdir()) == ["build.log", "lib.so"]
+    assert (entry.directory / "build.log").read_text() == "ok\n"
+
+
+def _race(root: str, log: str, barrier) -> str:
+    """One of two processes building the same key; each build appends a line to `log`."""
+
+    def build(tmp: Path) -> None:
+        with open(log, "a") as fh:
+            fh.write(f"{tmp.name}\n")
+        time.sleep(0.3)  # long enough that the other process is waiting on the lock
+        (tmp / "lib.so").write_text("built")
+
+    barrier.wait(timeout=60)
+    return str(CacheEntry(Path(root) / "rtl" / "key", "lib.so").get_or_build(build))
+
+
+def test_concurrent_processes_build_a_key_once(tmp_path):
+    context = multiprocessing.get_context("spawn")  # no fork of a threaded pytest worker
+    log = tmp_path / "builds.log"
+    with context.Manager() as manager, context.Pool(2) as pool:
+        barrier = manager.Barrier(2)
+        jobs = [pool.apply_async(_race, (str(tmp_path), str(log), barrier)) for _ in range(2)]
+        paths = [job.get(timeout=120) for job in jobs]
+    assert paths == [str(tmp_path / "rtl" / "key" / "lib.so")] * 2
+    assert len(log.read_text().splitlines()) == 1
+    assert (tmp_path / "rtl" / "key" / "lib.so").read_text() == "built"
+    assert sorted(p.name for p in (tmp_path / "rtl").iterdir()) == [".key.lock", "key"]
+
+
+def test_write_atomic_replaces_whole_files(tmp_path):
+    path = tmp_path / "area" / "key-fast.json"
+    cache.write_atomic(path, "{}\n")
+    cache.write_atomic(path, '{"lut": 3}\n')
+    assert path.read_text() == '{"lut": 3}\n'
+    assert [p.name for p in path.parent.iterdir()] == ["key-fast.json"]  # no temporary left
