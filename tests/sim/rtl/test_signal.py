@@ -21,12 +21,14 @@ def signal(stub_design):
 
 
 @pytest.mark.parametrize(("latency", "bandwidth"), [(1, 64), (7, 8), (30, 200)])
-def test_same_cycles_and_bytes_as_the_harness(stub_design, signal, latency, bandwidth):
+def test_same_cycles_and_bytes_as_the_harness(stub_design, signal, latency, bandwidth, monkeypatch):
     dram, count = image(WIDE, copy_program(WIDE, SRC, DST, rows=5, beats=3, stride=4))
     slow = dram.copy()
     fast = RtlSimulator(WIDE, design=stub_design, dram_latency_cycles=latency,
                         dram_bytes_per_cycle=bandwidth).run_image(dram, 0, count)
-    signal.dram_latency_cycles, signal.dram_bytes_per_cycle = latency, bandwidth
+    # the simulator is shared by the module's tests: monkeypatch puts its DRAM model back after
+    monkeypatch.setattr(signal, "dram_latency_cycles", latency)
+    monkeypatch.setattr(signal, "dram_bytes_per_cycle", bandwidth)
     assert signal.run_image(slow, 0, count) == fast
     np.testing.assert_array_equal(slow, dram)
     np.testing.assert_array_equal(dram, expected_copy(WIDE, slow, SRC, DST, rows=5, beats=3,
