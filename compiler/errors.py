@@ -15,6 +15,16 @@ class ScheduleError(ValueError):
     """
 
 
+class IRError(ScheduleError):
+    """The loop IR breaks an invariant after lowering or after a pass (compiler.tir.verify).
+
+    The message names the stage and the offending statement.  A pass produced it, so it is a
+    compiler bug rather than a bad schedule; it is still a ScheduleError because `build` promises
+    ScheduleError for everything that stops a compilation, and its callers (the CLI, the op and
+    model runners) report that family as a failed compile with its message.
+    """
+
+
 class ModelImportError(ValueError):
     """A model file cannot be imported: unreadable, malformed, truncated, an unsupported operator or
     opset, or a shape that cannot be made static. The message is one line naming what and where."""
