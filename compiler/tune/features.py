@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler import passes
-from compiler.build import PIPELINE
+from compiler.build import run_passes
 from compiler.lower.lower import LoweredFunc, lower
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
@@ -47,11 +46,8 @@ class Lowered:
 def lower_point(sched: Schedule, target: AcceleratorTarget, name: str = "main") -> Lowered:
     """`compiler.build.build` without the emission (raises ScheduleError as it does)."""
     func = lower(sched, target, name)
-    body = func.body
-    for _, fn in PIPELINE:
-        body = fn(body, target)  # type: ignore[operator]
-    body = passes.insert_tokens(body)
-    return Lowered(func, body, passes.inject_virtual_threads(body, target))
+    ir = run_passes(func, target)
+    return Lowered(func, ir["insert_tokens"], ir["inject_virtual_threads"])
 
 
 @dataclass

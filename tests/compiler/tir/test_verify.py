@@ -212,10 +212,31 @@ def _real_builds() -> list[B.Built]:
     return builds
 
 
-def test_real_operators_pass_at_every_stage():
+def test_real_operators_pass_at_every_stage(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(B.VERIFY_ENV, raising=False)  # verified here, stage by stage
     builds = _real_builds()
     assert len(builds) >= 7
     for built in builds:
         assert list(built.ir) == list(STAGES)
         for stage, stmt in built.ir.items():
             assert verify(stmt, stage, built.func.buffers) is stmt
+
+
+def test_the_pipeline_verifies_after_every_pass_when_asked(monkeypatch: pytest.MonkeyPatch):
+    # a fold_kernels that does nothing leaves micro-ops: with verification the pass is named,
+    # without it emission refuses them
+    broken = tuple((name, (lambda body, target: body) if name == "fold_kernels" else fn)
+                   for name, fn in B.PASSES)
+    monkeypatch.setattr(B, "PASSES", broken)
+    monkeypatch.setenv(B.VERIFY_ENV, "1")
+    with pytest.raises(IRError, match=r"^loop IR after fold_kernels: a micro-op outside a kernel after "
+                                      r"fold_kernels, in `gemm_reset acc\[\(c\.m \+ c\.n\)\]`$"):
+        build(matmul(), TINY)
+    monkeypatch.setenv(B.VERIFY_ENV, "0")
+    with pytest.raises(ScheduleError, match="cannot emit Uop") as info:
+        build(matmul(), TINY)
+    assert not isinstance(info.value, IRError)
+
+
+def test_the_test_suite_verifies():
+    assert B.verifying()
