@@ -27,3 +27,12 @@ class GraphError(WorkbenchError):
 
     The message names the node (or value) and the problem.
     """
+
+
+class IRError(RuntimeError):
+    """The loop IR breaks an invariant after lowering or after a pass (compiler.tir.verify).
+
+    The message names the stage and the offending statement.  A pass produced it, so it is a
+    compiler bug, not bad input: it is not a ScheduleError, so schedule search does not take it
+    for an infeasible point and the command line shows its traceback.
+    """

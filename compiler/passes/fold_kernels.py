@@ -15,27 +15,23 @@ from compiler.errors import ScheduleError
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
 from compiler.tir import stmt as S
-from compiler.tir.visit import bind_affine, perfect_nest
+from compiler.tir.visit import bind_affine, perfect_nest, pre_order, wrap_loops
 
 
 def fold_kernels(body: S.Stmt, target: AcceleratorTarget) -> S.Stmt:
     limit = max(16, target.uop_depth // 8)
-    return _visit(body, target, limit)
 
+    def visit(node: S.Stmt) -> S.Stmt | None:
+        # top-down: the outermost loop of a nest of micro-ops takes the whole nest
+        if isinstance(node, S.Uop):
+            return S.Kernel(node, (), ())
+        if isinstance(node, S.For):
+            loops, leaf = perfect_nest(node)
+            if isinstance(leaf, S.Uop):
+                return _kernel(loops, leaf, target, limit)
+        return None
 
-def _visit(node: S.Stmt, target: AcceleratorTarget, limit: int) -> S.Stmt:
-    if isinstance(node, S.Uop):
-        return S.Kernel(node, (), ())
-    if isinstance(node, S.For):
-        loops, leaf = perfect_nest(node)
-        if isinstance(leaf, S.Uop):
-            return _kernel(loops, leaf, target, limit)
-        return S.For(node.var, node.extent, _visit(node.body, target, limit), node.kind)
-    if isinstance(node, S.Seq):
-        return S.seq(*(_visit(s, target, limit) for s in node.stmts))
-    if isinstance(node, S.Attr):
-        return S.Attr(node.key, node.value, node.stage, _visit(node.body, target, limit))
-    return node
+    return pre_order(body, visit)
 
 
 def _kernel(loops: list[tuple[E.Var, int]], uop: S.Uop, target: AcceleratorTarget,
@@ -51,10 +47,7 @@ def _kernel(loops: list[tuple[E.Var, int]], uop: S.Uop, target: AcceleratorTarge
         chosen = sorted(sorted(foldable, key=lambda lp: -lp[1])[:2], key=inner.index)
         explicit = [lp for lp in inner if lp not in chosen]
         if _count(explicit) <= limit:
-            node: S.Stmt = S.Kernel(uop, tuple(chosen), tuple(explicit))
-            for var, extent in reversed(loops[:host]):
-                node = S.For(var, extent, node)
-            return node
+            return wrap_loops(loops[:host], S.Kernel(uop, tuple(chosen), tuple(explicit)))
     raise ScheduleError(f"stage {uop.stage}: micro-op kernel cannot be made small enough")  # pragma: no cover
 
 

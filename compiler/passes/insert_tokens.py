@@ -17,6 +17,7 @@ last GEMM of this one, not for its epilogue and store: the chain of tokens runs 
 from __future__ import annotations
 
 from compiler.tir import stmt as S
+from compiler.tir.visit import walk, with_body
 
 _ORDER = {"load": 0, "compute": 1, "store": 2}
 _HOISTABLE = ("compute", "load")
@@ -36,7 +37,7 @@ def _sync(node: S.Stmt) -> tuple[S.Stmt, str | None, str | None, list[Pair]]:
         return _sync_for(node)
     if isinstance(node, S.Attr):
         body, first, last, fix = _sync(node.body)
-        return S.Attr(node.key, node.value, node.stage, body), first, last, fix
+        return with_body(node, body), first, last, fix
     queue = S.queue_of(node)
     return node, queue, queue, []
 
@@ -44,16 +45,16 @@ def _sync(node: S.Stmt) -> tuple[S.Stmt, str | None, str | None, list[Pair]]:
 def _sync_for(node: S.For) -> tuple[S.Stmt, str | None, str | None, list[Pair]]:
     body, first, last, fix = _sync(node.body)
     if node.kind == "vthread":  # each thread places its own fix-ups
-        return S.For(node.var, node.extent, _place(body, fix), node.kind), first, last, []
+        return with_body(node, _place(body, fix)), first, last, []
     if node.extent == 1 or first is None or first == last:
-        return S.For(node.var, node.extent, body, node.kind), first, last, fix
+        return with_body(node, body), first, last, fix
     assert last is not None
     if any(_pair_in(body, p) for p in fix):  # a hoisted chain would mix with this loop's tokens
         body, fix = _place(body, fix), []
     if (last, first) == _HOISTABLE and not _pair_in(body, _HOISTABLE):
         chain = S.Sync("pop", last, first, True), body, S.Sync("push", last, first, True)
-        return S.For(node.var, node.extent, S.seq(*chain)), first, last, [*fix, (last, first)]
-    carried = S.For(node.var, node.extent, S.seq(*_pop(last, first), body, *_push(last, first)))
+        return with_body(node, S.seq(*chain)), first, last, [*fix, (last, first)]
+    carried = with_body(node, S.seq(*_pop(last, first), body, *_push(last, first)))
     if abs(_ORDER[last] - _ORDER[first]) == 2:  # store -> load: the fix-ups relay through compute
         return S.seq(*_push(last, first), carried, *_pop(last, first)), last, first, fix
     return _place(carried, [(last, first)]), last, first, fix
@@ -87,13 +88,7 @@ def _place(node: S.Stmt, fix: list[Pair]) -> S.Stmt:
 
 def _pair_in(node: S.Stmt, pair: Pair) -> bool:
     """Whether `node` holds a token of `pair` other than those of a hoisted chain."""
-    if isinstance(node, S.Sync):
-        return (node.src, node.dst) == pair and not node.chain
-    if isinstance(node, S.Seq):
-        return any(_pair_in(s, pair) for s in node.stmts)
-    if isinstance(node, S.For | S.Attr):
-        return _pair_in(node.body, pair)
-    return False
+    return any(isinstance(s, S.Sync) and (s.src, s.dst) == pair and not s.chain for s in walk(node))
 
 
 def _push(src: str, dst: str) -> list[S.Stmt]:

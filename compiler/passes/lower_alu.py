@@ -17,7 +17,7 @@ from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
 from compiler.te.affine import Affine
 from compiler.tir import stmt as S
-from compiler.tir.visit import perfect_nest, post_order
+from compiler.tir.visit import perfect_nest, post_order, wrap_loops
 from hw import isa
 
 _COMMUTATIVE = ("+", "*", "min", "max")
@@ -55,14 +55,7 @@ def _alu(node: S.Attr, target: AcceleratorTarget) -> S.Stmt:
     if not isinstance(leaf.tensor, S.Buffer) or elem_index(leaf.tensor, leaf.indices, where) != dst_idx:
         ops = [_Op(isa.AluOp.MUL, imm=0), _Op(isa.AluOp.ADD, src=leaf), *ops]
     outer = loops[:-2]
-    nests = []
-    for op in ops:
-        uop = _uop(node.stage, where, op, dst_idx, lanes, target)
-        nest: S.Stmt = uop
-        for var, extent in reversed(outer):
-            nest = S.For(var, extent, nest)
-        nests.append(nest)
-    return S.seq(*nests)
+    return S.seq(*(wrap_loops(outer, _uop(node.stage, where, op, dst_idx, lanes, target)) for op in ops))
 
 
 def _uop(stage: str, where: str, op: _Op, dst: Affine, lanes: list[E.Var],

@@ -17,7 +17,7 @@ from compiler.errors import ScheduleError
 from compiler.target.accel import AcceleratorTarget
 from compiler.te import expr as E
 from compiler.tir import stmt as S
-from compiler.tir.visit import bind_affine, leaves, post_order
+from compiler.tir.visit import bind_affine, children, leaves, map_children, post_order
 
 
 def inject_virtual_threads(body: S.Stmt, target: AcceleratorTarget) -> S.Stmt:
@@ -32,10 +32,8 @@ def inject_virtual_threads(body: S.Stmt, target: AcceleratorTarget) -> S.Stmt:
 
 
 def _interleave(node: S.Stmt, var: E.Var, count: int) -> S.Stmt:
-    if isinstance(node, S.For):
-        return S.For(node.var, node.extent, _interleave(node.body, var, count), node.kind)
-    if isinstance(node, S.Attr):
-        return S.Attr(node.key, node.value, node.stage, _interleave(node.body, var, count))
+    if isinstance(node, S.For | S.Attr):  # loops inside keep their place
+        return map_children(node, lambda body: _interleave(body, var, count))
     items = _flatten(node)
     out: list[S.Stmt] = []
     for group in _tasks(items):
@@ -61,18 +59,10 @@ def _check_thread_count(body: S.Stmt, target: AcceleratorTarget) -> None:
                     f"virtual threads {names} = {total} threads can leave {total} tokens "
                     f"outstanding on one queue; the token counters hold {target.token_capacity} "
                     f"(token_counter_bits={target.cfg.token_counter_bits})")
-        for child in _children(node):
+        for child in children(node):
             visit(child, nest)
 
     visit(body, ())
-
-
-def _children(node: S.Stmt) -> tuple[S.Stmt, ...]:
-    if isinstance(node, S.Seq):
-        return node.stmts
-    if isinstance(node, S.For | S.Attr):
-        return (node.body,)
-    return ()
 
 
 def _flatten(node: S.Stmt) -> list[S.Stmt]:
@@ -133,7 +123,11 @@ def _has_sync(node: S.Stmt) -> bool:
 
 
 def bind(node: S.Stmt, var: E.Var, value: int) -> S.Stmt:
-    """A leaf statement with `var` fixed to `value` in every address."""
+    """`node` with `var` fixed to `value` in the address of every DMA and kernel in it."""
+    return post_order(node, lambda leaf: _bind_leaf(leaf, var, value))
+
+
+def _bind_leaf(node: S.Stmt, var: E.Var, value: int) -> S.Stmt:
     if isinstance(node, S.Dma):
         return dataclasses.replace(
             node, dram=bind_affine(node.dram, var, value), sram=bind_affine(node.sram, var, value),
@@ -145,12 +139,6 @@ def bind(node: S.Stmt, var: E.Var, value: int) -> S.Stmt:
                                   src=bind_affine(u.src, var, value),
                                   wgt=bind_affine(u.wgt, var, value))
         return S.Kernel(uop, node.folded, node.explicit)
-    if isinstance(node, S.For):
-        return S.For(node.var, node.extent, bind(node.body, var, value), node.kind)
-    if isinstance(node, S.Seq):
-        return S.seq(*(bind(s, var, value) for s in node.stmts))
-    if isinstance(node, S.Attr):
-        return S.Attr(node.key, node.value, node.stage, bind(node.body, var, value))
     return node
 
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler import passes
-from compiler.build import PIPELINE
+from compiler.build import run_passes
 from compiler.lower.lower import LoweredFunc, lower
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.tir import stmt as S
+from compiler.tir.visit import Container, children, walk_loops
 from hw import isa
 from hw.config import AcceleratorConfig
 
@@ -46,11 +46,8 @@ class Lowered:
 def lower_point(sched: Schedule, target: AcceleratorTarget, name: str = "main") -> Lowered:
     """`compiler.build.build` without the emission (raises ScheduleError as it does)."""
     func = lower(sched, target, name)
-    body = func.body
-    for _, fn in PIPELINE:
-        body = fn(body, target)  # type: ignore[operator]
-    body = passes.insert_tokens(body)
-    return Lowered(func, body, passes.inject_virtual_threads(body, target))
+    ir = run_passes(func, target)
+    return Lowered(func, ir["insert_tokens"], ir["inject_virtual_threads"])
 
 
 @dataclass
@@ -74,23 +71,20 @@ class _Tally:
     gemm_path: tuple[int, ...] = ()  # loop extents above the first accumulating GEMM
 
 
-def _walk(node: S.Stmt, trips: float, path: tuple[int, ...], t: _Tally) -> None:
-    if isinstance(node, S.Seq):
-        for s in node.stmts:
-            _walk(s, trips, path, t)
-    elif isinstance(node, S.For):
-        t.loops += 1
-        t.max_depth = max(t.max_depth, len(path) + 1)
-        _walk(node.body, trips * node.extent, (*path, node.extent), t)
-    elif isinstance(node, S.Attr):
-        _walk(node.body, trips, path, t)
-    elif isinstance(node, S.Dma):
-        _dma(node, trips, len(path), t)
-    elif isinstance(node, S.Kernel):
-        _kernel(node, trips, path, t)
-    elif isinstance(node, S.Sync) and node.action == "push":
-        key = f"{node.src}->{node.dst}"
-        t.tokens[key] = t.tokens.get(key, 0.0) + trips
+def _walk(body: S.Stmt, t: _Tally) -> None:
+    for node, loops in walk_loops(body):
+        path = tuple(lp.extent for lp in loops)
+        trips = math.prod(path, start=1.0)  # the enclosing trip count, outermost loop first
+        if isinstance(node, S.For):
+            t.loops += 1
+            t.max_depth = max(t.max_depth, len(path) + 1)
+        elif isinstance(node, S.Dma):
+            _dma(node, trips, len(path), t)
+        elif isinstance(node, S.Kernel):
+            _kernel(node, trips, path, t)
+        elif isinstance(node, S.Sync) and node.action == "push":
+            key = f"{node.src}->{node.dst}"
+            t.tokens[key] = t.tokens.get(key, 0.0) + trips
 
 
 def _dma(d: S.Dma, trips: float, depth: int, t: _Tally) -> None:
@@ -122,14 +116,8 @@ def _kernel(k: S.Kernel, trips: float, path: tuple[int, ...], t: _Tally) -> None
 
 def _threads(node: S.Stmt) -> int:
     """The product of the virtual-thread loop extents (1 without threads)."""
-    if isinstance(node, S.Seq):
-        return max((_threads(s) for s in node.stmts), default=1)
-    if isinstance(node, S.For):
-        inner = _threads(node.body)
-        return inner * node.extent if node.kind == "vthread" else inner
-    if isinstance(node, S.Attr):
-        return _threads(node.body)
-    return 1
+    inner = max((_threads(s) for s in children(node)), default=1)
+    return inner * node.extent if isinstance(node, S.For) and node.kind == "vthread" else inner
 
 
 def _footprints(func: LoweredFunc, threads: int) -> dict[str, int]:
@@ -148,7 +136,7 @@ def _log(x: float) -> float:
 def features(low: Lowered, target: AcceleratorTarget) -> dict[str, float]:
     """The named features of a lowered point (same names and order for every operator)."""
     t = _Tally()
-    _walk(low.body, 1.0, (), t)
+    _walk(low.body, t)
     cfg = target.cfg
     threads = _threads(low.before_threads)
     out: dict[str, float] = {}
@@ -251,19 +239,14 @@ def _balance_features(t: _Tally, c: AcceleratorConfig) -> dict[str, float]:
 def static_insns(low: Lowered) -> int:
     """Instructions the point will emit, counted on the IR: DMAs and kernels (token-only NOPs
     and the micro-op load aside), each times its enclosing trip count."""
-    return sum(trips for trips, _ in _leaves(low.body, 1) if not isinstance(_, S.Sync))
+    return sum(trips for trips, _ in _leaves(low.body) if not isinstance(_, S.Sync))
 
 
-def _leaves(node: S.Stmt, trips: int) -> Iterator[tuple[int, S.Stmt]]:
-    if isinstance(node, S.Seq):
-        for s in node.stmts:
-            yield from _leaves(s, trips)
-    elif isinstance(node, S.For):
-        yield from _leaves(node.body, trips * node.extent)
-    elif isinstance(node, S.Attr):
-        yield from _leaves(node.body, trips)
-    else:
-        yield trips, node
+def _leaves(body: S.Stmt) -> Iterator[tuple[int, S.Stmt]]:
+    """Each leaf statement with its enclosing trip count."""
+    for node, loops in walk_loops(body):
+        if not isinstance(node, Container):
+            yield math.prod(lp.extent for lp in loops), node
 
 
 def names() -> list[str]:
