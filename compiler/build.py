@@ -8,7 +8,6 @@ for checking at all.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,7 +18,7 @@ from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
 from compiler.tir import stmt as S
 from compiler.tir.printer import print_ir
-from compiler.tir.verify import verify
+from compiler.tir.verify import verify, verifying
 from hw.program import Program
 
 PIPELINE = (
@@ -34,7 +33,6 @@ PASSES: tuple[tuple[str, Callable[[S.Stmt, AcceleratorTarget], S.Stmt]], ...] = 
     ("insert_tokens", lambda body, target: passes.insert_tokens(body)),
     ("inject_virtual_threads", passes.inject_virtual_threads),
 )
-VERIFY_ENV = "CODESIGN_VERIFY_IR"
 
 
 @dataclass
@@ -45,11 +43,6 @@ class Built:
 
     def print_ir(self, after: str = "inject_virtual_threads") -> str:
         return print_ir(self.ir[after])
-
-
-def verifying() -> bool:
-    """Whether the pipeline verifies the IR after each stage (CODESIGN_VERIFY_IR)."""
-    return os.environ.get(VERIFY_ENV, "") not in ("", "0")
 
 
 def run_passes(func: LoweredFunc, target: AcceleratorTarget) -> dict[str, S.Stmt]:

@@ -5,9 +5,10 @@ import pytest
 # `codesign run/compile` keep compiled host kernels under ~/.cache unless this says otherwise; the
 # tests that call them in-process must not write there (the kernel cache's own tests set it).
 os.environ.setdefault("CODESIGN_KERNEL_CACHE", "off")
-# Every accelerator operator the tests compile, in-process or in a `codesign` subprocess (which
-# inherits the environment), has its loop IR verified after lowering and after every pass
-# (compiler.build.run_passes); set CODESIGN_VERIFY_IR=0 to time the suite without it.
+# Every operator the tests compile, in-process or in a `codesign` subprocess (which inherits the
+# environment), has its loop IR verified: an accelerator operator after lowering and after every
+# pass (compiler.build.run_passes), a CPU kernel after its lowering (compiler.lower.cpu); set
+# CODESIGN_VERIFY_IR=0 to time the suite without it.
 os.environ.setdefault("CODESIGN_VERIFY_IR", "1")
 
 from hw.config import PRESETS, AcceleratorConfig

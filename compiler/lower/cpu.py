@@ -21,6 +21,7 @@ from compiler.te.affine import Affine, affine
 from compiler.te.tensor import Tensor
 from compiler.tir import stmt as S
 from compiler.tir.printer import print_ir
+from compiler.tir.verify import CPU, verify, verifying
 
 STACK_BYTES = 64 * 1024  # temporaries up to this size live in the kernel's stack frame
 
@@ -63,6 +64,8 @@ def lower_host(sched: Schedule, name: str = "main",
     lw.check_loop_kinds()
     lw.allocate()
     body = drop_unit_loops(lw.build())
+    if verifying():
+        verify(body, CPU, lw.buffers)
     return LoweredFunc(name, body, _input_order(sched, inputs), list(sched.outputs), lw.buffers)
 
 

@@ -22,6 +22,7 @@ after each pass of `compiler.build` (`where=` the pass's name):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 
 from compiler.errors import IRError
@@ -34,26 +35,59 @@ from compiler.tir.printer import print_ir
 from compiler.tir.visit import walk_loops
 from hw import isa
 
-# The stages in pipeline order: the IR after lowering, then after each pass of compiler.build.
+# The stages in pipeline order: the IR after lowering, then after each pass of compiler.build;
+# "cpu" is the CPU target's IR after its lowering (compiler.lower.cpu), which no pass follows.
 STAGES = ("lower", "inject_dma", "tensorize", "lower_alu", "fold_kernels", "insert_tokens",
           "inject_virtual_threads")
+CPU = "cpu"
 _LOOP_KINDS = ("serial", "vthread")
+_CPU_LOOP_KINDS = ("serial", "vectorize")
 _QUEUE_ORDER = {"load": 0, "compute": 1, "store": 2}
 _SHOWN = 100  # characters of the offending statement in a message
+VERIFY_ENV = "CODESIGN_VERIFY_IR"  # set (not "" or "0"): the compilers verify what they lower
+
+
+def verifying() -> bool:
+    """Whether compilation verifies the IR after each stage (CODESIGN_VERIFY_IR; the test suite
+    sets it): the accelerator pipeline after lowering and every pass, the CPU after lowering."""
+    return os.environ.get(VERIFY_ENV, "") not in ("", "0")
 
 
 def verify(stmt: S.Stmt, where: str = "lower", buffers: Mapping[str, S.Buffer] | None = None) -> S.Stmt:
     """Check every invariant of the IR `stmt` as it stands after stage `where` (one of STAGES);
     `buffers` (the lowering's, by name) enables the check that stores and loads use them.
     Returns `stmt` unchanged so calls can be chained; raises IRError at the first violation."""
+    if where == CPU:
+        return _verify_cpu(stmt, buffers)
     if where not in STAGES:
-        raise IRError(f"loop IR after {where}: unknown stage; the stages are {', '.join(STAGES)}")
+        raise IRError(f"loop IR after {where}: unknown stage; the stages are {', '.join(STAGES)}, {CPU}")
     stage = STAGES.index(where)
     for node, loops in walk_loops(stmt):
         problem = _problem(node, loops, stage, buffers)
         if problem is not None:
             raise IRError(f"loop IR after {where}: {problem}, in `{_show(node)}`")
     return stmt
+
+
+def _verify_cpu(stmt: S.Stmt, buffers: Mapping[str, S.Buffer] | None) -> S.Stmt:
+    """The CPU lowering's IR: loops (serial or vectorized), flat sequences and stores only, with
+    the stores' checks of the accelerator's "lower" stage."""
+    for node, loops in walk_loops(stmt):
+        problem = _cpu_problem(node, loops, buffers)
+        if problem is not None:
+            raise IRError(f"loop IR after {CPU} lowering: {problem}, in `{_show(node)}`")
+    return stmt
+
+
+def _cpu_problem(node: S.Stmt, loops: tuple[S.For, ...],
+                 buffers: Mapping[str, S.Buffer] | None) -> str | None:
+    if isinstance(node, S.For) and node.kind not in _CPU_LOOP_KINDS:
+        return f"loop kind {node.kind!r} is not one of {', '.join(_CPU_LOOP_KINDS)}"
+    if isinstance(node, S.For):
+        return _loop_problem(S.For(node.var, node.extent, node.body), {lp.var for lp in loops}, 0)
+    if isinstance(node, S.Seq | S.Store):
+        return _problem(node, loops, 0, buffers)
+    return f"{type(node).__name__} has no place in the CPU target's loop IR"
 
 
 def _show(node: S.Stmt) -> str:

@@ -18,7 +18,7 @@ from compiler.te import expr as E
 from compiler.te.affine import Affine
 from compiler.te.tensor import placeholder
 from compiler.tir import stmt as S
-from compiler.tir.verify import STAGES, verify
+from compiler.tir.verify import STAGES, VERIFY_ENV, verify, verifying
 from hw import isa
 from hw.config import PRESETS
 from tests.compiler.passes.cases import TINY, conv, matmul
@@ -215,7 +215,7 @@ def _real_builds() -> list[B.Built]:
 
 
 def test_real_operators_pass_at_every_stage(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv(B.VERIFY_ENV, raising=False)  # verified here, stage by stage
+    monkeypatch.delenv(VERIFY_ENV, raising=False)  # verified here, stage by stage
     builds = _real_builds()
     assert len(builds) >= 7
     for built in builds:
@@ -230,15 +230,51 @@ def test_the_pipeline_verifies_after_every_pass_when_asked(monkeypatch: pytest.M
     broken = tuple((name, (lambda body, target: body) if name == "fold_kernels" else fn)
                    for name, fn in B.PASSES)
     monkeypatch.setattr(B, "PASSES", broken)
-    monkeypatch.setenv(B.VERIFY_ENV, "1")
+    monkeypatch.setenv(VERIFY_ENV, "1")
     with pytest.raises(IRError, match=r"^loop IR after fold_kernels: a micro-op outside a kernel after "
                                       r"fold_kernels, in `gemm_reset acc\[\(c\.m \+ c\.n\)\]`$"):
         build(matmul(), TINY)
-    monkeypatch.setenv(B.VERIFY_ENV, "0")
+    monkeypatch.setenv(VERIFY_ENV, "0")
     with pytest.raises(ScheduleError, match="cannot emit Uop") as info:
         build(matmul(), TINY)
     assert not isinstance(info.value, IRError)
 
 
 def test_the_test_suite_verifies():
-    assert B.verifying()
+    assert verifying()
+
+
+@pytest.mark.parametrize(("stmt", "pattern"), [
+    (_loop(_store(VI), kind="vthread"),
+     r"^loop IR after cpu lowering: loop kind 'vthread' is not one of serial, vectorize, in `"),
+    (_loop(_store(VJ)), r"^loop IR after cpu lowering: variable j not bound by an enclosing loop, in `a\[j"),
+    (_loop(_store(VI), extent=0), r"after cpu lowering: loop i has extent 0, not an int >= 1"),
+    (_loop(_dma()), r"after cpu lowering: Dma has no place in the CPU target's loop IR, in `"),
+])
+def test_cpu_ir_is_checked_after_its_lowering(stmt, pattern):
+    with pytest.raises(IRError, match=pattern):
+        verify(stmt, "cpu")
+
+
+def test_cpu_lowering_is_verified_when_asked(monkeypatch: pytest.MonkeyPatch):
+    from compiler import te
+    from compiler.lower.cpu import lower_host
+    from compiler.schedule import Schedule
+
+    x = te.placeholder((3, 8), "float32", "x")
+    out = te.compute((3, 8), lambda i, j: x[i, j] * 2.0, "out")
+    s = Schedule(out)
+    s.vectorize("out", "j")
+    calls: list[str] = []
+    real = verify
+
+    def spy(stmt, where="lower", buffers=None):  # type: ignore[no-untyped-def]
+        calls.append(where)
+        return real(stmt, where, buffers)
+
+    monkeypatch.setattr("compiler.lower.cpu.verify", spy)
+    monkeypatch.setenv(VERIFY_ENV, "1")
+    lower_host(s, "double")
+    monkeypatch.setenv(VERIFY_ENV, "0")
+    lower_host(s, "double")
+    assert calls == ["cpu"]
