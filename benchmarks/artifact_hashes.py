@@ -28,7 +28,7 @@ import numpy as np
 MODELS = ("mlp", "digits", "resnet18", "mobilenetv2", "bert-tiny")
 CONFIGS = ("vta", "tiny")
 # keys whose values are wall-clock times or depend on what a cache held before the run
-VOLATILE = re.compile(r"(_s|_ms|_seconds|per_s|_per_second|speedup|_rate|ratio|from_disk_cache|"
+VOLATILE = re.compile(r"(^seconds|_s|_ms|_seconds|per_s|_per_second|speedup|_rate|ratio|from_disk_cache|"
                       r"kernels_from_disk|cached|wall|elapsed)$")
 
 
@@ -43,7 +43,7 @@ def scrub(value: Any) -> Any:
     if isinstance(value, list):
         return [scrub(v) for v in value]
     if isinstance(value, str) and os.sep in value:
-        return Path(value).name
+        return re.sub(r"\S*/", "", value)  # paths (of temporary folders too) reduced to names
     return value
 
 
