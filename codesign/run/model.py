@@ -14,12 +14,12 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from codesign.run.device import AcceleratorDevice, OnnxRuntimeDevice
 from codesign.run.inputs import Inputs, calibration_inputs, check_inputs, zoo_name
 from compiler.codegen.cpu import cache_info
 from compiler.driver import DEFAULT_QUANT, QuantOptions, compile_graph
 from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph
-from compiler.quant import accuracy
 from compiler.quant.accuracy import Agreement, agreement
 from compiler.runtime import serialize
 from compiler.runtime.model import CompiledModel, ModelResult, reference_boundary
@@ -120,19 +120,22 @@ class ModelReport:
 def run(loaded: Loaded, inputs: list[Inputs], backend: Backend,
         progress: Callable[[int, int], None] | None = None) -> ModelReport:
     """Run every input; compare with the integer reference and onnxruntime fp32."""
-    model, graph = loaded.model, loaded.model.graph
-    session = ort_session(loaded.onnx_bytes)
+    graph = loaded.model.graph
+    device = AcceleratorDevice(loaded.model, backend)
+    reference = None if loaded.onnx_bytes is None else OnnxRuntimeDevice(loaded.onnx_bytes)
     results: list[ModelResult] = []
     exact, refs, gots = True, [], []
     start = time.perf_counter()
     for i, feeds in enumerate(inputs):
         check_inputs(graph, feeds)
-        result = model.run(feeds, backend)
+        result = device.infer(feeds).detail
+        assert result is not None  # the accelerator device keeps its per-step record
         results.append(result)
         if backend.capabilities.values:
             exact = exact and matches_reference(graph, feeds, result)
-            if session is not None:
-                refs.append(session.run(None, feeds)[0])
+            if reference is not None:
+                fp32 = reference.infer(feeds)
+                refs.append(fp32.outputs[reference.output_names[0]])
                 gots.append(result.outputs[graph.outputs[0]])
         if progress:
             progress(i + 1, len(inputs))
@@ -169,11 +172,6 @@ def matches_reference(graph: Graph, feeds: Inputs, result: ModelResult) -> bool:
         if got.shape != want.shape or not same:
             return False
     return True
-
-
-def ort_session(onnx_bytes: bytes | None) -> Any:
-    """The fp32 reference (compiler.quant.accuracy.ort_session on onnxruntime's threads), if any."""
-    return None if onnx_bytes is None else accuracy.ort_session(onnx_bytes, threads=0)
 
 
 def _report(loaded: Loaded, results: list[ModelResult], backend: Backend, run_s: float, exact: bool,

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from codesign.run.device import OnnxRuntimeDevice
 from codesign.run.inputs import calibration_inputs, sample_inputs, zoo_name
-from codesign.run.model import ort_session
 from compiler.driver import DEFAULT_QUANT, QuantOptions, float_layer_rule, is_qdq
 from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph
@@ -78,8 +78,8 @@ def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tu
     calibrated = calibrate(graph, calibration_inputs(graph, name, quant.calibration_count), quant.rounding)
     g = calibrated.graph
     inputs = sample_inputs(graph, name, count, SENSITIVITY_SEED)
-    session = ort_session(data)
-    references = [session.run(None, dict(x))[0] for x in inputs]
+    fp32 = OnnxRuntimeDevice(data)
+    references = [fp32.infer(x).outputs[fp32.output_names[0]] for x in inputs]
     result = float_layer_gains(calibrated, inputs, references, keep, layers, progress,
                                method=quant.calibration, bias_correction=quant.bias_correction,
                                groups=groups)

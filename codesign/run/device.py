@@ -1,0 +1,72 @@
+"""Devices: what runs a whole model, as a simulator backend runs a Program.
+
+A device takes one input (a dict of arrays by model input name) and returns an `Inference`: the
+outputs by model output name and the latency of that inference (modeled at the design's clock
+on an accelerator, measured on a CPU runtime; None where a backend counts no time). The
+accelerator on any simulator and onnxruntime are devices today; the CPU and GPU targets and the
+comparison of devices (`codesign compare`) build on this protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from compiler.quant import accuracy
+from compiler.runtime.model import CompiledModel, ModelResult
+from sim.backend import Backend
+
+Inputs = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Inference:
+    """One input run on a device: `outputs` by model output name, `latency_s` (None where the
+    device counts no time), and the accelerator's per-step record where it has one."""
+
+    outputs: dict[str, np.ndarray]
+    latency_s: float | None
+    detail: ModelResult | None = None
+
+
+class Device(Protocol):
+    name: str
+
+    def infer(self, inputs: Inputs) -> Inference: ...
+
+
+class AcceleratorDevice:
+    """A compiled model on the accelerator, simulated by `backend`: latency is the backend's
+    cycles at the config's clock plus the host steps' measured time (None on a backend that
+    counts no cycles)."""
+
+    def __init__(self, model: CompiledModel, backend: Backend) -> None:
+        self.model, self.backend = model, backend
+        self.name = f"accelerator {model.target.cfg.name} on {backend.name}"
+
+    def infer(self, inputs: Inputs) -> Inference:
+        result = self.model.run(inputs, self.backend)
+        latency = None
+        if self.backend.capabilities.cycles:
+            latency = result.cycles / (self.model.target.cfg.clock_mhz * 1e6) + result.host_s
+        return Inference(result.outputs, latency, result)
+
+
+class OnnxRuntimeDevice:
+    """An ONNX model on onnxruntime's CPU execution provider (`threads`: 0 for its default), as
+    compiler.quant.accuracy.ort_session configures it; latency is measured."""
+
+    def __init__(self, onnx_bytes: bytes, threads: int = 0) -> None:
+        self.session = accuracy.ort_session(onnx_bytes, threads=threads)
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.name = "onnxruntime cpu"
+
+    def infer(self, inputs: Inputs) -> Inference:
+        start = time.perf_counter()
+        outputs = self.session.run(None, dict(inputs))
+        latency = time.perf_counter() - start
+        return Inference(dict(zip(self.output_names, outputs, strict=True)), latency)
