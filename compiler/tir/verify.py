@@ -81,10 +81,8 @@ def _verify_cpu(stmt: S.Stmt, buffers: Mapping[str, S.Buffer] | None) -> S.Stmt:
 
 def _cpu_problem(node: S.Stmt, loops: tuple[S.For, ...],
                  buffers: Mapping[str, S.Buffer] | None) -> str | None:
-    if isinstance(node, S.For) and node.kind not in _CPU_LOOP_KINDS:
-        return f"loop kind {node.kind!r} is not one of {', '.join(_CPU_LOOP_KINDS)}"
     if isinstance(node, S.For):
-        return _loop_problem(S.For(node.var, node.extent, node.body), {lp.var for lp in loops}, 0)
+        return _loop_problem(node, {lp.var for lp in loops}, 0, _CPU_LOOP_KINDS)
     if isinstance(node, S.Seq | S.Store):
         return _problem(node, loops, 0, buffers)
     return f"{type(node).__name__} has no place in the CPU target's loop IR"
@@ -139,9 +137,10 @@ def _unbound(used: Iterable[E.Var], bound: set[E.Var]) -> str | None:
     return f"variable{'s' if len(free) > 1 else ''} {', '.join(free)} not bound by an enclosing loop"
 
 
-def _loop_problem(node: S.For, bound: set[E.Var], stage: int) -> str | None:
-    if node.kind not in _LOOP_KINDS:
-        return f"loop kind {node.kind!r} is not one of {', '.join(_LOOP_KINDS)}"
+def _loop_problem(node: S.For, bound: set[E.Var], stage: int,
+                  kinds: tuple[str, ...] = _LOOP_KINDS) -> str | None:
+    if node.kind not in kinds:
+        return f"loop kind {node.kind!r} is not one of {', '.join(kinds)}"
     if node.kind == "vthread" and _after(stage, "inject_virtual_threads"):
         return "a virtual-thread loop after inject_virtual_threads"
     if isinstance(node.extent, bool) or not isinstance(node.extent, int) or node.extent < 1:
