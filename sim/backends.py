@@ -32,6 +32,11 @@ def capabilities(name: str) -> Capabilities:
     return caps
 
 
+def having(capability: str) -> tuple[str, ...]:
+    """The names of the backends whose `capability` (a field of Capabilities) holds."""
+    return tuple(n for n in NAMES if getattr(capabilities(n), capability))
+
+
 def make_backend(name: str, cfg: AcceleratorConfig, **options: Any) -> Backend:
     """`fsim` (options: seed), `timing` (options: see sim.timing.TimingSimulator) or `rtl`
     (options: see sim.rtl.backend.RtlSimulator)."""
@@ -42,7 +47,6 @@ def make_backend(name: str, cfg: AcceleratorConfig, **options: Any) -> Backend:
 def make_tracing_backend(name: str, cfg: AcceleratorConfig, **options: Any) -> TracingBackend:
     """`make_backend` for a backend that records module activity; ValueError for one that does not."""
     if not capabilities(name).traces:
-        tracing = ", ".join(n for n in NAMES if capabilities(n).traces)
-        raise InputError(f"backend {name} records no activity; {tracing} do")
+        raise InputError(f"backend {name} records no activity; {', '.join(having('traces'))} do")
     backend: TracingBackend = _class(name)(cfg, **options)
     return backend

@@ -11,7 +11,7 @@ import numpy as np
 from codesign.cli.args import add_config_args, config_for, load_program
 from hw.config import resolve
 from hw.program import Program, ProgramError
-from sim.backends import NAMES, capabilities, make_backend, make_tracing_backend
+from sim.backends import NAMES, capabilities, having, make_backend, make_tracing_backend
 from sim.conformance import run_suite
 
 
@@ -90,9 +90,10 @@ def _run(args: argparse.Namespace) -> int:
     cfg = config_for(program, args.config, args.set)
     can = capabilities(args.backend)
     if args.vcd and not can.signals:
-        raise ProgramError(f"--vcd needs --backend {_having('signals')}")
+        raise ProgramError(f"--vcd needs --backend {' or '.join(having('signals'))}")
     if args.trace and not can.traces:
-        raise ProgramError(f"--trace needs --backend {_having('traces')} (fsim has no notion of time)")
+        raise ProgramError(f"--trace needs --backend {' or '.join(having('traces'))} "
+                           "(fsim has no notion of time)")
     if args.vcd and args.trace:
         raise ProgramError("--vcd and --trace are separate runs: give one of them")
     inputs = _inputs(args, program)
@@ -114,8 +115,3 @@ def _run(args: argparse.Namespace) -> int:
         for key, value in stats.items():
             print(f"{key}: {value}")
     return 0
-
-
-def _having(capability: str) -> str:
-    """The backends with `capability`, as a message names them ("timing or rtl")."""
-    return " or ".join(n for n in NAMES if getattr(capabilities(n), capability))

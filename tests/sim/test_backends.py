@@ -4,7 +4,7 @@ import pytest
 
 from hw.config import PRESETS
 from sim.backend import Capabilities
-from sim.backends import NAMES, capabilities, make_backend, make_tracing_backend
+from sim.backends import NAMES, capabilities, having, make_backend, make_tracing_backend
 
 TINY = PRESETS["tiny"]
 
@@ -35,3 +35,8 @@ def test_a_tracing_backend_must_trace():
     assert make_tracing_backend("timing", TINY).capabilities.traces
     with pytest.raises(ValueError, match=r"^backend fsim records no activity; timing, rtl do$"):
         make_tracing_backend("fsim", TINY)
+
+
+def test_having_names_the_backends_with_a_capability():
+    assert having("traces") == ("timing", "rtl") and having("signals") == ("rtl",)
+    assert having("values") == ("fsim", "rtl") and having("seeded") == ("fsim",)
