@@ -1,0 +1,67 @@
+"""`codesign sweep SPACE.toml --store FILE.db`: explore a design space, every point judged with
+schedules chosen for its hardware, each outcome kept in the store (resumable)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from codesign.cli.output import emit
+from codesign.exec.progress import Bar
+from codesign.sweep import pipeline
+from codesign.sweep.engine import SweepSummary, check_options, run_sweep
+from codesign.sweep.space import load_space, packaged_spaces, resolve_space_path
+from codesign.sweep.store import SweepStore
+from codesign.sweep.strategy import STRATEGIES
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="explore a design space of accelerators with their schedules")
+    p.add_argument("space", metavar="SPACE.toml",
+                   help=f"a design space file, or a packaged one ({', '.join(packaged_spaces())})")
+    p.add_argument("--store", required=True, metavar="FILE.db", help="the sweep's SQLite store")
+    p.add_argument("--strategy", choices=tuple(STRATEGIES), default="random",
+                   help="search strategy (default random)")
+    p.add_argument("--budget", type=int, help="points to evaluate in all (default: every feasible point)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="evaluating processes (default the core count; 0: in this one, no time limit)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds one point may take (default 600)")
+    p.add_argument("--resume", action="store_true", help="continue the sweep the store holds")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    check_options(args.budget, args.workers, args.timeout, None)
+    space = load_space(resolve_space_path(args.space))
+    # The store is checked (made when new) before the workloads are prepared, which takes a while.
+    SweepStore.open(args.store, space, strategy=args.strategy, seed=args.seed, resume=args.resume).close()
+    if space.constraints.max_area_mm2 is not None:
+        space = space.with_area(pipeline.make_area())
+    evaluate = pipeline.make_evaluate(space)
+    bar = None if args.json else Bar()
+    progress = None if bar is None else (lambda done, total, note: bar.update("sweep", done, total, note))
+    summary = run_sweep(space, args.store, evaluate, strategy=args.strategy, budget=args.budget,
+                        workers=args.workers, timeout_s=args.timeout, resume=args.resume, seed=args.seed,
+                        progress=progress)
+    emit(_report(summary, args.json), args.json)
+    return 0 if summary.by_status["ok"] else 1
+
+
+def _report(summary: SweepSummary, as_json: bool) -> dict[str, Any]:
+    data = summary.to_json()
+    if as_json:
+        return data
+    lines = {k: v for k, v in data.items() if k not in ("pareto", "failures", "objectives")}
+    lines["failures"] = ", ".join(f"{k} {v}" for k, v in data["failures"].items())
+    lines["objectives"] = ", ".join(data["objectives"])
+    lines["pareto_points"] = len(data["pareto"])
+    for i, p in enumerate(data["pareto"]):
+        lines[f"pareto[{i}]"] = " ".join(f"{k}={_short(v)}" for k, v in p.items())
+    return lines
+
+
+def _short(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,48 @@
+"""The real evaluation of a point, assembled from the evaluator and the PPA models.
+
+`make_evaluate(space)` is called once in the coordinator, before the pool forks: it prepares the
+`Evaluator` (each workload quantized once per sweep, not per point), and returns the function a
+worker runs per point.  `make_area()` is the area model that checks a space's max_area_mm2.
+The modules are imported here, inside the functions, so the engine and its tests never need them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from codesign.sweep.records import PointResult
+from codesign.sweep.space import Point, Space
+from hw.config import AcceleratorConfig
+
+
+def make_evaluate(space: Space) -> Callable[[Point], PointResult]:
+    """Evaluate a point of `space`: compile and time every workload with schedules chosen for
+    its hardware, then combine them with area and energy into the objectives' metrics."""
+    from codesign.sweep.evaluate import Evaluator
+    from codesign.sweep.metrics import point_metrics
+
+    evaluator = Evaluator(space.workloads, layer_objective=space.layer_objective,
+                          batch_policy=space.batch_policy)
+
+    def evaluate(point: Point) -> PointResult:
+        results, wall_s = evaluator(point.config)
+        start = time.monotonic()
+        metrics, fidelity = point_metrics(point.config, results)
+        wall_s = {**wall_s, "metrics": time.monotonic() - start}
+        return PointResult(point.id, tuple(results), metrics, fidelity, wall_s)
+
+    return evaluate
+
+
+def make_area() -> Callable[[AcceleratorConfig], float]:
+    """The analytical area model, mm2 of a config."""
+    from codesign.ppa.area import area_model
+
+    def area_mm2(cfg: AcceleratorConfig) -> float:
+        return float(area_model(cfg).total_mm2)
+
+    return area_mm2
+
+
+__all__ = ["make_area", "make_evaluate"]
