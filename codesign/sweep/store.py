@@ -85,6 +85,8 @@ class SweepStore:
         except BaseException:
             db.close()
             raise
+        db.execute("PRAGMA journal_mode=WAL")  # only once the file is known to be a sweep store
+        db.execute("PRAGMA synchronous=NORMAL")
         return cls(path, db, commit_s=commit_s)
 
     @classmethod
@@ -164,8 +166,7 @@ def _connect(path: Path) -> sqlite3.Connection:
                 raise StoreError(f"{path}: not an SQLite file, so not a sweep store")
     try:
         db = sqlite3.connect(path, isolation_level=None, timeout=60)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("SELECT count(*) FROM sqlite_master")
     except sqlite3.Error as exc:
         raise StoreError(f"{path}: cannot open the store ({exc})") from None
     return db
