@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 from codesign.sweep.records import PointResult, WorkloadResult
 from hw.config import AcceleratorConfig
@@ -78,13 +79,12 @@ def pareto_figure(designs: Sequence[Design], x: str, y: str, color: str | None =
     if front:
         ax.plot(xs[front], ys[front], "o-", mfc="none", mec="crimson", color="crimson", ms=8, lw=1,
                 label="Pareto front")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    _log(ax, "xy")
     ax.set_xlabel(label(x))
     ax.set_ylabel(label(y))
     ax.set_title(f"Pareto front: {label(y).split(' (')[0]} vs {label(x).split(' (')[0]} "
                  f"({len(designs)} designs, {len(front)} on the front)", fontsize="medium")
-    ax.grid(True, which="both", alpha=0.3)
+    ax.grid(True, alpha=0.3)
     return fig
 
 
@@ -134,12 +134,11 @@ def roofline_figure(config: AcceleratorConfig, wl: WorkloadResult, name: str) ->
     for x, y, layer in zip(intensity, achieved, layers, strict=True):
         ax.annotate(_short(layer.name), (x, y), fontsize="xx-small", xytext=(3, 3),
                     textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    _log(ax, "xy")
     ax.set_xlabel("operational intensity (MACs per DRAM byte)")
     ax.set_ylabel("achieved MACs per cycle")
     ax.set_title(f"Roofline of {wl.name} on {name}", fontsize="medium")
-    ax.grid(True, which="both", alpha=0.3)
+    ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
     return fig
 
@@ -160,7 +159,7 @@ def effects_figure(designs: Sequence[Design], params: Sequence[str], objectives:
             hi = np.array([np.max(groups[k]) for k in keys])
             ax.vlines(pos, lo, hi, color="tab:gray", lw=3, alpha=0.5)
             ax.plot(pos, med, "o-", color="tab:blue", ms=4)
-            ax.set_yscale("log")
+            _log(ax, "y")
             ax.set_xticks(pos, [_value(k) for k in keys], fontsize="x-small", rotation=45)
             if r == len(objectives) - 1:
                 ax.set_xlabel(param, fontsize="small")
@@ -189,6 +188,17 @@ def save(fig: Figure, directory: Path, stem: str) -> list[Path]:
         fig.savefig(path, dpi=120)
     plt.close(fig)
     return paths
+
+
+def _log(ax: Any, axes: str) -> None:
+    """Log scale on `axes` ("x", "y" or "xy") with plain tick labels: matplotlib's default
+    mathtext labels (10^k on every minor tick) cost most of a figure's drawing time."""
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    for name in axes:
+        axis = ax.xaxis if name == "x" else ax.yaxis
+        getattr(ax, f"set_{name}scale")("log")
+        axis.set_major_formatter(plain)
+        axis.set_minor_locator(NullLocator())
 
 
 def _dram_bytes(stats: Mapping[str, Any]) -> int:
