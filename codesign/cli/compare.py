@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from codesign.cli.output import emit
 from hw.errors import InputError
@@ -71,11 +71,11 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_table(report: CompareReport, out: object = None) -> None:
+def print_table(report: CompareReport, out: TextIO | None = None) -> None:
     stream = out or sys.stdout
     fastest = min((r.latency.median_ms for r in report.results), default=0.0)
-    print(f"{report.model}: {2 * report.macs / 1e9:.2f} GOP per inference, batch 1, {report.threads} thread(s), "
-          f"{report.repeat} timed rounds", file=stream)
+    print(f"{report.model}: {2 * report.macs / 1e9:.2f} GOP per inference, batch 1, "
+          f"{report.threads} thread(s), {report.repeat} timed rounds", file=stream)
     head = (f"{'backend':22} {'timing':9} {'median ms':>9} {'p25-p75 ms':>15} {'x fastest':>9} {'inf/s':>8} "
             f"{'GOP/s':>7} {'% peak':>6} {'cosine':>8} {'top-1':>6} {'energy':>7}")
     print(head, file=stream)

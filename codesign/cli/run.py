@@ -184,8 +184,8 @@ def _run_host(args: argparse.Namespace, precision: str, threads: int) -> int:
     else:
         with open(args.model, "rb") as f:
             inputs = sample_inputs(graph, zoo_name(f.read()), args.inputs, seed=0)
-    report = run_host(args.model, args.backend, precision, threads, inputs, resolve(args.config or "vta", args.set),
-                      shapes, _quant_options(args))
+    cfg = resolve(args.config or "vta", args.set)
+    report = run_host(args.model, args.backend, precision, threads, inputs, cfg, shapes, _quant_options(args))
     emit(report.to_json(), args.json, indent=1 if args.json else None,
          keys=None if args.json else [k for k in report.to_json() if k != "operators"])
     return 0

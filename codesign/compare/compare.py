@@ -120,7 +120,8 @@ def _devices(request: CompareRequest, graph: Graph, data: bytes, calibration: li
                 model = compile_graph(graph, AcceleratorTarget(cfg), calibration, where=request.model)
                 sim = make_backend(request.sim, cfg)
                 device = AcceleratorDevice(model, sim)
-                values = None if sim.capabilities.values else AcceleratorDevice(model, make_backend("fsim", cfg))
+                values = None if sim.capabilities.values else AcceleratorDevice(
+                    model, make_backend("fsim", cfg))
                 entries.append(_Entry(f"accel:{cfg.name}", device, "int8", "simulated", None,
                                       accelerator_peak(cfg), time.perf_counter() - start, values=values))
             continue
@@ -132,11 +133,13 @@ def _devices(request: CompareRequest, graph: Graph, data: bytes, calibration: li
                 target = AcceleratorTarget(configs[0]) if configs else None
                 cpu = compile_cpu(graph, precision, calibration, shallow_target=target,
                                   threads=request.threads, where=request.model)
-                entries.append(_Entry(f"cpu:{precision}", CpuDevice(cpu), precision, "measured", request.threads,
-                                      host_peak, time.perf_counter() - start, tuple(cpu.fallbacks())))
+                seconds = time.perf_counter() - start
+                entries.append(_Entry(f"cpu:{precision}", CpuDevice(cpu), precision, "measured",
+                                      request.threads, host_peak, seconds, tuple(cpu.fallbacks())))
             else:
                 onnx_bytes = data if precision == "fp32" else ort_qdq(data, calibration)
-                ort_device = OnnxRuntimeDevice(onnx_bytes, request.threads, f"onnxruntime {precision}", vendor=True)
+                ort_device = OnnxRuntimeDevice(onnx_bytes, request.threads, f"onnxruntime {precision}",
+                                               vendor=True)
                 entries.append(_Entry(f"onnxruntime:{precision}", ort_device, precision, "measured",
                                       request.threads, host_peak, time.perf_counter() - start))
     return entries

@@ -28,7 +28,7 @@ def write_figure(report: CompareReport, out_dir: str | Path) -> list[Path]:
     upper = [r.latency.max_ms - m for m, r in zip(medians, rows, strict=True)]
     ax.errorbar(xs, medians, yerr=[lower, upper], fmt="none", ecolor="black", capsize=4)
     fastest = min(medians) if medians else 0.0
-    for x, r, m in zip(xs, rows, medians, strict=True):
+    for x, m in zip(xs, medians, strict=True):
         ax.annotate(f"{m:.2f} ms\n{m / fastest:.2f}x" if fastest else f"{m:.2f} ms", (x, m),
                     ha="center", va="bottom", fontsize=8, xytext=(0, 3), textcoords="offset points")
     ax.set_xticks(list(xs))

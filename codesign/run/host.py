@@ -68,7 +68,8 @@ def load_cpu(path: str, precision: str, threads: int, cfg: AcceleratorConfig,
     start = time.perf_counter()
     graph = import_onnx(path, input_shapes)
     data = Path(path).read_bytes()
-    calibration = calibration_inputs(graph, zoo_name(data), quant.calibration_count) if precision == "int8" else []
+    count = quant.calibration_count
+    calibration = calibration_inputs(graph, zoo_name(data), count) if precision == "int8" else []
     model = compile_cpu(graph, precision, calibration, quant=quant, shallow_target=AcceleratorTarget(cfg),
                         threads=threads, where=path)
     return model, graph, data, time.perf_counter() - start

@@ -55,7 +55,7 @@ class CpuStep:
     outputs: tuple[str, ...]
     kernel: str = ""  # the host operator's name and parameters, for reports
     specs: tuple[tuple[str, dict[str, Any]], ...] = ()  # one host op per slice (threads)
-    slices: tuple[tuple[tuple[slice, ...], ...], ...] = ()  # per slice: one per argument
+    slices: tuple[tuple[slice, ...], ...] = ()  # per slice: one per argument (compiler.runtime.cpu_split)
     compile_s: float = 0.0
     macs: int = 0
     calls: list[Callable[[], None]] = field(default_factory=list)
@@ -163,7 +163,7 @@ class CpuModel:
 
 
 def _bound(spec: tuple[str, dict[str, Any]], arrays: list[np.ndarray],
-           cut: tuple[tuple[slice, ...], ...]) -> Callable[[], None]:
+           cut: tuple[slice, ...]) -> Callable[[], None]:
     """Host op `spec` bound to its slice `cut` of `arrays` (each reshaped as the kernel takes it:
     contiguous slices of contiguous arrays are views, never copies)."""
     kernel: HostKernel = compile_host_op(spec[0], **spec[1])
@@ -207,9 +207,9 @@ def _step(graph: Graph, node: Node, threads: int, fuse: bool, absorbed: set[str]
     nodes, args = [node], list(node.inputs[:arity])
     if fuse and name == "conv2d":
         nodes, args, params = _fused_conv(graph, node, args, dict(params), absorbed)
-    if name in ("conv2d", "qconv2d") and graph.values[args[1]].data is not None:
-        if host_op(name, **params).chosen_strategy == "channels":  # type: ignore[attr-defined]
-            params = {**params, "packed": True}
+    constant_weight = name in ("conv2d", "qconv2d") and graph.values[args[1]].data is not None
+    if constant_weight and host_op(name, **params).chosen_strategy == "channels":  # type: ignore[attr-defined]
+        params = {**params, "packed": True}
     outputs = tuple(nodes[-1].outputs)
     specs, slices = split_spec(name, params, threads)
     for s in specs:

@@ -94,7 +94,7 @@ def _pool(params: dict[str, Any], parts: int) -> list[tuple[dict[str, Any], Cut]
     name = "max_pool2d" if "kernel" in params else "global_avg_pool2d"
     out = host_op(name, **params).tensors()["out"].shape
     plane = _size(tuple(out[2:]))
-    pieces = []
+    pieces: list[tuple[dict[str, Any], Cut]] = []
     for lo, hi in ranges(c, parts):
         p = {**params, "shape": (n, hi - lo, h, w)}
         pieces.append((p, (slice(lo * h * w, hi * h * w), slice(lo * plane, hi * plane))))
@@ -131,8 +131,8 @@ def _gemm(params: dict[str, Any], parts: int) -> list[tuple[dict[str, Any], Cut]
     pieces = []
     for lo, hi in ranges(n, parts, LANES):
         p = {**params, "weight_shape": (hi - lo, k)}
-        cut = (slice(None), slice(lo * k, hi * k), *([slice(lo, hi)] if params.get("bias", True) else []),
-               slice(lo, hi))
+        cut: Cut = (slice(None), slice(lo * k, hi * k),
+                    *([slice(lo, hi)] if params.get("bias", True) else []), slice(lo, hi))
         pieces.append((p, cut))
     return pieces
 

@@ -30,8 +30,8 @@ import numpy as np
 from compiler.ops.cpu.base import check_int
 from compiler.ops.cpu.convbase import ConvOp, conv_reference64
 from compiler.ops.cpu.qops import (
-    INT32_MIN,
     INT32_MAX,
+    INT32_MIN,
     check_precise,
     check_requant,
     epilogue_expr,

@@ -14,7 +14,8 @@ from codesign import zoo
 from codesign.cli import main
 from codesign.compare import Peak
 
-compare_module = importlib.import_module("codesign.compare.compare")  # the package exports a function of that name
+# the package exports a function of that name: the module itself, for monkeypatching
+compare_module = importlib.import_module("codesign.compare.compare")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,8 @@ def test_compare_json_and_figure(mlp: Path, tmp_path: Path, capsys: pytest.Captu
     assert (tmp_path / "mlp_compare.png").stat().st_size > 0 and (tmp_path / "mlp_compare.svg").exists()
 
 
-def test_compare_table(mlp: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_table(mlp: Path, capsys: pytest.CaptureFixture[str],
+                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(compare_module, "cpu_peak", lambda threads: Peak(100.0, "stated"))
     assert main(["compare", str(mlp), "--backends", "cpu", "--precision", "fp32", "--repeat", "2"]) == 0
     out = capsys.readouterr().out
@@ -77,7 +79,8 @@ def test_run_and_compile_on_the_cpu(mlp: Path, capsys: pytest.CaptureFixture[str
     (["compile", "{m}", "--precision", "int8", "-o", "x.cmodel"],
      "--precision applies to --target cpu; the accelerator runs int8 on its simulator"),
 ])
-def test_bad_inputs_exit_2(mlp: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_inputs_exit_2(mlp: Path, argv: list[str], message: str,
+                           capsys: pytest.CaptureFixture[str]) -> None:
     assert main([a.replace("{m}", str(mlp)) for a in argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and err.startswith(f"codesign {argv[0]}: error: ")

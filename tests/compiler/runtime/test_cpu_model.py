@@ -27,7 +27,8 @@ def _model(name: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, 
 
 
 @pytest.fixture(scope="module", params=["digits", "mlp"])
-def model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Graph, bytes]:
+def model(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Graph, bytes]:
     return (request.param, *_model(request.param, tmp_path_factory))
 
 

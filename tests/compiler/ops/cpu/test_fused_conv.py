@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.ops.cpu import host_op
+from compiler.ops.cpu import Conv2d, host_op
 from compiler.ops.cpu.convbase import register_tile
 
 SHAPES = [((1, 16, 9, 9), (16, 16, 3, 3), 1, 1), ((1, 8, 7, 7), (24, 8, 3, 3), 2, 1),
@@ -35,21 +35,25 @@ def test_conv_residual_and_clip_within_rounding(shape: tuple[int, ...], wshape: 
                  residual=True, act_lo=0.0, act_hi=6.0)
     ins = op.random_inputs(5)
     got, want = op.build()(*ins), op.reference(*ins)
-    assert got.min() >= 0.0 and got.max() <= 6.0
+    assert isinstance(got, np.ndarray) and got.min() >= 0.0 and got.max() <= 6.0
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
 def test_packed_weight_gives_the_unpacked_result() -> None:
-    plain = host_op("conv2d", shape=(1, 8, 10, 10), weight_shape=(16, 8, 3, 3), pads=1, bias=True)
-    packed = host_op("conv2d", shape=(1, 8, 10, 10), weight_shape=(16, 8, 3, 3), pads=1, bias=True, packed=True)
+    plain = Conv2d((1, 8, 10, 10), (16, 8, 3, 3), pads=1, bias=True)
+    packed = Conv2d((1, 8, 10, 10), (16, 8, 3, 3), pads=1, bias=True, packed=True)
     data, weight, bias = plain.random_inputs(0)
-    assert np.array_equal(plain.build()(data, weight, bias), packed.build()(data, packed.pack_weight(weight), bias))
+    want = plain.build()(data, weight, bias)
+    assert np.array_equal(want, packed.build()(data, packed.pack_weight(weight), bias))
 
 
 def test_bad_fusion_parameters_are_refused() -> None:
-    with pytest.raises(ValueError, match=r"qconv2d: a fused residual takes the plain requantization, not precise"):
-        host_op("qconv2d", shape=(1, 8, 4, 4), weight_shape=(8, 8, 1, 1), shift=2, precise=True, residual=True)
-    with pytest.raises(ValueError, match=r"conv2d: a packed weight needs the 'channels' schedule, not 'rows'"):
+    with pytest.raises(ValueError, match=r"qconv2d: a fused residual takes the plain requantization, "
+                                         r"not precise"):
+        host_op("qconv2d", shape=(1, 8, 4, 4), weight_shape=(8, 8, 1, 1), shift=2, precise=True,
+                residual=True)
+    with pytest.raises(ValueError, match=r"conv2d: a packed weight needs the 'channels' schedule, "
+                                         r"not 'rows'"):
         host_op("conv2d", shape=(1, 8, 4, 4), weight_shape=(8, 8, 1, 1), strategy="rows", packed=True)
     with pytest.raises(ValueError, match=r"conv2d: act_lo must be a number, not nan"):
         host_op("conv2d", shape=(1, 8, 4, 4), weight_shape=(8, 8, 1, 1), act_lo=float("nan"))
@@ -57,7 +61,7 @@ def test_bad_fusion_parameters_are_refused() -> None:
         host_op("conv2d", shape=(1, 8, 4, 4), weight_shape=(8, 8, 1, 1), residual=1)
 
 
-@pytest.mark.parametrize(("width", "channels", "tile"), [(56, 64, (14, 8)), (7, 512, (7, 8)), (28, 128, (14, 8)),
-                                                         (13, 64, (13, 8)), (12, 6, (4, None))])
+@pytest.mark.parametrize(("width", "channels", "tile"), [
+    (56, 64, (14, 8)), (7, 512, (7, 8)), (28, 128, (14, 8)), (13, 64, (13, 8)), (12, 6, (4, None))])
 def test_register_tile(width: int, channels: int, tile: tuple[int, int | None]) -> None:
     assert register_tile(width, channels, "float32") == tile
