@@ -21,6 +21,7 @@ from compiler.quant.fuse_residual import fuse_residual_adds
 from compiler.quant.qdq import import_qdq
 from compiler.quant.static import DEFAULT_ROUNDING, dense_layers
 from compiler.runtime.accel import KnobsFor
+from compiler.runtime.cpu_model import CpuModel
 from compiler.runtime.model import CompiledModel, is_shallow
 from compiler.target import AcceleratorTarget
 from hw.errors import InputError
@@ -30,6 +31,7 @@ Inputs = dict[str, np.ndarray]
 CalibrationSource = Callable[[Graph], Sequence[Inputs]]
 KeepRule = Callable[[Graph, Node], bool]
 CALIBRATION_COUNT = 16
+PRECISIONS = ("fp32", "int8")  # what the CPU target runs
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,18 @@ def compile_graph(graph: Graph, target: AcceleratorTarget, calibration: Sequence
     operator uses the schedule it returns (else its default); `offload_shallow` puts shallow
     convolutions on the accelerator too (compiler.runtime.model); errors name the model as
     `where` (its file), else by the graph's name."""
+    qgraph = quantize_graph(graph, calibration, quant=quant, target=target, offload_shallow=offload_shallow,
+                            where=where)
+    return CompiledModel.compile(qgraph, target, knobs_for=knobs_for, offload_shallow=offload_shallow)
+
+
+def quantize_graph(graph: Graph, calibration: Sequence[Inputs], *, quant: QuantOptions = DEFAULT_QUANT,
+                   target: AcceleratorTarget | None = None, offload_shallow: bool = False,
+                   where: str | None = None) -> Graph:
+    """The int8 graph `compile_graph` compiles for `target` (a QDQ graph with its own scales;
+    a float one quantized as `quant` says, shallow convolutions kept float unless
+    `offload_shallow` or without a `target`), for any target that runs it: the CPU target runs
+    this same graph, so its int8 results are the accelerator's."""
     calib = list(calibration)
     # a model quantized already keeps the file's scales (and onnxruntime's rounding between a
     # convolution and its residual add); calibration then only bounds accumulators
@@ -79,12 +93,30 @@ def compile_graph(graph: Graph, target: AcceleratorTarget, calibration: Sequence
         qgraph = import_qdq(graph, calib, precise=True)
     else:
         # a shallow convolution that stays on the host stays float there: int8 buys it nothing
-        shallow = None if offload_shallow else functools.partial(is_shallow, target=target)
+        shallow = None if offload_shallow or target is None else functools.partial(is_shallow, target=target)
         keep = float_layer_rule(graph, quant.float_layers, shallow)
         quantized = quantize(graph, calib, method=quant.calibration, rounding=quant.rounding,
                              bias_correction=quant.bias_correction, keep_float=keep)
         qgraph = fuse_residual_adds(quantized)
-    return CompiledModel.compile(qgraph, target, knobs_for=knobs_for, offload_shallow=offload_shallow)
+    return qgraph
+
+
+def compile_cpu(graph: Graph, precision: str, calibration: Sequence[Inputs] = (), *,
+                quant: QuantOptions = DEFAULT_QUANT, shallow_target: AcceleratorTarget | None = None,
+                threads: int = 1, where: str | None = None) -> CpuModel:
+    """An imported graph on the host CPU, every operator native: "fp32" runs the float graph as
+    imported (simplified), "int8" the graph `quantize_graph` writes for `shallow_target`'s
+    accelerator from `calibration` (the same one the accelerator runs); `threads` kernels per
+    splittable step (compiler.runtime.cpu_model)."""
+    if precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == "fp32":
+        if is_qdq(graph):
+            raise InputError(f"{where or graph.name} is quantized already (QuantizeLinear/DequantizeLinear): "
+                             "run it at precision int8")
+        return CpuModel.compile(simplify(graph), threads=threads)
+    qgraph = quantize_graph(graph, calibration, quant=quant, target=shallow_target, where=where)
+    return CpuModel.compile(qgraph, threads=threads)
 
 
 def float_layer_rule(graph: Graph, patterns: Sequence[str], also: KeepRule | None = None,

@@ -22,7 +22,7 @@ USER_ERRORS = (WorkbenchError, ToolchainError, FileNotFoundError, IsADirectoryEr
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from codesign.cli import bench, config, isa, models, op, run, report, sim, sweep, tune
+    from codesign.cli import bench, compare, config, isa, models, op, report, run, sim, sweep, tune
 
     parser = argparse.ArgumentParser(
         prog="codesign", description="Hardware-software co-design workbench."
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of a user error too (bugs always show theirs)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (config, isa, sim, op, bench, models, run, tune, sweep, report):
+    for module in (config, isa, sim, op, bench, models, run, tune, sweep, report, compare):
         module.register(sub)
     try:
         hw_commands = importlib.import_module("codesign.cli.hw")

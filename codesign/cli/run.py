@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from codesign.cli.args import add_config_args, input_shapes, patterns
 from codesign.cli.output import emit, progress
+from codesign.run.host import HOST_BACKENDS
+from compiler.driver import PRECISIONS
 from hw.config import AcceleratorConfig, resolve
 from hw.errors import InputError
 from sim.backends import NAMES, make_backend
@@ -20,7 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="compile (ONNX) and run a model; per-operator cycles and accuracy")
     run.add_argument("model", metavar="MODEL.onnx|MODEL.cmodel")
     add_config_args(run)
-    run.add_argument("--backend", choices=NAMES, default="fsim")
+    run.add_argument("--backend", choices=(*NAMES, *HOST_BACKENDS), default="fsim",
+                     help="a simulator of the accelerator, or a host backend: cpu (our own compiler's CPU "
+                          "target) or onnxruntime")
+    _host_args(run)
     group = run.add_mutually_exclusive_group()
     group.add_argument("--inputs", type=int, default=1, metavar="N", help="N seeded inputs (default 1)")
     group.add_argument("--input-file", metavar="X.npz",
@@ -30,7 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.set_defaults(run=_run, config=None)  # a .cmodel carries its own config
     comp = sub.add_parser("compile", help="import, quantize and compile an ONNX model to one file")
     comp.add_argument("model", metavar="MODEL.onnx")
-    comp.add_argument("-o", "--output", required=True, metavar="MODEL.cmodel")
+    comp.add_argument("-o", "--output", metavar="MODEL.cmodel", help="the compiled model (accel target)")
+    comp.add_argument("--target", choices=("accel", "cpu"), default="accel",
+                      help="accel (default; a .cmodel) or cpu (kernels compiled into the cache)")
+    _host_args(comp)
     add_config_args(comp)
     _model_args(comp)
     comp.add_argument("--json", action="store_true")
@@ -49,6 +57,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     _quant_args(sens)
     sens.add_argument("--json", action="store_true")
     sens.set_defaults(run=_sensitivity)
+
+
+def _host_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="the host backends' precision: fp32 (default) or int8 (the accelerator runs int8)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads of a host backend (default 1)")
+
+
+def _host_options(args: argparse.Namespace, host: bool, what: str) -> tuple[str, int]:
+    """The precision and thread count of a host backend; refused for the accelerator."""
+    if not host:
+        for option in ("precision", "threads"):
+            if getattr(args, option) is not None:
+                raise InputError(f"--{option} applies to {what}; the accelerator runs int8 on its simulator")
+        return "int8", 1
+    threads = 1 if args.threads is None else args.threads
+    if threads < 1:
+        raise InputError(f"--threads must be at least 1, not {threads}")
+    return args.precision or "fp32", threads
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -121,6 +149,10 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.inputs < 1:
         raise InputError(f"--inputs must be at least 1, not {args.inputs}")
+    host = args.backend in HOST_BACKENDS
+    precision, threads = _host_options(args, host, "--backend cpu or onnxruntime")
+    if host:
+        return _run_host(args, precision, threads)
     cfg, loaded = _load(args)
     graph = loaded.model.graph
     if args.input_file:
@@ -136,9 +168,56 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_host(args: argparse.Namespace, precision: str, threads: int) -> int:
+    from codesign.run.host import run_host
+    from codesign.run.inputs import read_input_file, sample_inputs, zoo_name
+    from compiler.codegen.cpu import use_default_disk_cache
+    from compiler.frontend import import_onnx
+
+    if args.model.endswith(".cmodel"):
+        raise InputError(f"{args.model}: --backend {args.backend} runs an ONNX model, not a .cmodel")
+    use_default_disk_cache()
+    shapes = input_shapes(args.input_shape) or None
+    graph = import_onnx(args.model, shapes)
+    if args.input_file:
+        inputs = read_input_file(args.input_file, graph)
+    else:
+        with open(args.model, "rb") as f:
+            inputs = sample_inputs(graph, zoo_name(f.read()), args.inputs, seed=0)
+    cfg = resolve(args.config or "vta", args.set)
+    report = run_host(args.model, args.backend, precision, threads, inputs, cfg, shapes, _quant_options(args))
+    emit(report.to_json(), args.json, indent=1 if args.json else None,
+         keys=None if args.json else [k for k in report.to_json() if k != "operators"])
+    return 0
+
+
+def _compile_cpu(args: argparse.Namespace, precision: str, threads: int) -> int:
+    from codesign.run.host import load_cpu
+    from compiler.codegen.cpu import cache_info, use_default_disk_cache
+
+    if args.output is not None:
+        raise InputError(f"-o {args.output}: --target cpu writes no file; its kernels go to the kernel cache "
+                         "and codesign run --backend cpu compiles the ONNX model again from it")
+    use_default_disk_cache()
+    before = cache_info().from_disk
+    model, _, _, seconds = load_cpu(args.model, precision, threads, resolve(args.config, args.set),
+                                    input_shapes(args.input_shape) or None, _quant_options(args))
+    summary = {"target": "cpu", "precision": model.precision, "threads": threads, "steps": len(model.steps),
+               "native_steps": sum(s.where == "host" for s in model.steps), "fallbacks": model.fallbacks(),
+               "arena_bytes": model.memory.arena_bytes, "compile_s": seconds,
+               "kernels_from_disk_cache": cache_info().from_disk - before}
+    emit(summary, args.json)
+    return 0
+
+
 def _compile(args: argparse.Namespace) -> int:
     from compiler.runtime import serialize
 
+    precision, threads = _host_options(args, args.target == "cpu", "--target cpu")
+    if args.target == "cpu":
+        return _compile_cpu(args, precision, threads)
+    if args.output is None:
+        raise InputError("-o MODEL.cmodel is required for --target accel")
     if not args.output.endswith(".cmodel"):
         raise InputError(f"-o {args.output}: a compiled model file ends in .cmodel")
     _, loaded = _load(args)

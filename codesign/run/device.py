@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from compiler.quant import accuracy
+from compiler.runtime.cpu_model import CpuModel
 from compiler.runtime.model import CompiledModel, ModelResult
 from sim.backend import Backend
 
@@ -56,14 +57,40 @@ class AcceleratorDevice:
         return Inference(result.outputs, latency, result)
 
 
+class CpuDevice:
+    """A whole model on the host CPU as our own compiler builds it (compiler.runtime.cpu_model:
+    every operator a native kernel), float or int8; latency is measured around the run."""
+
+    def __init__(self, model: CpuModel) -> None:
+        self.model = model
+        self.name = f"cpu {model.precision}"
+
+    def infer(self, inputs: Inputs) -> Inference:
+        start = time.perf_counter()
+        result = self.model.run(inputs)
+        latency = time.perf_counter() - start
+        return Inference(result.outputs, latency, result)
+
+
 class OnnxRuntimeDevice:
     """An ONNX model on onnxruntime's CPU execution provider (`threads`: 0 for its default), as
-    compiler.quant.accuracy.ort_session configures it; latency is measured."""
+    compiler.quant.accuracy.ort_session configures it (a reference: QDQ pairs run as written),
+    or, `vendor`, as a vendor runs it (every graph optimisation, QDQ fused into its int8
+    kernels: codesign.run.ort_quant); latency is measured."""
 
-    def __init__(self, onnx_bytes: bytes, threads: int = 0) -> None:
-        self.session = accuracy.ort_session(onnx_bytes, threads=threads)
+    def __init__(self, onnx_bytes: bytes, threads: int = 0, name: str = "onnxruntime cpu",
+                 vendor: bool = False) -> None:
+        if vendor:
+            import onnxruntime as ort
+
+            from codesign.run.ort_quant import vendor_session_options
+
+            self.session = ort.InferenceSession(onnx_bytes, vendor_session_options(threads),
+                                                providers=["CPUExecutionProvider"])
+        else:
+            self.session = accuracy.ort_session(onnx_bytes, threads=threads)
         self.output_names = [o.name for o in self.session.get_outputs()]
-        self.name = "onnxruntime cpu"
+        self.name = name
 
     def infer(self, inputs: Inputs) -> Inference:
         start = time.perf_counter()

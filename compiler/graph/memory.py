@@ -64,13 +64,18 @@ def lifetimes(graph: Graph, skip: Iterable[str] = ()) -> dict[str, Lifetime]:
         if name in skipped:
             continue
         v = graph.values[name]
-        size = _aligned(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize)
+        size = aligned_bytes(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize)
         out[name] = Lifetime(start, last.get(name, start), size)
     return out
 
 
 def plan_memory(graph: Graph, skip: Iterable[str] = ()) -> MemoryPlan:
-    lives = lifetimes(graph, skip)
+    return place(lifetimes(graph, skip))
+
+
+def place(lives: dict[str, Lifetime]) -> MemoryPlan:
+    """Offsets for values with lifetimes `lives` (from `lifetimes`, or a runtime's own steps):
+    largest first, each at the lowest offset free of the values live at the same time."""
     placed: list[tuple[int, str]] = []  # (offset, name)
     offsets: dict[str, int] = {}
     for name in sorted(lives, key=lambda n: (-lives[n].size_bytes, lives[n].first, n)):
@@ -87,5 +92,5 @@ def plan_memory(graph: Graph, skip: Iterable[str] = ()) -> MemoryPlan:
     return MemoryPlan(offsets, lives, arena, sum(life.size_bytes for life in lives.values()))
 
 
-def _aligned(size: int) -> int:
+def aligned_bytes(size: int) -> int:
     return max(ALIGN_BYTES, -(-size // ALIGN_BYTES) * ALIGN_BYTES)

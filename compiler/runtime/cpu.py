@@ -20,18 +20,27 @@ from compiler.ops.cpu import HOST_OPS, compile_host_op, host_op
 Kernel = Callable[[list[np.ndarray]], list[np.ndarray]]
 
 
-def host_kernel(graph: Graph, node: Node) -> Kernel | None:
+def host_spec(graph: Graph, node: Node) -> tuple[str, dict[str, Any], int] | None:
+    """The host operator that runs `node`: its registry name, parameters, and how many of the
+    node's inputs it takes (in order); None when no native kernel covers the node."""
     make = _MAPPINGS.get(node.op)
     if make is None:
         return None
     spec = make(graph, node)
     if spec is None or spec[0] not in HOST_OPS:
         return None
-    name, params, arity = spec
     try:
-        host_op(name, **params)  # parameters the kernel does not take (float64, uint16...):
+        host_op(spec[0], **spec[1])  # parameters the kernel does not take (float64, uint16...):
     except ValueError:  # the interpreter runs the node, reported as host-numpy
         return None
+    return spec
+
+
+def host_kernel(graph: Graph, node: Node) -> Kernel | None:
+    spec = host_spec(graph, node)
+    if spec is None:
+        return None
+    name, params, arity = spec
     kernel = compile_host_op(name, **params)
     shapes = [graph.values[o].shape for o in node.outputs]
 
@@ -140,10 +149,14 @@ def _vectors(node: Node) -> tuple[int, bool] | None:
 
 def _qconv(graph: Graph, node: Node) -> Spec:
     form = _vectors(node)
-    if form is None:  # a fused residual: the interpreter runs it
+    residual = form is None and len(node.inputs) == 5 and not node.int_attr("split")
+    if residual:  # a fused residual add (compiler.quant.fuse_residual)
+        form = (5, False)
+    if form is None:
         return None
     arity, precise = form
-    return "qconv2d", {"shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
+    extra = {"residual": True, "mult_r": node.int_attr("mult_r")} if residual else {}
+    return "qconv2d", {**extra, "shape": _shape(graph, node), "weight_shape": _shape(graph, node, 1),
                        "strides": node.ints_attr("strides"), "pads": node.ints_attr("pads"),
                        "group": node.int_attr("group"), "precise": precise,
                        "pad_value": node.int_attr("pad_value"), **_epilogue(node)}, arity

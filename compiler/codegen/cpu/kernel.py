@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +82,10 @@ class HostKernel:
 
     def run(self, *arrays: np.ndarray) -> None:
         """Run on all arguments, inputs then outputs, after checking each."""
+        self._check_all(arrays)
+        self._cfunc(*(a.ctypes.data for a in arrays))
+
+    def _check_all(self, arrays: Sequence[np.ndarray]) -> None:
         specs = self.inputs + self.outputs
         if len(arrays) != len(specs):
             raise ValueError(f"kernel {self.name}: expected {len(specs)} arrays (inputs then "
@@ -97,7 +101,18 @@ class HostKernel:
                     role = "input" if j < n_in else "output"
                     raise ValueError(f"kernel {self.name}: output {specs[k].name} overlaps {role} "
                                      f"{specs[j].name}")
-        self._cfunc(*(a.ctypes.data for a in arrays))
+
+    def bind(self, *arrays: np.ndarray) -> Callable[[], None]:
+        """The kernel on fixed arrays (inputs then outputs, checked now as `run` checks them): a
+        call without arguments runs it on whatever those arrays hold then, with no checks, for a
+        runtime that plans its buffers once (the function holds the arrays alive)."""
+        self._check_all(arrays)
+        cfunc, addresses = self._cfunc, tuple(a.ctypes.data for a in arrays)
+
+        def call(_keep: tuple[np.ndarray, ...] = arrays) -> None:
+            cfunc(*addresses)
+
+        return call
 
     def _check(self, a: np.ndarray, spec: ArgSpec, role: str) -> None:
         # the common case costs a few attribute reads; messages are built only to raise
@@ -134,9 +149,10 @@ _STATS = {"hits": 0, "misses": 0, "from_disk": 0}
 _CACHE_LOCK = threading.Lock()
 
 
-def compile_func(func: LoweredFunc, opt_level: int = 3) -> HostKernel:
-    """The kernel of host loop IR `func`, compiled once per process for each distinct key."""
-    llvm_ir = str(emit_module(func, host_target().triple))
+def compile_func(func: LoweredFunc, opt_level: int = 3, contract: bool = False) -> HostKernel:
+    """The kernel of host loop IR `func`, compiled once per process for each distinct key;
+    `contract`: products and sums may fuse into FMAs (compiler.codegen.llvm.emit_module)."""
+    llvm_ir = str(emit_module(func, host_target().triple, contract))
     key = cache_key(llvm_ir, opt_level)
     with _CACHE_LOCK:
         jit = _CACHE.get(key)

@@ -38,12 +38,14 @@ LL_TYPES: dict[str, ir.Type] = {
 }
 
 
-def emit_module(func: LoweredFunc, triple: str = "") -> ir.Module:
-    """An LLVM module holding the one function of `func` (named `func.name`)."""
+def emit_module(func: LoweredFunc, triple: str = "", contract: bool = False) -> ir.Module:
+    """An LLVM module holding the one function of `func` (named `func.name`); with `contract`,
+    float multiplies and adds carry LLVM's `contract` flag, so a product and the sum it feeds
+    may become one fused multiply-add (rounded once: closer to the exact value, not to numpy's)."""
     module = ir.Module(name=func.name)
     if triple:
         module.triple = triple
-    _Emitter(func, module).run()
+    _Emitter(func, module, contract).run()
     return module
 
 
@@ -52,8 +54,8 @@ def _signed(dtype: str) -> bool:
 
 
 class _Emitter:
-    def __init__(self, func: LoweredFunc, module: ir.Module) -> None:
-        self.func, self.module = func, module
+    def __init__(self, func: LoweredFunc, module: ir.Module, contract: bool = False) -> None:
+        self.func, self.module, self.contract = func, module, contract
         args = func.inputs + func.outputs
         for t in args:
             if t.dtype == "bool":
@@ -237,7 +239,10 @@ class _Emitter:
         if op in ("min", "max"):  # NaN-propagating, like numpy.minimum/maximum
             return self.math.intrinsic("llvm.minimum" if op == "min" else "llvm.maximum", a, b)
         ops = {"+": self.b.fadd, "-": self.b.fsub, "*": self.b.fmul, "/": self.b.fdiv}
-        return ops[op](a, b)
+        value = ops[op](a, b)
+        if self.contract and op in ("+", "*"):
+            value.flags.append("contract")
+        return value
 
     def _cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         ty = LL_TYPES[dst]

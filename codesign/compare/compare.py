@@ -1,0 +1,191 @@
+"""`compare`: one model on several backends, in one table a user can trust.
+
+Backends: "accel" (the accelerator of each config on the cycle-level timing model: latency its
+cycles at the config's clock plus the host steps it leaves, labelled simulated), "cpu" (our own
+compiler's whole-model CPU target, compiler.runtime.cpu_model) and "onnxruntime" (its CPU
+execution provider as a vendor runs it), the last two at each requested precision: fp32 as
+imported, int8 as our quantizer writes it (cpu: the same graph the accelerator runs) or as
+onnxruntime's own quantizer writes it from the same calibration inputs (codesign.run.ort_quant).
+Every measured backend runs `warmup` times, then `repeat` rounds, each round one inference per
+backend in turn, so a slow phase of a shared machine hits all of them alike; a simulated
+backend's cycles do not vary, so it runs at most SIM_REPEAT rounds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from codesign.compare.peak import Peak, accelerator_peak, cpu_peak
+from codesign.compare.records import BackendResult, CompareReport, Latency
+from codesign.run.device import AcceleratorDevice, CpuDevice, Device, OnnxRuntimeDevice
+from codesign.run.inputs import calibration_inputs, sample_inputs, zoo_name
+from compiler.driver import PRECISIONS
+from compiler.graph.ir import Graph
+from compiler.quant.accuracy import agreement
+from hw.config import AcceleratorConfig, resolve
+from hw.errors import InputError
+
+BACKENDS = ("accel", "cpu", "onnxruntime")
+SIM_REPEAT = 3
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """What to compare: the ONNX file `model`, accelerator `configs` (presets or files),
+    `backends`, `precisions` of the cpu and onnxruntime backends, `threads` each CPU backend
+    uses, timed rounds `repeat` after `warmup`, `inputs` for agreement, the simulator `sim`."""
+
+    model: str
+    configs: tuple[str, ...] = ("vta",)
+    backends: tuple[str, ...] = BACKENDS
+    precisions: tuple[str, ...] = PRECISIONS
+    threads: int = 1
+    repeat: int = 10
+    warmup: int = 2
+    inputs: int = 1
+    sim: str = "timing"
+
+    def check(self) -> list[AcceleratorConfig]:
+        """The resolved configs; InputError (ConfigError for a config) for anything wrong."""
+        for b in self.backends:
+            if b not in BACKENDS:
+                raise InputError(f"unknown backend {b!r}; known: {', '.join(BACKENDS)}")
+        if not self.backends:
+            raise InputError(f"no backend to compare; known: {', '.join(BACKENDS)}")
+        for p in self.precisions:
+            if p not in PRECISIONS:
+                raise InputError(f"unknown precision {p!r}; known: {', '.join(PRECISIONS)}")
+        for name, value, low in (("threads", self.threads, 1), ("repeat", self.repeat, 1),
+                                 ("warmup", self.warmup, 0), ("inputs", self.inputs, 1)):
+            if value < low:
+                raise InputError(f"--{name} must be at least {low}, not {value}")
+        if not Path(self.model).is_file():
+            raise InputError(f"{self.model}: no such model file")
+        return [resolve(c) for c in self.configs]
+
+
+@dataclass
+class _Entry:
+    backend: str
+    device: Device
+    precision: str
+    timing: str
+    threads: int | None
+    peak: Peak
+    compile_s: float
+    fallbacks: tuple[str, ...] = ()
+    values: Device | None = None  # what computes its outputs, where `device` only counts time
+
+
+def compare(request: CompareRequest, progress: Callable[[str], None] | None = None) -> CompareReport:
+    """Every backend of `request` on its model: the CompareReport."""
+    from compiler.frontend import import_onnx
+
+    configs = request.check()
+    data = Path(request.model).read_bytes()
+    graph = import_onnx(request.model)
+    name = zoo_name(data)
+    calibration = calibration_inputs(graph, name, 16)
+    samples = sample_inputs(graph, name, request.inputs, seed=0)
+    say = progress or (lambda _msg: None)
+    entries = _devices(request, graph, data, calibration, configs, say)
+    reference = OnnxRuntimeDevice(data, threads=request.threads, name="onnxruntime fp32 reference")
+    refs = [reference.infer(x).outputs[reference.output_names[0]] for x in samples]
+    say("timing")
+    times = _time(entries, samples[0], request)
+    macs = _model_macs(graph)
+    results = [_result(e, times[i], macs, refs, samples, graph.outputs[0]) for i, e in enumerate(entries)]
+    return CompareReport(graph.name, macs, len(samples), request.repeat, request.threads, tuple(results))
+
+
+def _devices(request: CompareRequest, graph: Graph, data: bytes, calibration: list[dict[str, np.ndarray]],
+             configs: list[AcceleratorConfig], say: Callable[[str], None]) -> list[_Entry]:
+    from codesign.run.ort_quant import ort_qdq
+    from compiler.driver import compile_cpu, compile_graph
+    from compiler.target import AcceleratorTarget
+    from sim.backends import make_backend
+
+    entries = []
+    host_peak = cpu_peak(request.threads) if {"cpu", "onnxruntime"} & set(request.backends) else None
+    for backend in request.backends:
+        if backend == "accel":
+            for cfg in configs:
+                say(f"compiling for {cfg.name}")
+                start = time.perf_counter()
+                model = compile_graph(graph, AcceleratorTarget(cfg), calibration, where=request.model)
+                sim = make_backend(request.sim, cfg)
+                device = AcceleratorDevice(model, sim)
+                values = None if sim.capabilities.values else AcceleratorDevice(
+                    model, make_backend("fsim", cfg))
+                entries.append(_Entry(f"accel:{cfg.name}", device, "int8", "simulated", None,
+                                      accelerator_peak(cfg), time.perf_counter() - start, values=values))
+            continue
+        assert host_peak is not None
+        for precision in request.precisions:
+            say(f"compiling {backend} {precision}")
+            start = time.perf_counter()
+            if backend == "cpu":
+                target = AcceleratorTarget(configs[0]) if configs else None
+                cpu = compile_cpu(graph, precision, calibration, shallow_target=target,
+                                  threads=request.threads, where=request.model)
+                seconds = time.perf_counter() - start
+                entries.append(_Entry(f"cpu:{precision}", CpuDevice(cpu), precision, "measured",
+                                      request.threads, host_peak, seconds, tuple(cpu.fallbacks())))
+            else:
+                onnx_bytes = data if precision == "fp32" else ort_qdq(data, calibration)
+                ort_device = OnnxRuntimeDevice(onnx_bytes, request.threads, f"onnxruntime {precision}",
+                                               vendor=True)
+                entries.append(_Entry(f"onnxruntime:{precision}", ort_device, precision, "measured",
+                                      request.threads, host_peak, time.perf_counter() - start))
+    return entries
+
+
+def _time(entries: list[_Entry], sample: dict[str, np.ndarray], request: CompareRequest) -> list[list[float]]:
+    """Per entry, the latencies of the timed rounds (after warm-up), interleaved."""
+    for e in entries:
+        for _ in range(request.warmup if e.timing == "measured" else 0):
+            e.device.infer(sample)
+    times: list[list[float]] = [[] for _ in entries]
+    for round_ in range(request.repeat):
+        for i, e in enumerate(entries):
+            if e.timing == "simulated" and round_ >= SIM_REPEAT:
+                continue
+            latency = e.device.infer(sample).latency_s
+            assert latency is not None, f"{e.backend} counts no time"
+            times[i].append(latency)
+    return times
+
+
+def _result(e: _Entry, seconds: list[float], macs: int, refs: list[np.ndarray],
+            samples: list[dict[str, np.ndarray]], output: str) -> BackendResult:
+    latency = Latency.of(seconds)
+    median_s = latency.median_ms / 1e3
+    gops = 2 * macs / median_s / 1e9
+    outs = [_first_output(e.values or e.device, x, output) for x in samples]
+    agree = agreement(refs, outs)
+    classifier = refs[0].ndim == 2 and refs[0].shape[0] == 1 and refs[0].shape[1] > 1
+    return BackendResult(
+        backend=e.backend, device=e.device.name, precision=e.precision, timing=e.timing, threads=e.threads,
+        latency=latency, throughput_per_s=1.0 / median_s, gops=gops, peak_gops=e.peak.gops,
+        peak_fraction=gops / e.peak.gops, peak_source=e.peak.source, cosine=agree.cosine_mean,
+        top1_agreement=agree.top1 if classifier else None,
+        top1_ci95=tuple(agree.top1_ci95) if classifier else None,  # type: ignore[arg-type]
+        compile_s=e.compile_s, fallbacks=e.fallbacks)
+
+
+def _first_output(device: Device, feeds: dict[str, np.ndarray], output: str) -> np.ndarray:
+    outputs = device.infer(feeds).outputs
+    return outputs[output] if output in outputs else next(iter(outputs.values()))
+
+
+def _model_macs(graph: Graph) -> int:
+    from compiler.graph.passes import simplify
+    from compiler.runtime.model import node_macs
+
+    g = simplify(graph)
+    return sum(node_macs(g, n) for n in g.nodes)
