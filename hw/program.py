@@ -292,6 +292,19 @@ class ProgramBuilder:
     def finish(self, **flags: Any) -> None:
         self.emit(isa.Finish(**flags))
 
+    def copy_for(self, cfg: AcceleratorConfig) -> ProgramBuilder:
+        """A copy of what was written so far, to build for `cfg`: a config whose element sizes
+        equal this one's (DRAM addresses are in elements), differing in the scratchpad depths
+        or the memory system, so only the encoding of the instructions differs."""
+        if any(cfg.elem_bytes(m) != self.cfg.elem_bytes(m) for m in isa.MemType) or \
+                max(cfg.max_elem_bytes, 64) != self._align:
+            raise ProgramError(f"a program written for {self.cfg.name} cannot be built for {cfg.name}: "
+                               "their element sizes differ")
+        copy = ProgramBuilder(cfg)
+        copy._regions, copy._constants = list(self._regions), dict(self._constants)
+        copy._uops, copy._items, copy._next = list(self._uops), list(self._items), self._next
+        return copy
+
     # -- result ---------------------------------------------------------------------------------
     def build(self, *, check_tokens: bool = True) -> Program:
         uop_region = None

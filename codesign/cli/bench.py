@@ -53,6 +53,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="also run each tuned schedule on fsim and rtl (exact? rtl cycles?)")
     tune.add_argument("--json", action="store_true")
     tune.set_defaults(run=_tune)
+    sweep_eval = group.add_parser("sweep-eval", help="a sweep's evaluation of random points on ResNet-18")
+    sweep_eval.add_argument("--points", type=int, default=20, help="hardware points (default 20)")
+    sweep_eval.add_argument("--seed", type=int, default=0)
+    sweep_eval.add_argument("--quality", action="store_true",
+                            help="compare each layer's chosen schedule with its space's exhaustive best")
+    sweep_eval.add_argument("--json", action="store_true")
+    sweep_eval.set_defaults(run=_sweep_eval)
 
 
 def _fsim(args: argparse.Namespace) -> int:
@@ -103,6 +110,15 @@ def _tune(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json()))
     else:
         print(bench.table(result))
+    return 0
+
+
+def _sweep_eval(args: argparse.Namespace) -> int:
+    from codesign.bench import sweep_eval
+
+    bench = sweep_eval.quality if args.quality else sweep_eval.run
+    report = bench(args.points, args.seed)
+    emit(report.to_json(), args.json)
     return 0
 
 

@@ -79,6 +79,9 @@ class _Emitter:
         self.slots: dict[E.Var, int] = {}  # the loops enclosing the statement being compiled
 
     def run(self, body: S.Stmt) -> Program:
+        return self.stream_of(body).build()
+
+    def stream_of(self, body: S.Stmt) -> ProgramBuilder:
         self.compile(body)()
         self.stream.finish()
         if self.plan.uops:
@@ -86,7 +89,7 @@ class _Emitter:
             self.builder.load_uops(span, 0)
         for insn in self.stream.insns:
             self.builder.emit(insn)
-        return self.builder.build()
+        return self.builder
 
     def compile(self, node: S.Stmt) -> _Step:
         if isinstance(node, S.Seq):
@@ -259,3 +262,10 @@ def _pattern(k: S.Kernel) -> _Pattern:
 
 def emit(func: LoweredFunc, body: S.Stmt, target: AcceleratorTarget) -> Program:
     return _Emitter(func, target).run(body)
+
+
+def emit_builder(func: LoweredFunc, body: S.Stmt, target: AcceleratorTarget) -> ProgramBuilder:
+    """`emit` up to the encoding: the builder holding the regions, micro-ops and instructions,
+    whose `build()` is `emit`'s Program (a sweep encodes one stream for many configs with
+    `ProgramBuilder.copy_for`)."""
+    return _Emitter(func, target).stream_of(body)

@@ -334,6 +334,39 @@ def grid(knobs: Callable[..., Any], space: dict[str, list[int]]) -> list[Any]:
     return [knobs(*values) for values in itertools.product(*space.values())]
 
 
+def knob_grid(space: dict[str, list[int]]) -> dict[str, np.ndarray]:
+    """Each knob's value at every point of `space`, in `grid`'s order (itertools.product's)."""
+    axes = np.meshgrid(*[np.asarray(v, np.int64) for v in space.values()], indexing="ij")
+    return {name: axis.ravel() for name, axis in zip(space, axes, strict=True)}
+
+
+def tile_table(values: list[int], ok: Callable[[int], bool], of: np.ndarray) -> np.ndarray:
+    """`ok(v)` for each entry of `of` (whose entries are among `values`), computed once per value."""
+    table = np.array([ok(v) for v in values], dtype=bool)
+    return table[np.searchsorted(np.asarray(values), of)]  # type: ignore[no-any-return]
+
+
+def overlapped(compute: np.ndarray, load: np.ndarray, steps: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """The estimates' cycles of compute and loads: in series with one thread, else overlapped
+    (the same float operations, in the same order, as the scalar `estimate`s)."""
+    c = compute.astype(np.float64)
+    one = c + load
+    many = np.maximum(c, load) + 0.5 * np.minimum(c, load) + load / steps * threads
+    return np.where(threads == 1, one, many)
+
+
+def best_point(knobs: Callable[..., Any], grid_values: dict[str, np.ndarray], costs: np.ndarray,
+               threads: np.ndarray, vthreads: int | None) -> Any:
+    """`default_point` from every point's cost at once (`grid_values` as `knob_grid` gives them,
+    `costs` NaN where a point does not fit): the knobs record of the cheapest point."""
+    allowed = threads == vthreads if vthreads is not None else threads <= 2
+    scored = np.where(allowed & ~np.isnan(costs), costs, np.inf)
+    if not np.isfinite(scored).any():
+        raise ScheduleError("no schedule point fits this accelerator's scratchpads")
+    i = int(np.argmin(scored))
+    return knobs(**{name: int(values[i]) for name, values in grid_values.items()})
+
+
 def default_point(points: list[Any], cost: Callable[[Any], float | None], vthreads: int | None) -> Any:
     """The cheapest point under `cost` with `vthreads` threads; with None, at most two (more
     threads split the scratchpads into smaller tiles, which the estimates do not reward)."""

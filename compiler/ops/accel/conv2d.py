@@ -16,14 +16,17 @@ import numpy as np
 from compiler.errors import ScheduleError
 from compiler.ops.accel.common import (
     Epilogue,
+    best_point,
     check_knobs,
-    default_point,
     divisors,
     grid,
+    knob_grid,
     load_into_acc,
+    overlapped,
     precise_tensors,
     random_vectors,
     stage_epilogue,
+    tile_table,
 )
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
@@ -246,9 +249,39 @@ class Conv2d:
             return compute + load
         return max(compute, load) + 0.5 * min(compute, load) + load / steps * k.threads
 
+    def estimates(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """`estimate` of every point of the space at once: each knob's values in `points()`'s
+        order, and the estimates (NaN where a point does not fit), equal to `estimate`'s."""
+        s, t, cfg = self.spec, self.target, self.target.cfg
+        space = self.space()
+        g = knob_grid(space)
+        b, h, w, oc, ic = g["tile_b"], g["tile_h"], g["tile_w"], g["tile_oc"], g["tile_ic"]
+        threads = g["oc_threads"] * g["h_threads"]
+        in_h = (h - 1) * (s.stride // self.row_step) + s.kernel
+        in_w = (w - 1) * s.stride + s.kernel
+        tiles = (self.nb // b) * (self.kb // oc) * (s.out_height // h) * (s.out_width // w)
+        steps = tiles * (self.cb // ic)
+        acc_elems = b * oc * h * w
+        ep = s.epilogue
+        fits = ((self.kb % (oc * g["oc_threads"]) == 0) & (s.out_height % (h * g["h_threads"]) == 0)
+                & (threads <= t.token_capacity)
+                & tile_table(space["tile_h"], self._rows_ok, h)
+                & tile_table(space["tile_w"], lambda v: _pads_ok(s.out_width, v, s.stride, s.kernel, s.pad,
+                                                                 s.width, t), w)
+                & (threads * b * ic * in_h * in_w <= t.scope("inp").depth)
+                & (threads * oc * ic * s.kernel * s.kernel <= t.scope("wgt").depth)
+                & (threads * acc_elems * (ep.acc_tiles + int(ep.residual is not None))
+                   + self.kb * len(ep.vectors) <= t.scope("acc").depth))
+        bandwidth = min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
+        step_bytes = b * ic * in_h * in_w * cfg.inp_elem_bytes + oc * ic * s.kernel**2 * cfg.wgt_elem_bytes
+        load = steps * (step_bytes / bandwidth + (b * ic + 1) * cfg.dram_latency_cycles)
+        compute = steps * (acc_elems * ic * s.kernel**2 + 10) + tiles * acc_elems * (ep.alu_ops + 1)
+        return g, np.where(fits, overlapped(compute, load, steps, threads), np.nan)
+
     def default_knobs(self, vthreads: int | None = None) -> Conv2dKnobs:
         """The best point under `estimate`: re-derived for every config, never a fixed table."""
-        return default_point(self.points(), self.estimate, vthreads)  # type: ignore[no-any-return]
+        g, costs = self.estimates()
+        return best_point(Conv2dKnobs, g, costs, g["oc_threads"] * g["h_threads"], vthreads)  # type: ignore[no-any-return]
 
     # -- the how -----------------------------------------------------------------------------------
     def schedule(self, k: Conv2dKnobs) -> Schedule:

@@ -14,10 +14,12 @@ import numpy as np
 from compiler.errors import ScheduleError
 from compiler.ops.accel.common import (
     Epilogue,
+    best_point,
     check_knobs,
-    default_point,
     divisors,
     grid,
+    knob_grid,
+    overlapped,
     precise_tensors,
     random_vectors,
     stage_epilogue,
@@ -134,8 +136,27 @@ class Dense:
             return compute + load
         return max(compute, load) + 0.5 * min(compute, load) + load / steps * k.threads
 
+    def estimates(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """`estimate` of every point at once (see Conv2d.estimates)."""
+        t, cfg, ep = self.target, self.target.cfg, self.spec.epilogue
+        g = knob_grid(self.space())
+        m, k, n = g["tile_m"], g["tile_k"], g["tile_n"]
+        threads = g["n_threads"] * g["m_threads"]
+        fits = ((self.nb % (n * g["n_threads"]) == 0) & (self.mb % (m * g["m_threads"]) == 0)
+                & (threads <= t.token_capacity) & (threads * m * k <= t.scope("inp").depth)
+                & (threads * n * k <= t.scope("wgt").depth)
+                & (threads * m * n * ep.acc_tiles + self.nb * len(ep.vectors) <= t.scope("acc").depth))
+        tiles = (self.mb // m) * (self.nb // n)
+        steps = tiles * (self.kb // k)
+        step_bytes = m * k * cfg.inp_elem_bytes + n * k * cfg.wgt_elem_bytes
+        bandwidth = min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
+        load = steps * (step_bytes / bandwidth + 2 * cfg.dram_latency_cycles)
+        compute = steps * (m * n * k + 10) + tiles * (m * n) * (ep.alu_ops + 1)
+        return g, np.where(fits, overlapped(compute, load, steps, threads), np.nan)
+
     def default_knobs(self, vthreads: int | None = None) -> DenseKnobs:
-        return default_point(self.points(), self.estimate, vthreads)  # type: ignore[no-any-return]
+        g, costs = self.estimates()
+        return best_point(DenseKnobs, g, costs, g["n_threads"] * g["m_threads"], vthreads)  # type: ignore[no-any-return]
 
     def schedule(self, k: DenseKnobs) -> Schedule:
         check_knobs(k, self.space(), "dense")

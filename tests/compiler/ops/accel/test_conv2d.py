@@ -101,3 +101,21 @@ def test_bad_specs_are_rejected():
     op = Conv2d(Conv2dSpec(1, 16, 8, 8, 16, 3), AcceleratorTarget(PRESETS["tiny"]))
     with pytest.raises(ScheduleError, match="knob tile_h=4 is not one of"):
         op.schedule(Conv2dKnobs(tile_h=4))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(CONFIGS), st.sampled_from(RESNET18[1:]), st.sampled_from([None, 1, 2]),
+       st.integers(0, 3))
+def test_estimates_equal_the_scalar_estimate(cfg, layer, residual, small):
+    """The vectorised estimates are the scalar estimate's exact floats (so the default is too),
+    on scratchpads shrunk as far as a quarter."""
+    _, n, c, h, w, k, r, s, p = layer
+    cfg = cfg.with_params(inp_bytes=max(cfg.inp_bytes >> small, cfg.inp_elem_bytes),
+                          acc_bytes=max(cfg.acc_bytes >> small, cfg.acc_elem_bytes))
+    ep = Epilogue(channel_multiplier=True, scaled_bias=True, residual=residual)
+    op = Conv2d(Conv2dSpec(n * cfg.batch, c, h, w, k, r, s, p, ep), AcceleratorTarget(cfg))
+    grid, costs = op.estimates()
+    points = op.points()
+    assert [int(grid["tile_h"][i]) for i in range(len(points))] == [q.tile_h for q in points]
+    scalar = [op.estimate(q) for q in points]
+    assert [None if x != x else float(x) for x in costs] == scalar

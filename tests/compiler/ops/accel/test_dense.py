@@ -29,3 +29,12 @@ def test_generated_shapes_and_points_exact(cfg, m_blocks, k, n, pick, relu):
     points = [p for p in op.points() if op.fits(p)]
     knobs = op.default_knobs() if pick % 3 == 0 else points[pick % len(points)]
     check_op(op, knobs=knobs, seed=pick, fsim_seed=pick if pick % 2 else None)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(CONFIGS), st.integers(1, 4), st.integers(1, 600), st.integers(1, 1100))
+def test_estimates_equal_the_scalar_estimate(cfg, m_blocks, k, n):
+    op = Dense(DenseSpec(m_blocks * cfg.batch, k, n, Epilogue(channel_multiplier=True, round=True)),
+               AcceleratorTarget(cfg))
+    _, costs = op.estimates()
+    assert [None if x != x else float(x) for x in costs] == [op.estimate(q) for q in op.points()]

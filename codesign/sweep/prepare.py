@@ -1,0 +1,92 @@
+"""A sweep's workloads, prepared once: exported from the zoo or read from an ONNX file, imported,
+and quantized as `codesign compile` quantizes them (compiler.driver.compile_graph with the
+default QuantOptions, calibrated on the zoo's own data for zoo models).
+
+Quantization depends on the hardware in one way only: a shallow convolution (input channels at
+most half of `block_in`) stays float on the host.  So a workload keeps one quantized graph per
+set of shallow convolutions, made on first need (`Prepared.steps_for`): a sweep over block_in
+8..32 quantizes ResNet-18 once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codesign.run.inputs import Inputs, calibration_inputs, zoo_name
+from codesign.sweep.operators import Step, graph_steps
+from codesign.sweep.records import WorkloadSpec
+from compiler.driver import DEFAULT_QUANT, float_layer_rule, is_qdq
+from compiler.frontend import import_onnx
+from compiler.graph.ir import Graph, Node
+from compiler.quant import quantize
+from compiler.quant.fuse_residual import fuse_residual_adds
+from compiler.quant.qdq import import_qdq
+
+ShallowKey = tuple[int, ...]  # the input-channel counts of the convolutions left float
+
+
+@dataclass
+class Prepared:
+    """One workload: its imported float graph, calibration inputs, and quantized steps by the
+    set of shallow convolutions they were quantized for."""
+
+    spec: WorkloadSpec
+    graph: Graph
+    calibration: list[Inputs]
+    steps: dict[ShallowKey, list[Step]] = field(default_factory=dict)
+    quantize_s: float = 0.0
+
+    def shallow_key(self, block_in: int) -> ShallowKey:
+        if is_qdq(self.graph):
+            return ()
+        convs = {self.graph.values[n.inputs[0]].shape[1] for n in self.graph.nodes if n.op == "Conv"}
+        return tuple(sorted(c for c in convs if 2 * c <= block_in))
+
+    def steps_for(self, block_in: int) -> list[Step]:
+        """The quantized graph's steps for a core of this `block_in` (quantized on first need)."""
+        key = self.shallow_key(block_in)
+        if key not in self.steps:
+            start = time.perf_counter()
+            self.steps[key] = graph_steps(_quantize(self.graph, self.calibration, key))
+            self.quantize_s += time.perf_counter() - start
+        return self.steps[key]
+
+
+def prepare(spec: WorkloadSpec, block_ins: tuple[int, ...] = (16,)) -> Prepared:
+    """Import `spec`'s model and quantize it for the cores of these `block_in`s."""
+    graph, name = _import(spec)
+    prepared = Prepared(spec, graph, calibration_inputs(graph, name, DEFAULT_QUANT.calibration_count))
+    for block_in in block_ins:
+        prepared.steps_for(block_in)
+    return prepared
+
+
+def _import(spec: WorkloadSpec) -> tuple[Graph, str | None]:
+    """The float graph and its zoo name (None for a file not exported from the zoo)."""
+    from codesign import zoo
+
+    if spec.model in zoo.names() and not Path(spec.model).exists():
+        return import_onnx(zoo.build(spec.model), spec.shapes()), spec.model
+    graph = import_onnx(spec.model, spec.shapes())  # its errors name the file
+    return graph, zoo_name(Path(spec.model).read_bytes())
+
+
+def _quantize(graph: Graph, calibration: list[Inputs], shallow: ShallowKey) -> Graph:
+    """compiler.driver.compile_graph's quantization, shallow convolutions (those of `shallow`'s
+    channel counts) kept float."""
+    if is_qdq(graph):
+        return import_qdq(graph, calibration, precise=True)
+
+    def keep_shallow(g: Graph, node: Node) -> bool:
+        return node.op in ("QConv", "Conv") and g.values[node.inputs[0]].shape[1] in shallow
+
+    q = DEFAULT_QUANT
+    keep = float_layer_rule(graph, q.float_layers, keep_shallow)
+    quantized = quantize(graph, calibration, method=q.calibration, rounding=q.rounding,
+                         bias_correction=q.bias_correction, keep_float=keep)
+    return fuse_residual_adds(quantized)
+
+
+__all__ = ["Prepared", "ShallowKey", "prepare"]
