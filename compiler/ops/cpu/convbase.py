@@ -173,8 +173,8 @@ class ConvOp(HostOp):
         k, cg, r, s = self.weight_shape
         ins = {
             "data": placeholder(self.shape, self.inp_dtype, "data"),
-            "weight": placeholder((cg, r, s, k) if self.packed else self.weight_shape, self.inp_dtype,
-                                  "weight"),
+            "weight": placeholder(self.packed_weight_shape if self.packed else self.weight_shape,
+                                  self.inp_dtype, "weight"),
             **self._channel_inputs(),
         }
         strategy = self.chosen_strategy
@@ -231,25 +231,48 @@ class ConvOp(HostOp):
             wide(src[b, channel(k) + ic.var, y * sh + ry, x * sw + rx]) * wide(weight[k, ic, ry, rx]),
             [ic, ry, rx]), "acc")
 
+    @property
+    def weight_block(self) -> int:
+        """Output channels per block of the "channels" schedule's weights: its register tile's
+        lanes (a whole vector of output channels), or every channel when they are no multiple
+        of a vector."""
+        return register_tile(self.out_hw[1], self.weight_shape[0], self.acc_dtype)[1] or self.weight_shape[0]
+
+    @property
+    def packed_weight_shape(self) -> tuple[int, int, int, int, int]:
+        """(K/L, C, R, S, L) for weight blocks of L = `weight_block` output channels: the weights
+        one block of output channels reads over its whole reduction are contiguous."""
+        k, c, r, s = self.weight_shape
+        lanes = self.weight_block
+        return k // lanes, c, r, s, lanes
+
     def _acc_channels(self, data: Tensor, weight: Tensor) -> Tensor:
         k_out, c, r, s = self.weight_shape
         sh, sw = self.stride_hw
         src = self._padded(data, False) if any(self.pad_tlbr) else data
         wide = self._widen
+        lanes = self.weight_block
         wt = weight if self.packed else compute(
-            (c, r, s, k_out), lambda ch, ry, rx, k: wide(weight[k, ch, ry, rx]), "wt")
+            self.packed_weight_shape, lambda ko, ch, ry, rx, ki: weight[ko * lanes + ki, ch, ry, rx], "wt")
         ic, ry, rx = reduce_axis(c, "ic"), reduce_axis(r, "ry"), reduce_axis(s, "rx")
         n, _, oh, ow = self.out_shape
         return compute((n, oh, ow, k_out), lambda b, y, x, k: sum(
-            wide(src[b, ic, y * sh + ry, x * sw + rx]) * wide(wt[ic, ry, rx, k]), [ic, ry, rx]), "acc")
+            wide(src[b, ic, y * sh + ry, x * sw + rx]) * wide(wt[k // lanes, ic, ry, rx, k % lanes]),
+            [ic, ry, rx]), "acc")
 
     def pack_weight(self, weight: np.ndarray) -> np.ndarray:
-        """A (K, C, R, S) weight as a packed weight argument takes it: (C, R, S, K), contiguous."""
-        return np.ascontiguousarray(np.asarray(weight).transpose(1, 2, 3, 0))
+        """A (K, C, R, S) weight as a packed weight argument takes it: `packed_weight_shape`,
+        contiguous."""
+        k, c, r, s = self.weight_shape
+        lanes = self.weight_block
+        blocks = np.asarray(weight).reshape(k // lanes, lanes, c, r, s)
+        return np.ascontiguousarray(blocks.transpose(0, 2, 3, 4, 1))
 
     def logical_weight(self, weight: np.ndarray) -> np.ndarray:
         """The weight argument as (K, C/group, R, S), unpacked if it comes packed."""
-        return weight.transpose(3, 0, 1, 2) if self.packed else weight
+        if not self.packed:
+            return weight
+        return weight.transpose(0, 4, 1, 2, 3).reshape(self.weight_shape)
 
     def _acc_depthwise(self, data: Tensor, weight: Tensor) -> Tensor:
         k_out, _, r, s = self.weight_shape
@@ -283,17 +306,18 @@ class ConvOp(HostOp):
 
     def _schedule_channel_blocks(self, s: Schedule, pixels: int, lanes: int) -> Schedule:
         """A block of `lanes` output channels at a time (its weights, C*R*S*lanes values, stay
-        in cache over the whole image): the block's outputs accumulated channels last in a
-        temporary, `pixels` x `lanes` accumulators held in registers over the reduction
-        (one weight vector serves `pixels` pixels, one broadcast input value `lanes` channels),
-        then taken through the epilogue into NCHW."""
+        in cache over the whole image), `pixels` output pixels of a row at a time: their
+        `pixels` x `lanes` accumulators are a small temporary (a register tile) computed inside
+        the pixel block, the reduction outside its pixel and lane loops (one weight vector
+        serves `pixels` pixels, one broadcast input value `lanes` channels; the lanes are one
+        vector operation and LLVM unrolls the pixels, so the tile stays in registers over the
+        whole reduction), then taken through the epilogue into NCHW."""
         s.split("out", "ch", lanes)
-        s.reorder("out", "ch.o", "ch.i", "y", "x")
-        s.compute_at("acc", "out", "ch.o")
-        s.split("acc", "x", pixels)
-        s.reorder("acc", "y", "x.o", "ic", "ry", "rx", "x.i", "k")
+        s.split("out", "x", pixels)
+        s.reorder("out", "ch.o", "y", "x.o", "ch.i", "x.i")
+        s.compute_at("acc", "out", "x.o")
+        s.reorder("acc", "ic", "ry", "rx", "x", "k")
         s.vectorize("acc", "k")
-        vectorize_loop(s, "out", "x", self.out_hw[1])
         return s
 
     def _schedule_depthwise(self, s: Schedule) -> Schedule:
