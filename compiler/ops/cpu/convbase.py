@@ -33,10 +33,12 @@ from typing import ClassVar
 
 import numpy as np
 
+from compiler.errors import ScheduleError
 from compiler.ops.cpu.base import HostOp, check_int, check_shape, pair
 from compiler.ops.cpu.qops import vectorize_loop
 from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
+from compiler.target.cpu import CpuTarget, host_target
 from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum
 
 STRATEGIES = ("auto", "channels", "depthwise", "rows")
@@ -80,6 +82,16 @@ class ConvOp(HostOp):
         raise NotImplementedError
 
     @property
+    def pixels(self) -> int:
+        """The register tile's pixels (0: the target's default): a field of each subclass."""
+        raise NotImplementedError
+
+    @property
+    def order(self) -> str:
+        """The register tile's loop order, one of ORDERS: a field of each subclass."""
+        raise NotImplementedError
+
+    @property
     def packed(self) -> bool:
         """Whether the weight argument comes packed as the "channels" schedule reads it,
         (C, R, S, K) (`pack_weight`), by a caller that packs constant weights once: a field of
@@ -105,6 +117,7 @@ class ConvOp(HostOp):
         if oh < 1 or ow < 1:
             raise ValueError(f"{name}: kernel {self.weight_shape[2:]} is larger than the padded input")
         self._check_strategy()
+        self._check_tile()
 
     def _check_strategy(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -239,6 +252,53 @@ class ConvOp(HostOp):
         return register_tile(self.out_hw[1], self.weight_shape[0], self.acc_dtype)[1] or self.weight_shape[0]
 
     @property
+    def tile(self) -> tuple[int, int, str]:
+        """The "channels" schedule's register tile and loop order: (pixels, lanes, order), the
+        op's `pixels` and `order` where set, else register_tile's and `default_order`."""
+        pixels, lanes = register_tile(self.out_hw[1], self.weight_shape[0], self.acc_dtype)
+        return self.pixels or pixels, lanes or self.weight_shape[0], self.tile_order
+
+    @property
+    def tile_order(self) -> str:
+        return self.order if self.order != "auto" else self.default_order()
+
+    def default_order(self, target: CpuTarget | None = None) -> str:
+        """"rows" when the input is larger than half the L2 cache and the weights are not (a
+        row's inputs then stay in cache while every block's weights stream), else "channels"."""
+        target = host_target() if target is None else target
+        (_, c, h, w), (k, _, r, s) = self.shape, self.weight_shape
+        size = E.BITS[self.inp_dtype] // 8
+        data = c * (h + self.pad_tlbr[0] + self.pad_tlbr[2]) * (w + self.pad_tlbr[1] + self.pad_tlbr[3])
+        weights = k * c * r * s * E.BITS[self.acc_dtype] // 8
+        half = target.l2_bytes // 2
+        return "rows" if data * size > half and weights <= half else "channels"
+
+    def _check_tile(self) -> None:
+        """The register tile's knobs: ScheduleError where they cannot apply."""
+        if self.order not in ORDERS:
+            raise ScheduleError(f"{self.op}: order must be one of {', '.join(ORDERS)}, not {self.order!r}")
+        if not self.pixels and self.order == "auto":
+            return
+        strategy = self.chosen_strategy
+        lanes = register_tile(self.out_hw[1], self.weight_shape[0], self.acc_dtype)[1]
+        if strategy != "channels" or not lanes:
+            raise ScheduleError(f"{self.op}: pixels and order shape the 'channels' schedule's register "
+                                f"tile, which needs group 1 and output channels a multiple of the "
+                                f"vector; this convolution takes the {strategy!r} schedule"
+                                + ("" if strategy != "channels" else
+                                   f" with {self.weight_shape[0]} channels, no multiple of "
+                                   f"{host_target().lanes(E.BITS[self.acc_dtype])}"))
+        if self.pixels:
+            most, target = max_pixels(host_target()), host_target()
+            if isinstance(self.pixels, bool) or not isinstance(self.pixels, int) or not 1 <= self.pixels <= most:
+                raise ScheduleError(f"{self.op}: a register tile of {self.pixels!r} pixels needs "
+                                    f"that many accumulator registers and two more; {target.cpu} has "
+                                    f"{target.vector_registers}, so pixels must be in [1, {most}]")
+            if self.out_hw[1] % self.pixels:
+                raise ScheduleError(f"{self.op}: {self.pixels} pixels do not divide the output "
+                                    f"width {self.out_hw[1]}")
+
+    @property
     def packed_weight_shape(self) -> tuple[int, int, int, int, int]:
         """(K/L, C, R, S, L) for weight blocks of L = `weight_block` output channels: the weights
         one block of output channels reads over its whole reduction are contiguous."""
@@ -295,7 +355,7 @@ class ConvOp(HostOp):
             return self._schedule_depthwise(s)
         pixels, lanes = register_tile(self.out_hw[1], self.weight_shape[0], self.acc_dtype)
         if lanes:
-            return self._schedule_channel_blocks(s, pixels, lanes)
+            return self._schedule_channel_blocks(s, *self.tile)
         s.reorder("out", "y", "ch", "x")
         s.compute_at("acc", "out", "y")  # one output row, channels last, in the stack
         s.split("acc", "x", pixels)
@@ -304,17 +364,22 @@ class ConvOp(HostOp):
             vectorize_loop(s, "acc", "k", self.weight_shape[0])
         return s
 
-    def _schedule_channel_blocks(self, s: Schedule, pixels: int, lanes: int) -> Schedule:
+    def _schedule_channel_blocks(self, s: Schedule, pixels: int, lanes: int, order: str) -> Schedule:
         """A block of `lanes` output channels at a time (its weights, C*R*S*lanes values, stay
         in cache over the whole image), `pixels` output pixels of a row at a time: their
         `pixels` x `lanes` accumulators are a small temporary (a register tile) computed inside
         the pixel block, the reduction outside its pixel and lane loops (one weight vector
         serves `pixels` pixels, one broadcast input value `lanes` channels; the lanes are one
         vector operation and LLVM unrolls the pixels, so the tile stays in registers over the
-        whole reduction), then taken through the epilogue into NCHW."""
+        whole reduction), then taken through the epilogue into NCHW.  `order` "channels" puts the
+        channel blocks outermost (a block's weights stay in cache over the image), "rows" the
+        output rows (a row's input rows stay in cache over every block)."""
         s.split("out", "ch", lanes)
         s.split("out", "x", pixels)
-        s.reorder("out", "ch.o", "y", "x.o", "ch.i", "x.i")
+        if self.tile_order == "rows":
+            s.reorder("out", "y", "ch.o", "x.o", "ch.i", "x.i")
+        else:
+            s.reorder("out", "ch.o", "y", "x.o", "ch.i", "x.i")
         s.compute_at("acc", "out", "x.o")
         s.reorder("acc", "ic", "ry", "rx", "x", "k")
         s.vectorize("acc", "k")
@@ -359,22 +424,28 @@ class ConvOp(HostOp):
         return s
 
 
-VECTOR_BYTES = 32  # AVX2's ymm: the default tile's unit (TODO: from the CpuTarget's features)
-TILE_PIXELS = 14  # accumulator vectors a tile may take, of 16 ymm: one more holds the weight
-                  # vector, one the broadcast input
+ORDERS = ("auto", "channels", "rows")  # the "channels" schedule's outer loop: see ConvOp.tile
 
 
-def register_tile(width: int, channels: int, acc_dtype: str) -> tuple[int, int | None]:
-    """The "channels" schedule's register tile: pixels of an output row (the largest divisor of
-    `width` up to TILE_PIXELS) by one vector of output channels (`lanes`; None: the channels
-    stay one vectorised loop, when they are no multiple of a vector).  Measured on ResNet-18's
-    3x3 layers on an AVX2 host (Zen, one thread): 7 to 14 pixels by 8 channels ran 2-5x faster
-    than 4 pixels by 16 channels or 2 by 32, whose accumulators LLVM did not keep in registers."""
-    lanes = VECTOR_BYTES // (8 if acc_dtype in ("float64", "int64") else 4)
-    pixels = max(p for p in range(1, TILE_PIXELS + 1) if width % p == 0)
+def register_tile(width: int, channels: int, acc_dtype: str,
+                  target: CpuTarget | None = None) -> tuple[int, int | None]:
+    """The "channels" schedule's default register tile on `target` (the host by default):
+    pixels of an output row (the largest divisor of `width` whose accumulators, one vector of
+    output channels each, leave two of the target's vector registers for the weight vector and
+    the broadcast input) by one vector of output channels (`lanes`, the target's vector width
+    in the accumulator's dtype; None: the channels stay one vectorised loop, when they are no
+    multiple of a vector).  On an AVX2 host (16 ymm): up to 14 pixels by 8 float32 channels."""
+    target = host_target() if target is None else target
+    lanes = target.lanes(E.BITS[acc_dtype])
+    pixels = max(p for p in range(1, max_pixels(target) + 1) if width % p == 0)
     if channels % lanes:
         return next(f for f in (4, 2, 1) if width % f == 0), None
     return pixels, lanes
+
+
+def max_pixels(target: CpuTarget) -> int:
+    """The most pixels a register tile holds: every vector register but two."""
+    return target.vector_registers - 2
 
 
 def conv_reference64(data: np.ndarray, weight: np.ndarray, strides: tuple[int, int],
