@@ -10,8 +10,8 @@ compiler.target for the accelerator does not load it.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
