@@ -63,7 +63,7 @@ def lower_host(sched: Schedule, name: str = "main",
     lw.infer()
     lw.check_loop_kinds()
     lw.allocate()
-    body = drop_unit_loops(lw.build())
+    body = fold_divisions(drop_unit_loops(lw.build()))
     if verifying():
         verify(body, CPU, lw.buffers)
     return LoweredFunc(name, body, _input_order(sched, inputs), list(sched.outputs), lw.buffers)
@@ -83,6 +83,47 @@ def drop_unit_loops(node: S.Stmt, zero: dict[E.Var, E.Expr] | None = None) -> S.
         indices = tuple(_simplified(E.substitute(i, zero)) for i in node.indices)
         return S.Store(node.tensor, indices, _simplified(E.substitute(node.value, zero)))
     return node
+
+
+def fold_divisions(node: S.Stmt, ranges: dict[E.Var, int] | None = None) -> S.Stmt:
+    """`node` with each `f // d` and `f % d` (f affine over loop variables, d a positive
+    constant) replaced by affine forms where the loops' ranges allow: f = d*q + r with every
+    coefficient of q's part a multiple of d and 0 <= r < d over the loops gives q and r.  So a
+    blocked index such as `wt[k // 8, ..., k % 8]` with k = 8*block + lane reads
+    `wt[block, ..., lane]`, an affine access the code generator vectorises."""
+    ranges = {} if ranges is None else ranges
+    if isinstance(node, S.Seq):
+        return S.seq(*(fold_divisions(s, ranges) for s in node.stmts))
+    if isinstance(node, S.For):
+        return S.For(node.var, node.extent, fold_divisions(node.body, {**ranges, node.var: node.extent}),
+                     node.kind)
+    if isinstance(node, S.Store):
+        fold = _Folder(ranges).fold
+        return S.Store(node.tensor, tuple(fold(i) for i in node.indices), fold(node.value))
+    return node
+
+
+class _Folder:
+    def __init__(self, ranges: dict[E.Var, int]) -> None:
+        self.ranges = ranges
+
+    def fold(self, e: E.Expr) -> E.Expr:
+        e = E.rebuild(e, self.fold)
+        if not (isinstance(e, E.Bin) and e.op in ("//", "%") and isinstance(e.b, E.Const)
+                and e.b.value > 0 and e.dtype == E.INDEX):
+            return e
+        form, d = affine(e.a), e.b.value
+        if form is None or any(v not in self.ranges for v in form.coeffs):
+            return e
+        whole = {v: c // d for v, c in form.coeffs.items() if c % d == 0}
+        rest = Affine({v: c for v, c in form.coeffs.items() if c % d}, form.const % d)
+        low = rest.const + sum(min(0, c * (self.ranges[v] - 1)) for v, c in rest.coeffs.items())
+        high = rest.const + sum(max(0, c * (self.ranges[v] - 1)) for v, c in rest.coeffs.items())
+        if low < 0 or high >= d:
+            return e
+        if e.op == "%":
+            return rest.to_expr()
+        return Affine(whole, form.const // d).to_expr()
 
 
 def _simplified(e: E.Expr) -> E.Expr:

@@ -84,12 +84,14 @@ class CpuModel:
         self._pool = ThreadPoolExecutor(threads - 1) if threads > 1 else None
 
     @classmethod
-    def compile(cls, graph: Graph, *, threads: int = 1, fuse: bool = True) -> CpuModel:
+    def compile(cls, graph: Graph, *, threads: int = 1, fuse: bool = True,
+                tuned: Mapping[str, Mapping[str, Any]] | None = None) -> CpuModel:
         """Every node of `graph` as a native kernel where one covers it (fused as the module doc
-        says when `fuse`), each kernel split `threads` ways where it splits."""
+        says when `fuse`), each kernel split `threads` ways where it splits; `tuned`: schedule
+        knobs per convolution (compiler.tune.cpu.tuned_table), the defaults elsewhere."""
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be an int >= 1, not {threads!r}")
-        return cls(graph, plan_steps(graph, threads, fuse), threads)
+        return cls(graph, plan_steps(graph, threads, fuse, tuned), threads)
 
     @property
     def precision(self) -> str:
@@ -180,7 +182,8 @@ def _bound(spec: tuple[str, dict[str, Any]], arrays: list[np.ndarray],
     return kernel.bind(*views)
 
 
-def plan_steps(graph: Graph, threads: int = 1, fuse: bool = True) -> list[CpuStep]:
+def plan_steps(graph: Graph, threads: int = 1, fuse: bool = True,
+               tuned: Mapping[str, Mapping[str, Any]] | None = None) -> list[CpuStep]:
     """The graph's nodes as steps, fused groups placed at their last node, in graph order."""
     absorbed: set[str] = set()
     placed: list[tuple[int, CpuStep]] = []
@@ -189,14 +192,15 @@ def plan_steps(graph: Graph, threads: int = 1, fuse: bool = True) -> list[CpuSte
         if node.name in absorbed:
             continue
         start = time.perf_counter()
-        step = _step(graph, node, threads, fuse, absorbed)
+        step = _step(graph, node, threads, fuse, absorbed, tuned or {})
         step.compile_s = time.perf_counter() - start
         absorbed.update(n.name for n in step.nodes[1:])
         placed.append((index[step.nodes[-1].name], step))
     return [step for _, step in sorted(placed, key=lambda p: p[0])]
 
 
-def _step(graph: Graph, node: Node, threads: int, fuse: bool, absorbed: set[str]) -> CpuStep:
+def _step(graph: Graph, node: Node, threads: int, fuse: bool, absorbed: set[str],
+          tuned: Mapping[str, Mapping[str, Any]]) -> CpuStep:
     if node.op in VIEWS:
         return CpuStep((node,), "view", (node.inputs[0],), tuple(node.outputs))
     spec = host_spec(graph, node)
@@ -210,6 +214,10 @@ def _step(graph: Graph, node: Node, threads: int, fuse: bool, absorbed: set[str]
     constant_weight = name in ("conv2d", "qconv2d") and graph.values[args[1]].data is not None
     if constant_weight and host_op(name, **params).chosen_strategy == "channels":  # type: ignore[attr-defined]
         params = {**params, "packed": True}
+    if tuned:
+        from compiler.tune.cpu import spec_key
+
+        params = {**params, **tuned.get(spec_key(name, params), {})}
     outputs = tuple(nodes[-1].outputs)
     specs, slices = split_spec(name, params, threads)
     for s in specs:

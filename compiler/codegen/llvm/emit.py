@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from compiler.codegen.llvm import fmath
+from compiler.codegen.llvm import fmath, vector
 from compiler.errors import TensorExprError
 from compiler.lower.lower import LoweredFunc
 from compiler.te import expr as E
@@ -118,7 +118,11 @@ class _Emitter:
                             "statement (accelerator IR?)")
 
     def _loop(self, node: S.For) -> None:
-        """A bottom-tested loop: extents are at least 1, so the body runs before the test."""
+        """A bottom-tested loop: extents are at least 1, so the body runs before the test; a short
+        vectorised loop of one store is emitted as vector operations (compiler.codegen.llvm.vector)."""
+        if vector.vectorizable(node):
+            vector.emit_vector(self, node)
+            return
         pre = self.b.block
         body = self.fn.append_basic_block(f"{node.var.name}.body")
         self.b.branch(body)

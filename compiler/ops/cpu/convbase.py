@@ -33,9 +33,11 @@ from typing import ClassVar
 
 import numpy as np
 
+from compiler.errors import ScheduleError
 from compiler.ops.cpu.base import HostOp, check_int, check_shape, pair
 from compiler.ops.cpu.qops import vectorize_loop
 from compiler.schedule.schedule import Schedule
+from compiler.target.cpu import CpuTarget, host_target
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum
 
@@ -80,6 +82,16 @@ class ConvOp(HostOp):
         raise NotImplementedError
 
     @property
+    def pixels(self) -> int:
+        """The register tile's pixels (0: the target's default): a field of each subclass."""
+        raise NotImplementedError
+
+    @property
+    def order(self) -> str:
+        """The register tile's loop order, one of ORDERS: a field of each subclass."""
+        raise NotImplementedError
+
+    @property
     def packed(self) -> bool:
         """Whether the weight argument comes packed as the "channels" schedule reads it,
         (C, R, S, K) (`pack_weight`), by a caller that packs constant weights once: a field of
@@ -105,6 +117,7 @@ class ConvOp(HostOp):
         if oh < 1 or ow < 1:
             raise ValueError(f"{name}: kernel {self.weight_shape[2:]} is larger than the padded input")
         self._check_strategy()
+        self._check_tile()
 
     def _check_strategy(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -170,11 +183,10 @@ class ConvOp(HostOp):
 
     # -- TE -------------------------------------------------------------------------------------
     def tensors(self) -> dict[str, Tensor]:
-        k, cg, r, s = self.weight_shape
         ins = {
             "data": placeholder(self.shape, self.inp_dtype, "data"),
-            "weight": placeholder((cg, r, s, k) if self.packed else self.weight_shape, self.inp_dtype,
-                                  "weight"),
+            "weight": placeholder(self.packed_weight_shape if self.packed else self.weight_shape,
+                                  self.inp_dtype, "weight"),
             **self._channel_inputs(),
         }
         strategy = self.chosen_strategy
@@ -231,25 +243,96 @@ class ConvOp(HostOp):
             wide(src[b, channel(k) + ic.var, y * sh + ry, x * sw + rx]) * wide(weight[k, ic, ry, rx]),
             [ic, ry, rx]), "acc")
 
+    @property
+    def weight_block(self) -> int:
+        """Output channels per block of the "channels" schedule's weights: its register tile's
+        lanes (a whole vector of output channels), or every channel when they are no multiple
+        of a vector."""
+        return register_tile(self.out_hw[1], self.weight_shape[0], self.acc_dtype)[1] or self.weight_shape[0]
+
+    @property
+    def tile(self) -> tuple[int, int, str]:
+        """The "channels" schedule's register tile and loop order: (pixels, lanes, order), the
+        op's `pixels` and `order` where set, else register_tile's and `default_order`."""
+        pixels, lanes = register_tile(self.out_hw[1], self.weight_shape[0], self.acc_dtype)
+        return self.pixels or pixels, lanes or self.weight_shape[0], self.tile_order
+
+    @property
+    def tile_order(self) -> str:
+        return self.order if self.order != "auto" else self.default_order()
+
+    def default_order(self, target: CpuTarget | None = None) -> str:
+        """"rows" when the input is larger than half the L2 cache and the weights are not (a
+        row's inputs then stay in cache while every block's weights stream), else "channels"."""
+        target = host_target() if target is None else target
+        (_, c, h, w), (k, _, r, s) = self.shape, self.weight_shape
+        size = E.BITS[self.inp_dtype] // 8
+        data = c * (h + self.pad_tlbr[0] + self.pad_tlbr[2]) * (w + self.pad_tlbr[1] + self.pad_tlbr[3])
+        weights = k * c * r * s * E.BITS[self.acc_dtype] // 8
+        half = target.l2_bytes // 2
+        return "rows" if data * size > half and weights <= half else "channels"
+
+    def _check_tile(self) -> None:
+        """The register tile's knobs: ScheduleError where they cannot apply."""
+        if self.order not in ORDERS:
+            raise ScheduleError(f"{self.op}: order must be one of {', '.join(ORDERS)}, not {self.order!r}")
+        if not self.pixels and self.order == "auto":
+            return
+        strategy = self.chosen_strategy
+        lanes = register_tile(self.out_hw[1], self.weight_shape[0], self.acc_dtype)[1]
+        if strategy != "channels" or not lanes:
+            raise ScheduleError(f"{self.op}: pixels and order shape the 'channels' schedule's register "
+                                f"tile, which needs group 1 and output channels a multiple of the "
+                                f"vector; this convolution takes the {strategy!r} schedule"
+                                + ("" if strategy != "channels" else
+                                   f" with {self.weight_shape[0]} channels, no multiple of "
+                                   f"{host_target().lanes(E.BITS[self.acc_dtype])}"))
+        if self.pixels:
+            most, target = max_pixels(host_target()), host_target()
+            whole = isinstance(self.pixels, int) and not isinstance(self.pixels, bool)
+            if not whole or not 1 <= self.pixels <= most:
+                raise ScheduleError(f"{self.op}: a register tile of {self.pixels!r} pixels needs "
+                                    f"that many accumulator registers and two more; {target.cpu} has "
+                                    f"{target.vector_registers}, so pixels must be in [1, {most}]")
+            if self.out_hw[1] % self.pixels:
+                raise ScheduleError(f"{self.op}: {self.pixels} pixels do not divide the output "
+                                    f"width {self.out_hw[1]}")
+
+    @property
+    def packed_weight_shape(self) -> tuple[int, int, int, int, int]:
+        """(K/L, C, R, S, L) for weight blocks of L = `weight_block` output channels: the weights
+        one block of output channels reads over its whole reduction are contiguous."""
+        k, c, r, s = self.weight_shape
+        lanes = self.weight_block
+        return k // lanes, c, r, s, lanes
+
     def _acc_channels(self, data: Tensor, weight: Tensor) -> Tensor:
         k_out, c, r, s = self.weight_shape
         sh, sw = self.stride_hw
         src = self._padded(data, False) if any(self.pad_tlbr) else data
         wide = self._widen
+        lanes = self.weight_block
         wt = weight if self.packed else compute(
-            (c, r, s, k_out), lambda ch, ry, rx, k: wide(weight[k, ch, ry, rx]), "wt")
+            self.packed_weight_shape, lambda ko, ch, ry, rx, ki: weight[ko * lanes + ki, ch, ry, rx], "wt")
         ic, ry, rx = reduce_axis(c, "ic"), reduce_axis(r, "ry"), reduce_axis(s, "rx")
         n, _, oh, ow = self.out_shape
         return compute((n, oh, ow, k_out), lambda b, y, x, k: sum(
-            wide(src[b, ic, y * sh + ry, x * sw + rx]) * wide(wt[ic, ry, rx, k]), [ic, ry, rx]), "acc")
+            wide(src[b, ic, y * sh + ry, x * sw + rx]) * wide(wt[k // lanes, ic, ry, rx, k % lanes]),
+            [ic, ry, rx]), "acc")
 
     def pack_weight(self, weight: np.ndarray) -> np.ndarray:
-        """A (K, C, R, S) weight as a packed weight argument takes it: (C, R, S, K), contiguous."""
-        return np.ascontiguousarray(np.asarray(weight).transpose(1, 2, 3, 0))
+        """A (K, C, R, S) weight as a packed weight argument takes it: `packed_weight_shape`,
+        contiguous."""
+        k, c, r, s = self.weight_shape
+        lanes = self.weight_block
+        blocks = np.asarray(weight).reshape(k // lanes, lanes, c, r, s)
+        return np.ascontiguousarray(blocks.transpose(0, 2, 3, 4, 1))
 
     def logical_weight(self, weight: np.ndarray) -> np.ndarray:
         """The weight argument as (K, C/group, R, S), unpacked if it comes packed."""
-        return weight.transpose(3, 0, 1, 2) if self.packed else weight
+        if not self.packed:
+            return weight
+        return weight.transpose(0, 4, 1, 2, 3).reshape(self.weight_shape)
 
     def _acc_depthwise(self, data: Tensor, weight: Tensor) -> Tensor:
         k_out, _, r, s = self.weight_shape
@@ -272,7 +355,7 @@ class ConvOp(HostOp):
             return self._schedule_depthwise(s)
         pixels, lanes = register_tile(self.out_hw[1], self.weight_shape[0], self.acc_dtype)
         if lanes:
-            return self._schedule_channel_blocks(s, pixels, lanes)
+            return self._schedule_channel_blocks(s, *self.tile)
         s.reorder("out", "y", "ch", "x")
         s.compute_at("acc", "out", "y")  # one output row, channels last, in the stack
         s.split("acc", "x", pixels)
@@ -281,19 +364,25 @@ class ConvOp(HostOp):
             vectorize_loop(s, "acc", "k", self.weight_shape[0])
         return s
 
-    def _schedule_channel_blocks(self, s: Schedule, pixels: int, lanes: int) -> Schedule:
+    def _schedule_channel_blocks(self, s: Schedule, pixels: int, lanes: int, order: str) -> Schedule:
         """A block of `lanes` output channels at a time (its weights, C*R*S*lanes values, stay
-        in cache over the whole image): the block's outputs accumulated channels last in a
-        temporary, `pixels` x `lanes` accumulators held in registers over the reduction
-        (one weight vector serves `pixels` pixels, one broadcast input value `lanes` channels),
-        then taken through the epilogue into NCHW."""
+        in cache over the whole image), `pixels` output pixels of a row at a time: their
+        `pixels` x `lanes` accumulators are a small temporary (a register tile) computed inside
+        the pixel block, the reduction outside its pixel and lane loops (one weight vector
+        serves `pixels` pixels, one broadcast input value `lanes` channels; the lanes are one
+        vector operation and LLVM unrolls the pixels, so the tile stays in registers over the
+        whole reduction), then taken through the epilogue into NCHW.  `order` "channels" puts the
+        channel blocks outermost (a block's weights stay in cache over the image), "rows" the
+        output rows (a row's input rows stay in cache over every block)."""
         s.split("out", "ch", lanes)
-        s.reorder("out", "ch.o", "ch.i", "y", "x")
-        s.compute_at("acc", "out", "ch.o")
-        s.split("acc", "x", pixels)
-        s.reorder("acc", "y", "x.o", "ic", "ry", "rx", "x.i", "k")
+        s.split("out", "x", pixels)
+        if self.tile_order == "rows":
+            s.reorder("out", "y", "ch.o", "x.o", "ch.i", "x.i")
+        else:
+            s.reorder("out", "ch.o", "y", "x.o", "ch.i", "x.i")
+        s.compute_at("acc", "out", "x.o")
+        s.reorder("acc", "ic", "ry", "rx", "x", "k")
         s.vectorize("acc", "k")
-        vectorize_loop(s, "out", "x", self.out_hw[1])
         return s
 
     def _schedule_depthwise(self, s: Schedule) -> Schedule:
@@ -335,22 +424,29 @@ class ConvOp(HostOp):
         return s
 
 
-VECTOR_BYTES = 32  # AVX2's ymm: the default tile's unit (TODO: from the CpuTarget's features)
-TILE_PIXELS = 14  # accumulator vectors a tile may take, of 16 ymm: one more holds the weight
-                  # vector, one the broadcast input
+ORDERS = ("auto", "channels", "rows")  # the "channels" schedule's outer loop: see ConvOp.tile
 
 
-def register_tile(width: int, channels: int, acc_dtype: str) -> tuple[int, int | None]:
-    """The "channels" schedule's register tile: pixels of an output row (the largest divisor of
-    `width` up to TILE_PIXELS) by one vector of output channels (`lanes`; None: the channels
-    stay one vectorised loop, when they are no multiple of a vector).  Measured on ResNet-18's
-    3x3 layers on an AVX2 host (Zen, one thread): 7 to 14 pixels by 8 channels ran 2-5x faster
-    than 4 pixels by 16 channels or 2 by 32, whose accumulators LLVM did not keep in registers."""
-    lanes = VECTOR_BYTES // (8 if acc_dtype in ("float64", "int64") else 4)
-    pixels = max(p for p in range(1, TILE_PIXELS + 1) if width % p == 0)
+def register_tile(width: int, channels: int, acc_dtype: str,
+                  target: CpuTarget | None = None) -> tuple[int, int | None]:
+    """The "channels" schedule's default register tile on `target` (the host by default):
+    pixels of an output row (the largest divisor of `width` up to half the target's vector
+    registers: measured on ResNet-18's convolutions on an AVX2 host, 7-8 pixels ran 1.1-2.8x
+    faster than 14, the most that max_pixels allows, whose 16 live vectors spill) by one vector
+    of output channels (`lanes`, the target's vector width
+    in the accumulator's dtype; None: the channels stay one vectorised loop, when they are no
+    multiple of a vector).  On an AVX2 host (16 ymm): up to 8 pixels by 8 float32 channels."""
+    target = host_target() if target is None else target
+    lanes = target.lanes(E.BITS[acc_dtype])
+    pixels = max(p for p in range(1, target.vector_registers // 2 + 1) if width % p == 0)
     if channels % lanes:
         return next(f for f in (4, 2, 1) if width % f == 0), None
     return pixels, lanes
+
+
+def max_pixels(target: CpuTarget) -> int:
+    """The most pixels a register tile holds: every vector register but two."""
+    return target.vector_registers - 2
 
 
 def conv_reference64(data: np.ndarray, weight: np.ndarray, strides: tuple[int, int],

@@ -53,6 +53,8 @@ class Conv2d(ConvOp):
     act_lo: float = -math.inf
     act_hi: float = math.inf
     packed: bool = False
+    pixels: int = 0
+    order: str = "auto"
     op: ClassVar[str] = "conv2d"
     contract: ClassVar[bool] = True
     inp_dtype: ClassVar[str] = "float32"

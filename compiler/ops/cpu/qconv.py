@@ -65,6 +65,8 @@ class QConv2d(ConvOp):
     residual: bool = False
     mult_r: int = 0
     packed: bool = False
+    pixels: int = 0
+    order: str = "auto"
     op: ClassVar[str] = "qconv2d"
     inp_dtype: ClassVar[str] = "int8"
     acc_dtype: ClassVar[str] = "int32"

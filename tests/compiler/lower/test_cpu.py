@@ -144,3 +144,13 @@ def test_accelerator_lowering_refuses_host_constructs():
     s.vectorize("out", "j")
     with pytest.raises(ScheduleError, match=r"vectorize\(out, j\) is a host record"):
         lower(s, target)
+
+
+def test_divisions_by_a_block_fold_to_the_block_loops():
+    w = te.placeholder((2, 8), "float32", "w")
+    out = te.compute((16,), lambda k: w[k // 8, k % 8] + w[(k + 1) // 8, 0], "out")
+    s = Schedule(out)
+    s.split("out", "k", 8)
+    text = print_host(lower_host(s, "k", [w]))
+    assert "w[out.k.o, out.k.i]" in text  # k = 8*k.o + k.i with 0 <= k.i < 8
+    assert "((out.k.i + (out.k.o * 8)) + 1) // 8" in text  # k.i + 1 reaches 8: left as it is

@@ -9,6 +9,7 @@ import pytest
 
 from compiler.ops.cpu import Conv2d, host_op
 from compiler.ops.cpu.convbase import register_tile
+from compiler.target.cpu import CpuTarget
 
 SHAPES = [((1, 16, 9, 9), (16, 16, 3, 3), 1, 1), ((1, 8, 7, 7), (24, 8, 3, 3), 2, 1),
           ((1, 16, 6, 6), (16, 1, 3, 3), 1, 1)]
@@ -61,7 +62,10 @@ def test_bad_fusion_parameters_are_refused() -> None:
         host_op("conv2d", shape=(1, 8, 4, 4), weight_shape=(8, 8, 1, 1), residual=1)
 
 
-@pytest.mark.parametrize(("width", "channels", "tile"), [
-    (56, 64, (14, 8)), (7, 512, (7, 8)), (28, 128, (14, 8)), (13, 64, (13, 8)), (12, 6, (4, None))])
+AVX2 = CpuTarget("x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma")  # 16 ymm registers
+
+
+@pytest.mark.parametrize(("width", "channels", "tile"), [  # pixels: a divisor of width, at most 8
+    (56, 64, (8, 8)), (7, 512, (7, 8)), (28, 128, (7, 8)), (13, 64, (1, 8)), (12, 6, (4, None))])
 def test_register_tile(width: int, channels: int, tile: tuple[int, int | None]) -> None:
-    assert register_tile(width, channels, "float32") == tile
+    assert register_tile(width, channels, "float32", AVX2) == tile

@@ -1,0 +1,128 @@
+"""The CPU target's schedule spaces, and a tuner that measures their points on this host.
+
+A convolution's "channels" schedule (compiler.ops.cpu.convbase) has two knobs: `pixels`, the
+register tile's output pixels (each divisor of the output width up to the target's vector
+registers less two), and `order`, which loop is outermost ("channels": a block's weights stay in
+cache over the image; "rows": a row's inputs stay in cache over every block).  The space is
+derived from the target (compiler.target.cpu.CpuTarget: vector width and registers; the default
+order from its L2 size), so every point of it is a legal schedule; a knob outside it is a
+ScheduleError naming the reason.
+
+`tune_conv` measures the default schedule first and then every point, keeping the default unless
+a point is faster as measured (so a tuned model is never slower than the default, up to the
+noise of the host), and `tune_model` does that for each distinct convolution of a CpuModel's
+plan: its result is the `tuned` table CpuModel.compile takes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.ops.cpu import compile_host_op, host_op
+from compiler.ops.cpu.convbase import ConvOp, max_pixels, register_tile
+from compiler.target.cpu import CpuTarget, host_target
+
+CONV_OPS = ("conv2d", "qconv2d")
+KNOBS = ("pixels", "order")
+Knobs = dict[str, Any]
+
+
+def conv_space(name: str, params: Mapping[str, Any], target: CpuTarget | None = None) -> list[Knobs]:
+    """Every register tile of convolution `name` with `params` on `target`: pixels (divisors of
+    the output width, at most max_pixels) x order; empty where the op takes another schedule."""
+    target = host_target() if target is None else target
+    op = _op(name, params)
+    if op.chosen_strategy != "channels" or not register_tile(op.out_hw[1], op.weight_shape[0],
+                                                               op.acc_dtype, target)[1]:
+        return []
+    width = op.out_hw[1]
+    pixels = [p for p in range(1, max_pixels(target) + 1) if width % p == 0]
+    return [{"pixels": p, "order": o} for o in ("channels", "rows") for p in pixels]
+
+
+def spec_key(name: str, params: Mapping[str, Any]) -> str:
+    """A convolution's identity without its tile knobs: the tuned table's key."""
+    rest = {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items() if k not in KNOBS}
+    return json.dumps([name, rest], sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class ConvTuning:
+    """One convolution's search: the `best` knobs ({} : the default), the seconds of the
+    default and of the best, and how many points were measured."""
+
+    name: str
+    params: dict[str, Any]
+    best: Knobs
+    default_s: float
+    best_s: float
+    trials: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.name, "key": spec_key(self.name, self.params), "best": self.best,
+                "default_s": self.default_s, "best_s": self.best_s, "trials": self.trials}
+
+
+def measure(name: str, params: Mapping[str, Any], repeat: int = 5) -> float:
+    """The fastest of `repeat` runs of the op's kernel on seeded inputs, in seconds (the
+    fastest, not the median: on a shared host the other runs measure the neighbours)."""
+    op = _op(name, params)
+    kernel = compile_host_op(name, **params)
+    inputs = op.random_inputs(0)
+    if getattr(op, "packed", False) and inputs[1].shape != op.packed_weight_shape:
+        inputs[1] = op.pack_weight(inputs[1])
+    out = np.empty(op.out_shape, np.float32 if op.acc_dtype == "float32" else np.int8)
+    call = kernel.bind(*inputs, out)
+    call()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def tune_conv(name: str, params: Mapping[str, Any], repeat: int = 5,
+              target: CpuTarget | None = None) -> ConvTuning:
+    """Measure the default, then every point of `conv_space`; the fastest ({} if the default)."""
+    base = {k: v for k, v in params.items() if k not in KNOBS}
+    default_s = measure(name, base, repeat)
+    best, best_s, trials = {}, default_s, 1
+    for knobs in conv_space(name, base, target):
+        seconds = measure(name, {**base, **knobs}, repeat)
+        trials += 1
+        if seconds < best_s:
+            best, best_s = knobs, seconds
+    return ConvTuning(name, dict(base), best, default_s, best_s, trials)
+
+
+def tune_model(specs: list[tuple[str, dict[str, Any]]], repeat: int = 5,
+               progress: Callable[[int, int], None] | None = None) -> list[ConvTuning]:
+    """`tune_conv` for each distinct convolution among `specs` (a CpuModel's steps' host ops)."""
+    seen: dict[str, tuple[str, dict[str, Any]]] = {}
+    for name, params in specs:
+        if name in CONV_OPS:
+            seen.setdefault(spec_key(name, params), (name, params))
+    out = []
+    for n, (name, params) in enumerate(seen.values()):
+        out.append(tune_conv(name, params, repeat))
+        if progress is not None:
+            progress(n + 1, len(seen))
+    return out
+
+
+def tuned_table(results: list[ConvTuning]) -> dict[str, Knobs]:
+    """The table CpuModel.compile takes: spec_key -> knobs, for the convolutions tuning sped up."""
+    return {spec_key(r.name, r.params): r.best for r in results if r.best}
+
+
+def _op(name: str, params: Mapping[str, Any]) -> ConvOp:
+    op = host_op(name, **params)
+    assert isinstance(op, ConvOp), f"{name} is not a convolution"
+    return op
