@@ -10,6 +10,16 @@ x[...] * w[..., k]`.  Because the loop is gone, LLVM fully unrolls the pixel loo
 SROA keeps the small accumulator tile in registers over the whole reduction, which the loop
 vectoriser (it vectorises innermost loops one at a time, after unrolling) does not do.
 
+One int8 form more: a sum of two widened int16 products whose vector operands are the two
+halves of interleaved pairs, `int32(a[i]) * int32(w[2v]) + int32(a[i+1]) * int32(w[2v+1])`
+(the pair-packed convolution's reduction step, compiler.ops.cpu.convbase), is emitted as one
+contiguous load of the pairs, a broadcast of the pair (a[i], a[i+1]), a widening multiply and
+the sum of each lane's even and odd products: the form LLVM's x86 back end selects as
+vpmaddwd (16 int16 products summed pairwise into 8 int32 in one instruction on AVX2), which
+its own vectoriser never produces from the scalar loop.  Exact: each sum of two int16 products
+fits int32 but for (-32768)**2 * 2, which int16 data widened from int8 never reaches, and
+int32 adds wrap in any order.
+
 The lanes compute exactly what the serial loop computes: each lane's operations are the
 scalar ones, in the same order (`contract` float products may fuse into FMAs as the scalar code
 may).  A loop is refused (None: the caller emits the loop and its vectoriser hints) where that
@@ -75,10 +85,56 @@ def _supported(e: E.Expr, var: E.Var, stored: str, target: Affine) -> bool:
             return False
         return e.dtype != "bool" and e.value.dtype != "bool" and _supported(e.value, var, stored, target)
     if isinstance(e, E.Bin):
+        if pair_dot(e, var) is not None:
+            return True
         ops = _FLOAT_OPS if is_float(e.a.dtype) else _INT_OPS
         return (e.op in ops and _supported(e.a, var, stored, target)
                 and _supported(e.b, var, stored, target))
     return False
+
+
+PairDot = tuple[E.Load, E.Load]  # (the first of the broadcast pair, the first of the lane pairs)
+
+
+def pair_dot(e: E.Expr, var: E.Var) -> PairDot | None:
+    """(a, w) when `e` is `int32(a) * int32(w) + int32(a') * int32(w')` over int16 loads in
+    either order, where a' is the element after a and neither moves with `var`, and w' the
+    element after w, both moving by two elements per lane; else None."""
+    if not (isinstance(e, E.Bin) and e.op == "+" and e.dtype == "int32"):
+        return None
+    first, second = _widened_product(e.a, var), _widened_product(e.b, var)
+    if first is None or second is None:
+        return None
+    (a0, af0, w0, wf0), (a1, af1, w1, wf1) = first, second
+    one = Affine({}, 1)
+    if a0.tensor.name != a1.tensor.name or w0.tensor.name != w1.tensor.name:
+        return None
+    if af0 + one == af1 and wf0 + one == wf1:
+        return a0, w0
+    if af1 + one == af0 and wf1 + one == wf0:
+        return a1, w1
+    return None
+
+
+def _widened_product(e: E.Expr, var: E.Var) -> tuple[E.Load, Affine, E.Load, Affine] | None:
+    """(a, its form, w, its form) for `int32(a) * int32(w)` (either order) of int16 loads, `a`
+    fixed across the lanes and `w` moving by two elements per lane."""
+    if not (isinstance(e, E.Bin) and e.op == "*"):
+        return None
+    loads = []
+    for side in (e.a, e.b):
+        if not (isinstance(side, E.Cast) and side.dtype == "int32" and isinstance(side.value, E.Load)
+                and side.value.dtype == "int16"):
+            return None
+        form = flat_form(side.value.tensor.shape, side.value.indices)
+        if form is None:
+            return None
+        loads.append((side.value, form))
+    loads.sort(key=lambda lf: lf[1].coeff(var))
+    (a, af), (w, wf) = loads
+    if af.coeff(var) != 0 or wf.coeff(var) != 2:
+        return None
+    return a, af, w, wf
 
 
 def _index_vars(load: E.Load) -> set[E.Var]:
@@ -137,6 +193,9 @@ class _VectorExpr:
         if isinstance(e, E.Cast):
             return self._cast(self.emit(e.value), e.value.dtype, e.dtype)
         assert isinstance(e, E.Bin)
+        pair = pair_dot(e, self.var)
+        if pair is not None:
+            return self._pair_dot(*pair)
         a, c = self.emit(e.a), self.emit(e.b)
         if is_float(e.a.dtype):
             value = {"+": b.fadd, "-": b.fsub, "*": b.fmul}[e.op](a, c)
@@ -148,6 +207,22 @@ class _VectorExpr:
             cmp = b.icmp_signed if signed else b.icmp_unsigned
             return b.select(cmp("<" if e.op == "min" else ">", a, c), a, c)
         return {"+": b.add, "-": b.sub, "*": b.mul}[e.op](a, c)
+
+    def _pair_dot(self, a: E.Load, w: E.Load) -> ir.Value:
+        """Lane v: a[0] * w[2v] + a[1] * w[2v+1], widened to int32 (vpmaddwd's form)."""
+        em, b, n = self.em, self.em.b, self.n
+        i16, i32 = ir.IntType(16), ir.IntType(32)
+        wide = b.load(em._address(em.tensors[w.tensor.name], w.indices), typ=ir.VectorType(i16, 2 * n))
+        wide.align = 2
+        pair = b.load(em._address(em.tensors[a.tensor.name], a.indices), typ=ir.VectorType(i16, 2))
+        pair.align = 2
+        mask = ir.Constant(ir.VectorType(i32, 2 * n), [v % 2 for v in range(2 * n)])
+        pairs = b.shuffle_vector(pair, ir.Constant(pair.type, ir.Undefined), mask)
+        product = b.mul(b.sext(wide, ir.VectorType(i32, 2 * n)), b.sext(pairs, ir.VectorType(i32, 2 * n)))
+        undef = ir.Constant(product.type, ir.Undefined)
+        even = b.shuffle_vector(product, undef, ir.Constant(ir.VectorType(i32, n), list(range(0, 2 * n, 2))))
+        odd = b.shuffle_vector(product, undef, ir.Constant(ir.VectorType(i32, n), list(range(1, 2 * n, 2))))
+        return b.add(even, odd)
 
     def _cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         b, ty = self.em.b, self.vtype(dst)

@@ -35,6 +35,7 @@ import numpy as np
 
 from compiler.errors import ScheduleError
 from compiler.ops.cpu.base import HostOp, check_int, check_shape, pair
+from compiler.ops.cpu.convpairs import pack_pairs, pair_accumulation, unpack_pairs
 from compiler.ops.cpu.qops import vectorize_loop
 from compiler.schedule.schedule import Schedule
 from compiler.target.cpu import CpuTarget, host_target
@@ -75,6 +76,7 @@ class ConvOp(HostOp):
     inp_dtype: ClassVar[str]  # data and weight
     acc_dtype: ClassVar[str]  # the products and their sum
     depthwise_max_width: ClassVar[int]  # "auto" picks "depthwise" up to this output width
+    pair_reduction: ClassVar[bool] = False  # int8: the register tile reduces channel pairs
 
     @property
     def strategy(self) -> str:
@@ -186,11 +188,13 @@ class ConvOp(HostOp):
         ins = {
             "data": placeholder(self.shape, self.inp_dtype, "data"),
             "weight": placeholder(self.packed_weight_shape if self.packed else self.weight_shape,
-                                  self.inp_dtype, "weight"),
+                                  self.packed_dtype if self.packed else self.inp_dtype, "weight"),
             **self._channel_inputs(),
         }
         strategy = self.chosen_strategy
-        if strategy == "channels":
+        if strategy == "channels" and self.pairs:
+            acc = pair_accumulation(self, ins["data"], ins["weight"])
+        elif strategy == "channels":
             acc = self._acc_channels(ins["data"], ins["weight"])
         elif strategy == "depthwise":
             acc = self._acc_depthwise(ins["data"], ins["weight"])
@@ -266,9 +270,9 @@ class ConvOp(HostOp):
         row's inputs then stay in cache while every block's weights stream), else "channels"."""
         target = host_target() if target is None else target
         (_, c, h, w), (k, _, r, s) = self.shape, self.weight_shape
-        size = E.BITS[self.inp_dtype] // 8
+        size = 2 if self.pairs else E.BITS[self.inp_dtype] // 8  # the source the tile reads
         data = c * (h + self.pad_tlbr[0] + self.pad_tlbr[2]) * (w + self.pad_tlbr[1] + self.pad_tlbr[3])
-        weights = k * c * r * s * E.BITS[self.acc_dtype] // 8
+        weights = k * c * r * s * (2 if self.pairs else E.BITS[self.acc_dtype] // 8)
         half = target.l2_bytes // 2
         return "rows" if data * size > half and weights <= half else "channels"
 
@@ -299,11 +303,27 @@ class ConvOp(HostOp):
                                     f"width {self.out_hw[1]}")
 
     @property
-    def packed_weight_shape(self) -> tuple[int, int, int, int, int]:
+    def pairs(self) -> bool:
+        """Whether the "channels" schedule's register tile reduces input channels in pairs
+        (compiler.ops.cpu.convpairs): the int8 convolution's, where its register tile applies."""
+        return (self.pair_reduction and self.chosen_strategy == "channels"
+                and register_tile(self.out_hw[1], self.weight_shape[0], self.acc_dtype)[1] is not None)
+
+    @property
+    def packed_dtype(self) -> str:
+        """The packed weight's dtype: int16 pairs (`pairs`), else the input's."""
+        return "int16" if self.pairs else self.inp_dtype
+
+    @property
+    def packed_weight_shape(self) -> tuple[int, ...]:
         """(K/L, C, R, S, L) for weight blocks of L = `weight_block` output channels: the weights
-        one block of output channels reads over its whole reduction are contiguous."""
+        one block of output channels reads over its whole reduction are contiguous; with
+        `pairs`, (K/L, ceil(C/2), R, S, L, 2): each lane's two channels of a pair adjacent (an
+        odd C padded with a zero channel)."""
         k, c, r, s = self.weight_shape
         lanes = self.weight_block
+        if self.pairs:
+            return k // lanes, -(-c // 2), r, s, lanes, 2
         return k // lanes, c, r, s, lanes
 
     def _acc_channels(self, data: Tensor, weight: Tensor) -> Tensor:
@@ -322,9 +342,11 @@ class ConvOp(HostOp):
 
     def pack_weight(self, weight: np.ndarray) -> np.ndarray:
         """A (K, C, R, S) weight as a packed weight argument takes it: `packed_weight_shape`,
-        contiguous."""
+        contiguous, in `packed_dtype`."""
         k, c, r, s = self.weight_shape
         lanes = self.weight_block
+        if self.pairs:
+            return pack_pairs(weight, lanes)
         blocks = np.asarray(weight).reshape(k // lanes, lanes, c, r, s)
         return np.ascontiguousarray(blocks.transpose(0, 2, 3, 4, 1))
 
@@ -332,6 +354,8 @@ class ConvOp(HostOp):
         """The weight argument as (K, C/group, R, S), unpacked if it comes packed."""
         if not self.packed:
             return weight
+        if self.pairs:
+            return unpack_pairs(weight, self.weight_shape[1]).astype(self.inp_dtype)
         return weight.transpose(0, 4, 1, 2, 3).reshape(self.weight_shape)
 
     def _acc_depthwise(self, data: Tensor, weight: Tensor) -> Tensor:

@@ -71,6 +71,7 @@ class QConv2d(ConvOp):
     inp_dtype: ClassVar[str] = "int8"
     acc_dtype: ClassVar[str] = "int32"
     depthwise_max_width: ClassVar[int] = DEPTHWISE_MAX_WIDTH
+    pair_reduction: ClassVar[bool] = True
 
     def _check_params(self) -> None:
         check_requant(self)

@@ -85,3 +85,22 @@ def test_bad_threads_and_precision_are_refused(tmp_path_factory: pytest.TempPath
         CpuModel.compile(graph, threads=0)
     with pytest.raises(InputError, match=r"precision must be one of fp32, int8, not 'fp16'"):
         compile_cpu(graph, "fp16")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet18", "mobilenetv2", "bert-tiny"])
+def test_int8_is_exact_on_the_large_zoo_models(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The pair-packed int8 convolutions (vpmaddwd) and every other kernel, bit for bit against
+    the quantized graph's integer reference, on the zoo's large models (one input each)."""
+    graph, _ = _model(name, tmp_path_factory)
+    cpu = compile_cpu(graph, "int8", zoo.sample_inputs(name, 4, seed=1000),
+                      shallow_target=AcceleratorTarget(PRESETS["vta"]))
+    assert cpu.precision == "int8" and cpu.fallbacks() == []
+    feeds = zoo.sample_inputs(name, 1, seed=0)[0]
+    result = cpu.run(feeds)
+    outputs, boundary = reference_boundary(cpu.graph, feeds, result.handed_in)
+    assert boundary and set(boundary) == set(result.boundary)
+    for key, want in boundary.items():
+        assert np.array_equal(result.boundary[key], want), key
+    for key, want in outputs.items():
+        np.testing.assert_allclose(result.outputs[key], want, rtol=1e-4, atol=1e-5)

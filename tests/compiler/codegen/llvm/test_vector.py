@@ -8,7 +8,7 @@ import pytest
 
 from compiler import te
 from compiler.codegen.cpu import compile_func
-from compiler.codegen.llvm.vector import vectorizable
+from compiler.codegen.llvm.vector import pair_dot, vectorizable
 from compiler.lower.cpu import lower_host
 from compiler.schedule import Schedule
 from compiler.tir import stmt as S
@@ -94,3 +94,47 @@ def test_a_strided_load_or_a_long_loop_is_left_to_llvm():
 
 def test_a_serial_loop_is_not_vector_code():
     assert not vectorizable(_loop(lambda a: lambda i: a[i] + 1, vectorize=False))
+
+
+def _pair_tile(second: int = 1, rows: int = 3, lanes: int = 8, depth: int = 5):
+    """out[i, k] = sum_r a[i, r, 0] * w[r, k, 0] + a[i, r, second] * w[r, k, second] (int16
+    widened to int32): the pair-packed int8 convolution's register tile."""
+    a = te.placeholder((rows, depth, 2), "int16", "a")
+    w = te.placeholder((depth, lanes, 2), "int16", "w")
+    r = te.reduce_axis(depth, "r")
+
+    def term(i, k, j):  # type: ignore[no-untyped-def]
+        return te.cast("int32", a[i, r, j]) * te.cast("int32", w[r, k, j])
+
+    out = te.compute((rows, lanes), lambda i, k: te.sum(term(i, k, 0) + term(i, k, second), r), "out")
+    s = Schedule(out)
+    s.reorder("out", "r", "i", "k")
+    s.vectorize("out", "k")
+    return s, [a, w]
+
+
+def _pair_step(func):  # type: ignore[no-untyped-def]
+    """The vectorised loop of the reduction step (the other one zeroes the tile)."""
+    loop = next(f for f in _innermost(func.body) if f.kind == "vectorize"
+                and isinstance(f.body, S.Store) and not isinstance(f.body.value, te.expr.Const))
+    return loop, loop.body
+
+
+def test_a_pair_of_widened_products_is_one_pair_dot_and_exact():
+    s, ins = _pair_tile()
+    func = lower_host(s, "k", ins)
+    loop, store = _pair_step(func)
+    assert vectorizable(loop)
+    assert isinstance(store.value, te.expr.Bin) and pair_dot(store.value.b, loop.var) is not None
+    rng = np.random.default_rng(2)
+    a = rng.integers(-128, 128, (3, 5, 2)).astype(np.int16)
+    w = rng.integers(-128, 128, (5, 8, 2)).astype(np.int16)
+    got = compile_func(func)(a, w)
+    assert np.array_equal(got, np.einsum("irj,rkj->ik", a.astype(np.int64), w.astype(np.int64)))
+
+
+def test_products_that_are_no_adjacent_pair_are_no_pair_dot():
+    s, ins = _pair_tile(second=0)  # the same element twice: no interleaved pair
+    loop, store = _pair_step(lower_host(s, "k", ins))
+    assert isinstance(store.value, te.expr.Bin) and pair_dot(store.value.b, loop.var) is None
+    assert not vectorizable(loop)  # w moves by two elements per lane: left to LLVM

@@ -259,3 +259,41 @@ def test_bad_parameters(params, message):
     with pytest.raises(ValueError, match=message) as err:
         QConv2d(**params)
     assert str(err.value).startswith("qconv2d: ")
+
+
+@pytest.mark.parametrize("channels", [1, 2, 5, 16])
+@pytest.mark.parametrize("packed", [False, True])
+def test_register_tiles_reduce_channel_pairs_exactly(channels, packed):
+    """The "channels" schedule's int8 tile reduces channel pairs (int16, vpmaddwd's form); an
+    odd C's missing channel meets a zero weight, and a padding value of -128 still pads."""
+    op = QConv2d((1, channels, 9, 10), (16, channels, 3, 3), (1, 2), (1, 0, 2, 1), shift=12,
+                 pad_value=-128, packed=packed)
+    assert op.pairs and op.packed_dtype == "int16"
+    assert op.packed_weight_shape == (2, (channels + 1) // 2, 3, 3, 8, 2)
+    assert_exact(op, op.random_inputs(channels))
+
+
+def test_a_packed_pair_weight_unpacks_to_the_original():
+    op = QConv2d((1, 5, 6, 6), (16, 5, 3, 3), 1, 1, shift=12, packed=True)
+    weight = np.random.default_rng(3).integers(-128, 128, op.weight_shape).astype(np.int8)
+    packed = op.pack_weight(weight)
+    assert packed.dtype == np.int16 and packed.shape == op.packed_weight_shape
+    assert packed[1, 1, 0, 2, 3, 1] == weight[8 + 3, 2 * 1 + 1, 0, 2]  # block 1, pair 1, lane 3, second
+    assert np.all(packed[:, 2, :, :, :, 1] == 0)  # channel 5 of 5: padding
+    assert np.array_equal(op.logical_weight(packed), weight)
+
+
+def test_the_int8_register_tile_multiplies_with_vpmaddwd():
+    import llvmlite.binding as llvm
+
+    from compiler.target.cpu import host_target
+
+    target = host_target()
+    if not target.has("avx2"):
+        pytest.skip("vpmaddwd on 256-bit vectors needs AVX2")
+    op = QConv2d((1, 32, 8, 8), (16, 32, 3, 3), 1, 1, shift=12, packed=True)
+    ir_text = kernel_of(op).optimized_ir
+    if not ir_text:
+        pytest.skip("the kernel came from the disk cache (no IR to inspect)")
+    asm = target.machine(3).emit_assembly(llvm.parse_assembly(ir_text))
+    assert "vpmaddwd" in asm
