@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -103,20 +104,22 @@ def quantize_graph(graph: Graph, calibration: Sequence[Inputs], *, quant: QuantO
 
 def compile_cpu(graph: Graph, precision: str, calibration: Sequence[Inputs] = (), *,
                 quant: QuantOptions = DEFAULT_QUANT, shallow_target: AcceleratorTarget | None = None,
-                threads: int = 1, where: str | None = None) -> CpuModel:
+                threads: int = 1, where: str | None = None,
+                tuned: Mapping[str, Mapping[str, Any]] | None = None) -> CpuModel:
     """An imported graph on the host CPU, every operator native: "fp32" runs the float graph as
     imported (simplified), "int8" the graph `quantize_graph` writes for `shallow_target`'s
     accelerator from `calibration` (the same one the accelerator runs); `threads` kernels per
-    splittable step (compiler.runtime.cpu_model)."""
+    splittable step (compiler.runtime.cpu_model); `tuned`: convolution schedules by
+    compiler.tune.cpu's key (read_log), the defaults elsewhere."""
     if precision not in PRECISIONS:
         raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     if precision == "fp32":
         if is_qdq(graph):
             raise InputError(f"{where or graph.name} is quantized already (QuantizeLinear/DequantizeLinear): "
                              "run it at precision int8")
-        return CpuModel.compile(simplify(graph), threads=threads)
+        return CpuModel.compile(simplify(graph), threads=threads, tuned=tuned)
     qgraph = quantize_graph(graph, calibration, quant=quant, target=shallow_target, where=where)
-    return CpuModel.compile(qgraph, threads=threads)
+    return CpuModel.compile(qgraph, threads=threads, tuned=tuned)
 
 
 def float_layer_rule(graph: Graph, patterns: Sequence[str], also: KeepRule | None = None,

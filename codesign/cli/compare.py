@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=10, help="timed rounds after warm-up (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
     p.add_argument("--inputs", type=int, default=1, help="inputs compared with onnxruntime fp32 (default 1)")
+    p.add_argument("--tuning-log", metavar="FILE",
+                   help="the cpu backend's schedules (codesign tune model MODEL --target cpu --log FILE)")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
     p.add_argument("-o", "--output", metavar="DIR", help="write each model's figure (PNG, SVG) here")
     p.set_defaults(run=_run)
@@ -53,7 +55,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.config and "accel" not in backends:
         raise InputError("--config applies to the accel backend, which --backends leaves out")
     requests = [CompareRequest(m, tuple(args.config) or ("vta",), backends, precisions, args.threads,
-                               args.repeat, args.warmup, args.inputs) for m in args.model]
+                               args.repeat, args.warmup, args.inputs, tuning_log=args.tuning_log)
+                for m in args.model]
     for r in requests:
         r.check()  # every bad option is refused before anything is compiled
     use_default_disk_cache()

@@ -185,7 +185,8 @@ def _run_host(args: argparse.Namespace, precision: str, threads: int) -> int:
         with open(args.model, "rb") as f:
             inputs = sample_inputs(graph, zoo_name(f.read()), args.inputs, seed=0)
     cfg = resolve(args.config or "vta", args.set)
-    report = run_host(args.model, args.backend, precision, threads, inputs, cfg, shapes, _quant_options(args))
+    report = run_host(args.model, args.backend, precision, threads, inputs, cfg, shapes, _quant_options(args),
+                      args.tuning_log if args.backend == "cpu" else None)
     emit(report.to_json(), args.json, indent=1 if args.json else None,
          keys=None if args.json else [k for k in report.to_json() if k != "operators"])
     return 0
@@ -201,7 +202,8 @@ def _compile_cpu(args: argparse.Namespace, precision: str, threads: int) -> int:
     use_default_disk_cache()
     before = cache_info().from_disk
     model, _, _, seconds = load_cpu(args.model, precision, threads, resolve(args.config, args.set),
-                                    input_shapes(args.input_shape) or None, _quant_options(args))
+                                    input_shapes(args.input_shape) or None, _quant_options(args),
+                                    args.tuning_log)
     summary = {"target": "cpu", "precision": model.precision, "threads": threads, "steps": len(model.steps),
                "native_steps": sum(s.where == "host" for s in model.steps), "fallbacks": model.fallbacks(),
                "arena_bytes": model.memory.arena_bytes, "compile_s": seconds,

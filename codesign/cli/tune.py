@@ -1,7 +1,11 @@
 """`codesign tune op conv2d|dense`: search an operator's schedule space with the learned cost
 model (or random/grid search), measuring on the timing model (or rtl), logging every trial.
 
-(`codesign tune model MODEL.onnx` waits for the model compiler to hand out its operators.)
+`codesign tune model MODEL.onnx` tunes every accelerator operator of a model; with `--target
+cpu`, every convolution of the model on our CPU target instead (compiler.tune.cpu: each
+register tile of its space measured on this host, the default kept unless beaten), within
+`--budget` seconds, writing the CPU tuning log that `codesign compile|run|compare
+--tuning-log` read back.
 """
 
 from __future__ import annotations
@@ -42,6 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     model.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224")
     model.add_argument("--offload-shallow", action="store_true",
                        help="tune shallow convolutions too (for codesign run --offload-shallow)")
+    model.add_argument("--target", choices=("accel", "cpu"), default="accel",
+                       help="accel (default: its operators on the timing model) or cpu (its "
+                            "convolutions on our CPU target, measured on this host; needs --log)")
+    model.add_argument("--precision", choices=("fp32", "int8"), default=None,
+                       help="--target cpu: the model's precision (default fp32)")
+    model.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                       help="--target cpu: start no convolution's search after this many seconds "
+                            "(the rest keep their defaults; default: no limit)")
+    model.add_argument("--repeat", type=int, default=5,
+                       help="--target cpu: runs per measurement, the fastest kept (default 5)")
     model.set_defaults(run=_run_model)
 
 
@@ -99,6 +113,11 @@ def _run_model(args: argparse.Namespace) -> int:
     from codesign.cli.args import input_shapes
     from codesign.run.model import load_model
 
+    if args.target == "cpu":
+        return _run_cpu_model(args)
+    for option in ("precision", "budget"):
+        if getattr(args, option) is not None:
+            raise InputError(f"--{option} applies to --target cpu")
     _check(args)
     cfg = resolve(args.config, args.set)
     loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None,
@@ -153,3 +172,56 @@ def _measure_default(space: Any, cfg: Any, op: Any, measurer: Measurer,
 def _exists(path: str) -> bool:
     return Path(path).exists()
 
+
+
+# -- the CPU target ------------------------------------------------------------------------------
+def _run_cpu_model(args: argparse.Namespace) -> int:
+    """Tune every distinct convolution of the model's CPU target (threads 1, as the tuned table
+    is keyed by the unsplit operator) and write the CPU tuning log."""
+    import time
+
+    from codesign.cli.args import input_shapes
+    from codesign.run.host import load_cpu
+    from compiler.codegen.cpu import use_default_disk_cache
+    from compiler.tune.cpu import conv_macs, spec_key, tune_model, write_log
+
+    if not args.log:
+        raise InputError("--target cpu needs --log FILE: the tuning log that codesign compile|run|compare "
+                         "--tuning-log read back")
+    if args.budget is not None and not args.budget > 0:
+        raise InputError(f"--budget must be positive, not {args.budget}")
+    if args.repeat < 1:
+        raise InputError(f"--repeat must be at least 1, not {args.repeat}")
+    precision = args.precision or "fp32"
+    use_default_disk_cache()
+    start = time.perf_counter()
+    model, _, _, _ = load_cpu(args.model, precision, 1, resolve(args.config, args.set),
+                              input_shapes(args.input_shape) or None)
+    specs = [s.specs[0] for s in model.steps if s.where == "host"]
+    bar = Bar()
+    results = tune_model(specs, args.repeat, lambda d, t: bar.update("convolutions", d, t), args.budget)
+    write_log(args.log, results, model=args.model, precision=precision)
+    uses: dict[str, int] = {}
+    for name, params in specs:
+        uses[spec_key(name, params)] = uses.get(spec_key(name, params), 0) + 1
+    rows = [{**r.to_json(), "steps": uses[spec_key(r.name, r.params)],
+             "gmacs": conv_macs(_conv_op(r.name, r.params)) / 1e9} for r in results]
+    default_s = sum(r["default_s"] * r["steps"] for r in rows)
+    best_s = sum(r["best_s"] * r["steps"] for r in rows)
+    emit({"model": args.model, "target": "cpu", "precision": precision, "convolutions": len(rows),
+          "untuned": len({spec_key(*s) for s in specs if s[0] in ("conv2d", "qconv2d")}) - len(rows),
+          "trials": sum(r["trials"] for r in rows), "improved": sum(bool(r["best"]) for r in rows),
+          "default_conv_ms": default_s * 1e3, "tuned_conv_ms": best_s * 1e3,
+          "tune_s": time.perf_counter() - start, "log": args.log,
+          "operators": [{k: r[k] for k in ("op", "best", "default_s", "best_s", "trials", "steps")}
+                        for r in rows]},
+         args.json, keys=None if args.json else ["model", "precision", "convolutions", "untuned", "trials",
+                                                  "improved", "default_conv_ms", "tuned_conv_ms", "tune_s",
+                                                  "log"])
+    return 0
+
+
+def _conv_op(name: str, params: dict[str, Any]) -> Any:
+    from compiler.ops.cpu import host_op
+
+    return host_op(name, **params)

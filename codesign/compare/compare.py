@@ -49,6 +49,7 @@ class CompareRequest:
     warmup: int = 2
     inputs: int = 1
     sim: str = "timing"
+    tuning_log: str | None = None  # the cpu backend's schedules (codesign tune model --target cpu)
 
     def check(self) -> list[AcceleratorConfig]:
         """The resolved configs; InputError (ConfigError for a config) for anything wrong."""
@@ -66,6 +67,10 @@ class CompareRequest:
                 raise InputError(f"--{name} must be at least {low}, not {value}")
         if not Path(self.model).is_file():
             raise InputError(f"{self.model}: no such model file")
+        if self.tuning_log:
+            from compiler.tune.cpu import read_log
+
+            read_log(self.tuning_log)  # a missing or foreign log is refused before compiling
         return [resolve(c) for c in self.configs]
 
 
@@ -108,9 +113,11 @@ def _devices(request: CompareRequest, graph: Graph, data: bytes, calibration: li
     from codesign.run.ort_quant import ort_qdq
     from compiler.driver import compile_cpu, compile_graph
     from compiler.target import AcceleratorTarget
+    from compiler.tune.cpu import read_log
     from sim.backends import make_backend
 
     entries = []
+    tuned = read_log(request.tuning_log) if request.tuning_log else None
     host_peak = cpu_peak(request.threads) if {"cpu", "onnxruntime"} & set(request.backends) else None
     for backend in request.backends:
         if backend == "accel":
@@ -132,7 +139,7 @@ def _devices(request: CompareRequest, graph: Graph, data: bytes, calibration: li
             if backend == "cpu":
                 target = AcceleratorTarget(configs[0]) if configs else None
                 cpu = compile_cpu(graph, precision, calibration, shallow_target=target,
-                                  threads=request.threads, where=request.model)
+                                  threads=request.threads, where=request.model, tuned=tuned)
                 seconds = time.perf_counter() - start
                 entries.append(_Entry(f"cpu:{precision}", CpuDevice(cpu), precision, "measured",
                                       request.threads, host_peak, seconds, tuple(cpu.fallbacks())))

@@ -62,29 +62,36 @@ class HostRunReport:
 
 def load_cpu(path: str, precision: str, threads: int, cfg: AcceleratorConfig,
              input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-             quant: QuantOptions = DEFAULT_QUANT) -> tuple[CpuModel, Graph, bytes, float]:
+             quant: QuantOptions = DEFAULT_QUANT,
+             tuning_log: str | None = None) -> tuple[CpuModel, Graph, bytes, float]:
     """The CPU target's model of an ONNX file (int8: the graph the accelerator of `cfg` runs,
-    calibrated on the zoo's data for zoo models); the imported graph, the file, compile time."""
+    calibrated on the zoo's data for zoo models), with the schedules of a CPU `tuning_log`
+    (compiler.tune.cpu.read_log); the imported graph, the file, compile time."""
+    from compiler.tune.cpu import read_log
+
+    tuned = read_log(tuning_log) if tuning_log else None
     start = time.perf_counter()
     graph = import_onnx(path, input_shapes)
     data = Path(path).read_bytes()
     count = quant.calibration_count
     calibration = calibration_inputs(graph, zoo_name(data), count) if precision == "int8" else []
     model = compile_cpu(graph, precision, calibration, quant=quant, shallow_target=AcceleratorTarget(cfg),
-                        threads=threads, where=path)
+                        threads=threads, where=path, tuned=tuned)
     return model, graph, data, time.perf_counter() - start
 
 
 def run_host(path: str, backend: str, precision: str, threads: int, inputs: list[Inputs],
              cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-             quant: QuantOptions = DEFAULT_QUANT) -> HostRunReport:
-    """Run every input on `backend` ("cpu" or "onnxruntime") at `precision`."""
+             quant: QuantOptions = DEFAULT_QUANT, tuning_log: str | None = None) -> HostRunReport:
+    """Run every input on `backend` ("cpu" or "onnxruntime") at `precision` (the cpu backend
+    with the schedules of `tuning_log`, if given)."""
     from codesign.run.model import matches_reference
     from codesign.run.ort_quant import ort_qdq
 
     device: Device
     if backend == "cpu":
-        model, graph, data, compile_s = load_cpu(path, precision, threads, cfg, input_shapes, quant)
+        model, graph, data, compile_s = load_cpu(path, precision, threads, cfg, input_shapes, quant,
+                                                 tuning_log)
         device, fallbacks = CpuDevice(model), model.fallbacks()
     else:
         start = time.perf_counter()

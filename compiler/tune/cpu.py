@@ -9,9 +9,13 @@ order from its L2 size), so every point of it is a legal schedule; a knob outsid
 ScheduleError naming the reason.
 
 `tune_conv` measures the default schedule first and then every point, keeping the default unless
-a point is faster as measured (so a tuned model is never slower than the default, up to the
-noise of the host), and `tune_model` does that for each distinct convolution of a CpuModel's
-plan: its result is the `tuned` table CpuModel.compile takes.
+a point is faster as measured, twice (the winner and the default measured again, alternately:
+so a tuned model is never slower than the default, up to the noise of the host), and
+`tune_model` does that for each distinct convolution of a CpuModel's plan, within a time budget:
+its result is the `tuned` table CpuModel.compile takes.  `write_log` keeps a search as a JSON
+tuning log (the host's CPU, the model, every convolution's default and best), `read_log` gives
+its table back (`codesign tune model M --target cpu --log F`, then `--tuning-log F` on
+`codesign compile|run|compare`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +32,7 @@ import numpy as np
 from compiler.ops.cpu import compile_host_op, host_op
 from compiler.ops.cpu.convbase import ConvOp, max_pixels, register_tile
 from compiler.target.cpu import CpuTarget, host_target
+from hw.errors import InputError
 
 CONV_OPS = ("conv2d", "qconv2d")
 KNOBS = ("pixels", "order")
@@ -99,27 +105,78 @@ def tune_conv(name: str, params: Mapping[str, Any], repeat: int = 5,
         trials += 1
         if seconds < best_s:
             best, best_s = knobs, seconds
+    if best:  # confirm: the default and the winner again, alternately, the winner must still win
+        again_default = min(default_s, measure(name, base, repeat))
+        again_best = measure(name, {**base, **best}, repeat)
+        default_s, best_s = again_default, min(best_s, again_best)
+        if again_best >= again_default:
+            best, best_s = {}, again_default
     return ConvTuning(name, dict(base), best, default_s, best_s, trials)
 
 
 def tune_model(specs: list[tuple[str, dict[str, Any]]], repeat: int = 5,
-               progress: Callable[[int, int], None] | None = None) -> list[ConvTuning]:
-    """`tune_conv` for each distinct convolution among `specs` (a CpuModel's steps' host ops)."""
+               progress: Callable[[int, int], None] | None = None,
+               budget_s: float | None = None) -> list[ConvTuning]:
+    """`tune_conv` for each distinct convolution among `specs` (a CpuModel's steps' host ops),
+    the most frequent and largest first; none started once `budget_s` seconds have passed (the
+    rest keep their defaults)."""
     seen: dict[str, tuple[str, dict[str, Any]]] = {}
+    work: dict[str, int] = {}  # multiply-adds of every step that runs the convolution
     for name, params in specs:
         if name in CONV_OPS:
-            seen.setdefault(spec_key(name, params), (name, params))
-    out = []
-    for n, (name, params) in enumerate(seen.values()):
+            key = spec_key(name, params)
+            seen.setdefault(key, (name, params))
+            work[key] = work.get(key, 0) + conv_macs(_op(name, params))
+    order = sorted(seen, key=lambda k: -work[k])
+    start, out = time.perf_counter(), []
+    for n, (name, params) in enumerate(seen[k] for k in order):
+        if budget_s is not None and time.perf_counter() - start > budget_s:
+            break
         out.append(tune_conv(name, params, repeat))
         if progress is not None:
             progress(n + 1, len(seen))
     return out
 
 
+LOG_FORMAT = "codesign-cpu-tuning/1"
+
+
+def write_log(path: str | Path, results: list[ConvTuning], *, model: str, precision: str,
+              target: CpuTarget | None = None) -> None:
+    """A tuning log: the host's CPU (`target`'s), the model, and every convolution's search."""
+    target = host_target() if target is None else target
+    record = {"format": LOG_FORMAT, "cpu": target.cpu, "target": target.to_json(), "model": model,
+              "precision": precision, "convolutions": [r.to_json() for r in results]}
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def read_log(path: str | Path, target: CpuTarget | None = None) -> dict[str, Knobs]:
+    """The `tuned` table of a tuning log (`write_log`): InputError for a file that is missing,
+    not such a log, or measured on another CPU than `target` (the host by default)."""
+    target = host_target() if target is None else target
+    try:
+        record = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise InputError(f"tuning log {path}: {e.strerror or e}") from None
+    except ValueError:
+        raise InputError(f"tuning log {path} is not JSON") from None
+    if not isinstance(record, dict) or record.get("format") != LOG_FORMAT:
+        raise InputError(f"{path} is no CPU tuning log (codesign tune model MODEL --target cpu --log FILE)")
+    if record.get("cpu") != target.cpu:
+        raise InputError(f"tuning log {path} was measured on a {record.get('cpu')} CPU; this host is a "
+                         f"{target.cpu}: tune again here")
+    return {c["key"]: c["best"] for c in record.get("convolutions", []) if c.get("best")}
+
+
 def tuned_table(results: list[ConvTuning]) -> dict[str, Knobs]:
     """The table CpuModel.compile takes: spec_key -> knobs, for the convolutions tuning sped up."""
     return {spec_key(r.name, r.params): r.best for r in results if r.best}
+
+
+def conv_macs(op: ConvOp) -> int:
+    """A convolution's multiply-adds."""
+    _, cg, r, s = op.weight_shape
+    return int(np.prod(op.out_shape)) * cg * r * s
 
 
 def _op(name: str, params: Mapping[str, Any]) -> ConvOp:

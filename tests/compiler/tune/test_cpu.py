@@ -12,7 +12,17 @@ from compiler.errors import ScheduleError
 from compiler.ops.cpu import compile_host_op, host_op
 from compiler.ops.cpu.convbase import max_pixels, register_tile
 from compiler.target.cpu import CpuTarget
-from compiler.tune.cpu import conv_space, spec_key, tune_conv, tuned_table
+from compiler.tune.cpu import (
+    ConvTuning,
+    conv_space,
+    read_log,
+    spec_key,
+    tune_conv,
+    tune_model,
+    tuned_table,
+    write_log,
+)
+from hw.errors import InputError
 
 AVX2 = CpuTarget("x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma")
 AVX512 = CpuTarget("x86_64-unknown-linux-gnu", "znver4", "+avx,+avx2,+fma,+avx512f")
@@ -106,3 +116,47 @@ def test_tuning_keeps_the_default_unless_a_point_is_faster():
     table = tuned_table([result])
     assert table == ({spec_key("conv2d", params): result.best} if result.best else {})
     assert spec_key("conv2d", {**params, "pixels": 3, "order": "rows"}) == spec_key("conv2d", params)
+
+
+def _tuning(best: dict, pixels_width: int = 6) -> ConvTuning:
+    params = {"shape": (1, 8, pixels_width, pixels_width), "weight_shape": (8, 8, 3, 3), "pads": 1}
+    return ConvTuning("conv2d", params, best, 2e-3, 1e-3 if best else 2e-3, 9)
+
+
+def test_a_tuning_log_gives_back_the_improved_convolutions(tmp_path):
+    path = tmp_path / "tune.json"
+    kept, same = _tuning({"pixels": 3, "order": "rows"}), _tuning({}, 4)
+    write_log(path, [kept, same], model="m.onnx", precision="fp32", target=AVX2)
+    assert read_log(path, AVX2) == {spec_key("conv2d", kept.params): {"pixels": 3, "order": "rows"}}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (None, r"tuning log \S+missing.json: No such file or directory"),
+    ("{oops", r"tuning log \S+ is not JSON"),
+    ('{"format": "other"}',
+     r"\S+ is no CPU tuning log \(codesign tune model MODEL --target cpu --log FILE\)"),
+])
+def test_a_bad_tuning_log_is_refused(tmp_path, text, message):
+    path = tmp_path / "missing.json"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(InputError, match=message):
+        read_log(path, AVX2)
+
+
+def test_a_log_measured_on_another_cpu_is_refused(tmp_path):
+    path = tmp_path / "tune.json"
+    write_log(path, [_tuning({"pixels": 2, "order": "rows"})], model="m.onnx", precision="fp32",
+              target=AVX512)
+    with pytest.raises(InputError, match=r"tuning log \S+ was measured on a znver4 CPU; this host is a "
+                                         r"znver3: tune again here"):
+        read_log(path, AVX2)
+
+
+def test_tuning_a_model_takes_its_largest_convolution_first_and_stops_at_the_budget():
+    small = ("conv2d", {"shape": (1, 8, 4, 4), "weight_shape": (8, 8, 1, 1)})
+    large = ("conv2d", {"shape": (1, 8, 6, 6), "weight_shape": (8, 8, 3, 3), "pads": 1})
+    assert tune_model([small, large, small], repeat=1, budget_s=0.0) == []
+    done = []
+    results = tune_model([small, large, ("relu", {})], repeat=1, progress=lambda d, t: done.append((d, t)))
+    assert [r.params for r in results] == [large[1], small[1]] and done == [(1, 2), (2, 2)]
