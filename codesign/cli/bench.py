@@ -60,6 +60,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                             help="compare each layer's chosen schedule with its space's exhaustive best")
     sweep_eval.add_argument("--json", action="store_true")
     sweep_eval.set_defaults(run=_sweep_eval)
+    convs = group.add_parser("cpu-convs", help="each convolution on our CPU target and onnxruntime: "
+                             "GFLOP/s and fraction of this host's measured peak")
+    convs.add_argument("--model", default="resnet18", help="a zoo model (default resnet18)")
+    convs.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
+    convs.add_argument("--rounds", type=int, default=10, help="timed runs of each (default 10)")
+    convs.add_argument("--tuning-log", metavar="FILE", help="our schedules from a CPU tuning log")
+    convs.add_argument("--json", action="store_true")
+    convs.set_defaults(run=_cpu_convs)
 
 
 def _fsim(args: argparse.Namespace) -> int:
@@ -119,6 +127,19 @@ def _sweep_eval(args: argparse.Namespace) -> int:
     bench = sweep_eval.quality if args.quality else sweep_eval.run
     report = bench(args.points, args.seed)
     emit(report.to_json(), args.json)
+    return 0
+
+
+def _cpu_convs(args: argparse.Namespace) -> int:
+    from codesign import zoo
+    from codesign.bench import cpu_convs
+
+    if args.model not in zoo.names():
+        raise InputError(f"--model {args.model!r} is no zoo model; known: {', '.join(zoo.names())}")
+    if args.rounds < 1:
+        raise InputError(f"--rounds must be at least 1, not {args.rounds}")
+    report = cpu_convs.run(args.model, args.precision, args.rounds, args.tuning_log)
+    print(json.dumps(report.to_json()) if args.json else cpu_convs.table(report))
     return 0
 
 
