@@ -4,7 +4,9 @@ onnxruntime, in GFLOP/s and as a fraction of this host's measured single-thread 
 Both run the whole model, alternating, one thread: ours timed per step (CpuModel.run's step
 records), onnxruntime per node from its own profiler (`enable_profiling`, the kernel time of
 each node, its fused epilogues included).  Convolutions are matched in graph order by their
-geometry (data and weight shapes), since onnxruntime renames the nodes it fuses.  The peak is
+geometry (data and weight shapes; onnxruntime's int8 kernels take NHWC data and show no shape
+for their prepacked weights, so int8 convolutions reading the same input are told apart by
+order only), since onnxruntime renames the nodes it fuses.  The peak is
 re-measured here (codesign.compare.peak.cpu_peak, not the cached figure: one taken while the
 host was loaded would flatter both).
 """
@@ -115,7 +117,7 @@ def _time(model: Any, session: Any, feeds: dict[str, np.ndarray], rounds: int
             continue
         ours.append(mid - start)
         theirs.append(end - mid)
-        for record in result.records:
+        for record in result.steps:
             per_step[record.name].append(record.host_s)
     convs = [(s, per_step[s.name]) for s in model.steps
              if s.where == "host" and s.node.op in CONV_OPS]
@@ -150,13 +152,22 @@ def _row(step: Any, times: list[float], ort_nodes: list[dict[str, Any]], peak: f
     data, weight = tuple(op.shape), tuple(op.weight_shape)
     gflop = 2 * step.macs / 1e9
     ours_s = statistics.median(times)
-    match = next((n for n in ort_nodes if n["shapes"] == (data, weight)), None)
+    match = next((n for n in ort_nodes if _same(n["shapes"], data, weight)), None)
     if match is not None:
         ort_nodes.remove(match)
     ort_s = match["s"] if match else None
     return ConvRow(step.name, data, weight, gflop, ours_s * 1e3, gflop / ours_s, gflop / ours_s / peak,
                    match["name"] if match else None, ort_s * 1e3 if ort_s else None,
                    gflop / ort_s if ort_s else None, gflop / ort_s / peak if ort_s else None)
+
+
+def _same(shapes: tuple[tuple[int, ...], ...], data: tuple[int, ...], weight: tuple[int, ...]) -> bool:
+    """Whether onnxruntime's node reads `data` (NCHW, or NHWC as its int8 kernels take it) and
+    `weight` (where the profile shows it: a prepacked int8 weight has no shape there)."""
+    if not shapes:
+        return False
+    n, c, h, w = data
+    return shapes[0] in (data, (n, h, w, c)) and (len(shapes) < 2 or shapes[1] == weight)
 
 
 def table(report: CpuConvsReport) -> str:

@@ -133,11 +133,13 @@ def _sweep_eval(args: argparse.Namespace) -> int:
 def _cpu_convs(args: argparse.Namespace) -> int:
     from codesign import zoo
     from codesign.bench import cpu_convs
+    from compiler.codegen.cpu import use_default_disk_cache
 
     if args.model not in zoo.names():
         raise InputError(f"--model {args.model!r} is no zoo model; known: {', '.join(zoo.names())}")
     if args.rounds < 1:
         raise InputError(f"--rounds must be at least 1, not {args.rounds}")
+    use_default_disk_cache()
     report = cpu_convs.run(args.model, args.precision, args.rounds, args.tuning_log)
     print(json.dumps(report.to_json()) if args.json else cpu_convs.table(report))
     return 0

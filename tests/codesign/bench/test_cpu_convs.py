@@ -42,3 +42,11 @@ def test_bad_options_are_refused(capsys, argv, message):
     assert main(["bench", "cpu-convs", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_int8_nodes_match_by_their_nhwc_data_without_a_weight_shape():
+    from codesign.bench.cpu_convs import _same
+
+    assert _same(((1, 8, 8, 3),), (1, 3, 8, 8), (4, 3, 3, 3))
+    assert not _same(((1, 8, 8, 3), (5, 3, 3, 3)), (1, 3, 8, 8), (4, 3, 3, 3))
+    assert not _same((), (1, 3, 8, 8), (4, 3, 3, 3))
