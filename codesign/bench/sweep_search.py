@@ -97,7 +97,8 @@ def read_table(path: str | Path) -> Table:
                          "were never evaluated)")
     ok = {i: o for i, o in outcomes.items() if isinstance(o, PointResult)}
     if space.constraints.max_area_mm2 is not None:  # the sweep's own verdicts: a point it left out broke it
-        space = space.with_area(lambda cfg: ok[i].metrics["area_mm2"] if (i := point_id(cfg)) in ok else math.inf)
+        space = space.with_area(lambda cfg: ok[i].metrics["area_mm2"] if (i := point_id(cfg)) in ok
+                                else math.inf)
     known = tuple(m for m in space.metrics if m == "area_mm2"
                   and all(o.fidelity.get(m) == "estimate" for o in ok.values()))
     return Table(space, outcomes, str(path), known)
@@ -227,7 +228,8 @@ def run(table: Table, *, strategies: Sequence[str] | None = None, seeds: int = 5
 def table_text(result: SearchBench) -> str:
     """A fixed-width table of the summary, one row per strategy."""
     data = result.to_json()
-    head = f"{'strategy':<10}{'evals to 98%':>14}{'share':>8}{'vs random':>11}{'hv@budget':>11}{'search s':>10}"
+    head = (f"{'strategy':<10}{'evals to 98%':>14}{'share':>8}{'vs random':>11}{'hv@budget':>11}"
+            f"{'search s':>10}")
     lines = [f"{data['source']}: {data['feasible_points']} feasible points, objectives "
              f"{', '.join(data['metrics'])} (known: {', '.join(data['known_metrics']) or 'none'})", head]
     for name, s in data["strategies"].items():

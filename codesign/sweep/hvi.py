@@ -23,8 +23,8 @@ def _boxes(front: np.ndarray, reference: np.ndarray, floor: np.ndarray) -> tuple
     ys = np.unique(np.concatenate([[floor[1]], front[:, 1]]))
     x_hi = np.append(xs[1:], reference[0])
     y_hi = np.append(ys[1:], reference[1])
-    gx, gy = np.meshgrid(np.arange(len(xs)), np.arange(len(ys)), indexing="ij")
-    gx, gy = gx.ravel(), gy.ravel()
+    gx = np.repeat(np.arange(len(xs)), len(ys))
+    gy = np.tile(np.arange(len(ys)), len(xs))
     # The front's points whose x and y are at most the column's lower corner cap its z.
     below = (front[None, :, 0] <= xs[gx][:, None]) & (front[None, :, 1] <= ys[gy][:, None])
     z_cap = np.where(below, front[None, :, 2], reference[2]).min(axis=1, initial=reference[2])

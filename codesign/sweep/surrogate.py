@@ -67,12 +67,13 @@ class SurrogateStrategy:
     name = "surrogate"
 
     def __init__(self, space: Space, seed: int = 0, *, known: Known | None = None, initial: int | None = None,
-                 batch: int = 4, beta: float = 1.0) -> None:
+                 batch: int = 2, beta: float = 1.0) -> None:
         if batch < 1:
             raise InputError(f"surrogate: batch must be at least 1, not {batch}")
         self.space, self.seed, self.known, self.batch, self.beta = space, seed, known, batch, beta
         self.initial = initial if initial is not None else max(6, len(space.dimensions) + 3)
-        self.known_metrics = tuple(m for m in space.metrics if known is not None and m in _probe(space, known))
+        given = known(space.base) if known is not None else {}
+        self.known_metrics = tuple(m for m in space.metrics if m in given)
         self.predicted = tuple(m for m in space.metrics if m not in self.known_metrics)
         self.seen: set[str] = set()
         self.asked: set[str] = set()
@@ -120,11 +121,13 @@ class SurrogateStrategy:
     def _known(self, configs: list[AcceleratorConfig]) -> np.ndarray:
         if not self.known_metrics or self.known is None:
             return np.zeros((len(configs), 0))
-        rows = []
-        for cfg in configs:
-            found = self.known(cfg)
-            rows.append([math.log(found[m]) for m in self.known_metrics])
-        return np.array(rows, dtype=float)
+        values = np.array([[self.known(cfg)[m] for m in self.known_metrics] for cfg in configs], dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            logs = np.log(values)
+        # A point whose known metric is missing (NaN) counts as the worst of the space in it.
+        finite = np.isfinite(logs)
+        worst = np.where(finite, logs, -np.inf).max(axis=0, initial=0.0)
+        return np.where(finite, logs, worst)
 
     def _from_design(self, open_rows: np.ndarray, want: int) -> list[int]:
         """The next `want` unseen points of the maximin design (fixed by the seed)."""
@@ -182,11 +185,6 @@ class SurrogateStrategy:
             available[best] = False
             front = np.vstack([front, hopeful[best]])
         return picked
-
-
-def _probe(space: Space, known: Known) -> dict[str, float]:
-    """The metrics `known` gives, read from the space's base config."""
-    return known(space.base)
 
 
 def _best(front: np.ndarray, hopeful: np.ndarray, reference: np.ndarray, available: np.ndarray,

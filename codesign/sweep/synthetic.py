@@ -84,7 +84,8 @@ def _sram_mm2(capacity_bytes: int, row_bytes: int) -> float:
 
 def area_mm2(cfg: AcceleratorConfig) -> float:
     """The synthetic area: fixed logic, the MAC array, each scratchpad."""
-    sram = (_sram_mm2(cfg.inp_bytes, cfg.batch * cfg.block_in) + _sram_mm2(cfg.wgt_bytes, cfg.block_in * cfg.block_out)
+    sram = (_sram_mm2(cfg.inp_bytes, cfg.batch * cfg.block_in)
+            + _sram_mm2(cfg.wgt_bytes, cfg.block_in * cfg.block_out)
             + _sram_mm2(cfg.acc_bytes, 4 * cfg.batch * cfg.block_out) + _sram_mm2(cfg.uop_bytes, 4))
     return 0.3 + 0.0012 * cfg.macs_per_cycle + sram
 
