@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import math
 import random
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
+from codesign.sweep.gp import GaussianProcess
 from codesign.sweep.hvi import improvements
 from codesign.sweep.pareto import non_dominated
 from codesign.sweep.space import Point, Space, sram_bytes
@@ -130,17 +130,16 @@ class SurrogateStrategy:
         return np.where(finite, logs, worst)
 
     def _from_design(self, open_rows: np.ndarray, want: int) -> list[int]:
-        """The next `want` unseen points of the maximin design (fixed by the seed)."""
-        if self._design is None:
-            self._design = maximin_order(self._candidates().scale(self._candidates().x), self.initial * 3,
-                                         random.Random(f"surrogate:{self.seed}"))
-        rows = [r for r in self._design if open_rows[r]][:want]
-        if len(rows) < want:  # the design is used up: continue it among the open points
-            rest = np.flatnonzero(open_rows)
-            extra = maximin_order(self._candidates().scale(self._candidates().x)[rest], want - len(rows),
-                                  random.Random(f"surrogate:{self.seed}:{len(self.seen)}"))
-            rows += [int(rest[i]) for i in extra if int(rest[i]) not in rows]
-        return rows[:want]
+        """The next `want` unseen points of the maximin design (fixed by the seed), extended
+        while failures leave too few."""
+        x = self._candidates().scale(self._candidates().x)
+        count = self.initial * 3
+        while True:
+            self._design = maximin_order(x, count, random.Random(f"surrogate:{self.seed}"), self._design)
+            rows = [r for r in self._design if open_rows[r]][:want]
+            if len(rows) >= want or len(self._design) >= len(x):
+                return rows
+            count = 2 * len(self._design)
 
     # -- the model's picks ----------------------------------------------------------------------
     def _training(self) -> tuple[np.ndarray, np.ndarray]:
@@ -165,7 +164,7 @@ class SurrogateStrategy:
             if metric in self.known_metrics:
                 mean[:, j] = table.known[open_rows, self.known_metrics.index(metric)]
             else:
-                mean[:, j], std[:, j] = _fit_predict(x_train, y_train[:, j], x_open, self.seed)
+                mean[:, j], std[:, j] = _fit_predict(x_train, y_train[:, j], x_open)
         return mean, std
 
     def _from_model(self, open_rows: np.ndarray, want: int) -> list[int]:
@@ -221,29 +220,18 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _fit_predict(x: np.ndarray, y: np.ndarray, x_new: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _fit_predict(x: np.ndarray, y: np.ndarray, x_new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A Gaussian process (ARD Matern 5/2 plus noise) fitted on (x, y), predicting x_new."""
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.gaussian_process import GaussianProcessRegressor
-    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
-
-    kernel = (ConstantKernel(1.0, (1e-3, 1e3)) * Matern(np.ones(x.shape[1]), (0.05, 50.0), nu=2.5)
-              + WhiteKernel(1e-4, (1e-8, 1e-1)))
-    model = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=2, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(x, y)
-        mean, std = model.predict(x_new, return_std=True)
-    return np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
+    return GaussianProcess().fit(x, y).predict(x_new)
 
 
-def maximin_order(x: np.ndarray, count: int, rng: random.Random) -> list[int]:
+def maximin_order(x: np.ndarray, count: int, rng: random.Random, start: list[int] | None = None) -> list[int]:
     """`count` rows of `x` (at most all), each the farthest from those before it (the first at
-    random; ties: the lowest row)."""
+    random; ties: the lowest row); continues `start`, an earlier order of the same rows."""
     if len(x) == 0:
         return []
-    order = [rng.randrange(len(x))]
-    nearest = np.linalg.norm(x - x[order[0]], axis=1)
+    order = list(start) if start else [rng.randrange(len(x))]
+    nearest = np.min([np.linalg.norm(x - x[row], axis=1) for row in order], axis=0)
     while len(order) < min(count, len(x)):
         row = int(np.argmax(nearest))
         order.append(row)
