@@ -94,7 +94,7 @@ class SurrogateStrategy:
     def ask(self, n: int) -> list[Point]:
         table = self._candidates()
         open_rows = np.array([p.id not in self.seen for p in table.points], dtype=bool)
-        if not open_rows.any() or n < 1:
+        if not open_rows.any() or n < 1:  # also a space without feasible points
             return []
         if len(self.results) < self.initial:
             want = min(n, max(1, self.initial - len(self.results) - len(self.asked)))
@@ -112,7 +112,7 @@ class SurrogateStrategy:
             points = [p for p in map(self.space.point_at, self.space.feasible_indices()) if p is not None]
             configs = [p.config for p in points]
             x = features(configs, self.space)
-            low, high = x.min(axis=0), x.max(axis=0)
+            low, high = x.min(axis=0, initial=np.inf), x.max(axis=0, initial=-np.inf)
             known = self._known(configs)
             self._table = _Candidates(points, {p.id: i for i, p in enumerate(points)}, x, known, low,
                                       np.where(high > low, high - low, 1.0))
