@@ -70,8 +70,8 @@ def test_a_packaged_space_by_name_with_its_area_model(capsys, fake, tmp_path):
     assert code == 0 and fake == ["small"] and json.loads(out)["points_evaluated"] == 3
 
 
-def test_the_area_model_is_asked_for_only_by_spaces_with_an_area_budget_or_objective(capsys, fake, monkeypatch,
-                                                                                     tmp_path):
+def test_the_area_model_is_asked_for_only_by_spaces_with_an_area_budget_or_objective(capsys, fake,
+                                                                                     monkeypatch, tmp_path):
     def no_area():
         raise AssertionError("the area model was not needed")
 

@@ -46,7 +46,7 @@ def test_one_seed_one_search_and_another_seed_another(small):
 @pytest.mark.parametrize("evaluations", [20, 30, 64])  # a generation's end, mid-generation, later
 def test_a_strategy_rebuilt_from_its_tells_asks_what_it_would_have(small, evaluations):
     going = Nsga2Strategy(small, 5)
-    fail = lambda p: p.config.block_in == 16 and p.config.inp_bytes == 8192  # noqa: E731
+    fail = lambda p: p.config.block_in == 16 and p.config.inp_bytes == 8192
     asked, _ = run(going, small, evaluations, fail=fail)
     rebuilt = Nsga2Strategy(small, 5)
     for point in asked:  # the same outcomes, told in the same order
@@ -62,7 +62,7 @@ def _result(point):
 
 
 def test_failed_points_are_never_asked_again_and_do_not_survive(small):
-    fail = lambda p: p.config.block_out == 32  # noqa: E731  the fastest third of the space fails
+    fail = lambda p: p.config.block_out == 32
     strategy = Nsga2Strategy(small, 0)
     asked, _ = run(strategy, small, 120, fail=fail)
     assert len({p.id for p in asked}) == len(asked) == 120
@@ -71,8 +71,8 @@ def test_failed_points_are_never_asked_again_and_do_not_survive(small):
 
 
 def test_ranks_crowding_and_survivors_by_hand():
-    pool = [Individual("a", (0,), (1.0, 4.0)), Individual("b", (1,), (2.0, 2.0)), Individual("c", (2,), (4.0, 1.0)),
-            Individual("d", (3,), (3.0, 3.0)), Individual("e", (4,), None)]
+    pool = [Individual("a", (0,), (1.0, 4.0)), Individual("b", (1,), (2.0, 2.0)),
+            Individual("c", (2,), (4.0, 1.0)), Individual("d", (3,), (3.0, 3.0)), Individual("e", (4,), None)]
     ranks, crowding = rank_and_crowding(pool)
     assert ranks == [0, 0, 0, 1, 2]
     assert crowding[0] == crowding[2] == np.inf

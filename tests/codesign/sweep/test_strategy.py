@@ -1,6 +1,13 @@
 import pytest
 
-from codesign.sweep.strategy import DEFAULT_STRATEGY, STRATEGIES, Failure, GridStrategy, RandomStrategy, make_strategy
+from codesign.sweep.strategy import (
+    DEFAULT_STRATEGY,
+    STRATEGIES,
+    Failure,
+    GridStrategy,
+    RandomStrategy,
+    make_strategy,
+)
 from hw.errors import InputError
 
 
@@ -36,7 +43,8 @@ def test_a_strategy_told_of_points_does_not_ask_them_again(tiny_space, name):
 
 
 def test_an_unknown_strategy():
-    with pytest.raises(InputError, match=r"unknown strategy 'nsga3' \(one of grid, random, nsga2, surrogate\)"):
+    message = r"unknown strategy 'nsga3' \(one of grid, random, nsga2, surrogate\)"
+    with pytest.raises(InputError, match=message):
         make_strategy("nsga3", None, 0)
 
 

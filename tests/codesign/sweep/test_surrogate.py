@@ -29,12 +29,13 @@ def test_every_feasible_point_once_then_nothing(tiny_space):
 
 
 def test_one_seed_one_search_and_another_seed_another(small):
-    first, again, other = (run(SurrogateStrategy(small, seed, known=known_area), small, 16)[0] for seed in (1, 1, 2))
+    first, again, other = (run(SurrogateStrategy(small, seed, known=known_area), small, 16)[0]
+                           for seed in (1, 1, 2))
     assert [p.id for p in first] == [p.id for p in again] != [p.id for p in other]
 
 
 def test_a_strategy_rebuilt_from_its_tells_asks_what_it_would_have(small):
-    fail = lambda p: p.config.block_in == 16 and p.config.acc_bytes == 32768  # noqa: E731
+    fail = lambda p: p.config.block_in == 16 and p.config.acc_bytes == 32768
     going = SurrogateStrategy(small, 4, known=known_area)
     asked, _ = run(going, small, 14, fail=fail)
     rebuilt = SurrogateStrategy(small, 4, known=known_area)
@@ -44,7 +45,7 @@ def test_a_strategy_rebuilt_from_its_tells_asks_what_it_would_have(small):
 
 
 def test_failed_points_train_nothing_and_are_never_asked_again(small):
-    fail = lambda p: p.config.block_out == 32  # noqa: E731
+    fail = lambda p: p.config.block_out == 32
     strategy = SurrogateStrategy(small, 0, known=known_area)
     asked, values = run(strategy, small, 30, fail=fail)
     assert len({p.id for p in asked}) == len(asked) == 30 and sum(v is None for v in values) >= 1
