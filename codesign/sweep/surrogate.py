@@ -198,8 +198,10 @@ def _best(front: np.ndarray, hopeful: np.ndarray, reference: np.ndarray, availab
         dominated |= np.all(f <= values, axis=1)
     hope = index[~dominated & np.all(values < reference, axis=1)]
     if len(hope):
-        if len(hope) > SHORTLIST:  # the most promising by the volume of their own orthant
-            volume = np.prod(reference - hopeful[hope], axis=1)
+        volume = np.prod(reference - hopeful[hope], axis=1)  # of each one's own orthant: a cheap proxy
+        if len(reference) > 3:  # exact improvements only up to 3 objectives
+            return int(hope[int(np.argmax(volume))])
+        if len(hope) > SHORTLIST:
             hope = hope[np.sort(np.argsort(-volume, kind="stable")[:SHORTLIST])]
         gains = improvements(front, hopeful[hope], reference)
         if gains.max() > 0:

@@ -95,3 +95,14 @@ def test_maximin_spreads_and_continues_an_order():
 def test_a_batch_below_one():
     with pytest.raises(InputError, match="surrogate: batch must be at least 1, not 0"):
         SurrogateStrategy(None, 0, batch=0)
+
+
+def test_four_objectives_are_searched_by_a_proxy(tmp_path):
+    from codesign.sweep.space import space_from_text
+
+    from .conftest import TINY_SPACE
+
+    text = TINY_SPACE.replace('["latency", "area"]', '["latency", "area", "energy", "edp"]')
+    space = space_from_text(text, path=tmp_path / "four.toml")
+    asked, values = run(SurrogateStrategy(space, 0, initial=3), space, 6)
+    assert len({p.id for p in asked}) == len(values) == 6
