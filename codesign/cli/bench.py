@@ -1,4 +1,4 @@
-"""`codesign bench fsim|cosim|timing|fidelity [--json]`: benchmarks that print JSON."""
+"""`codesign bench fsim|cosim|timing|fidelity|...|sweep-search [--json]`: benchmarks that print JSON."""
 
 from __future__ import annotations
 
@@ -68,6 +68,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     convs.add_argument("--tuning-log", metavar="FILE", help="our schedules from a CPU tuning log")
     convs.add_argument("--json", action="store_true")
     convs.set_defaults(run=_cpu_convs)
+    search = group.add_parser("sweep-search", help="search strategies replayed against an exhaustive sweep")
+    search.add_argument("--table", metavar="STORE.db", help="an exhaustive sweep's store (ground truth)")
+    search.add_argument("--synthetic", metavar="SPACE", nargs="?", const="small", default=None,
+                        help="build the table with the synthetic stand-in on SPACE (default small)")
+    search.add_argument("--seeds", type=int, default=5, help="replays per strategy (default 5)")
+    search.add_argument("--budget-fraction", type=float, default=0.1,
+                        help="share of the table the default strategy may use (default 0.1)")
+    search.add_argument("--strategies", default=None, metavar="A,B", help="default: all but grid")
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(run=_sweep_search)
 
 
 def _fsim(args: argparse.Namespace) -> int:
@@ -164,4 +174,21 @@ def _fidelity(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json()))
     else:
         print(bench_fidelity.table(report))
+    return 0
+
+
+def _sweep_search(args: argparse.Namespace) -> int:
+    from codesign.bench import sweep_search as bench
+    from codesign.sweep.space import load_space, resolve_space_path
+
+    if (args.table is None) == (args.synthetic is None):
+        raise InputError("sweep-search needs one table: --table STORE.db or --synthetic [SPACE]")
+    table = (bench.read_table(args.table) if args.table is not None
+             else bench.synthetic_table(load_space(resolve_space_path(args.synthetic))))
+    strategies = args.strategies.split(",") if args.strategies else None
+    result = bench.run(table, strategies=strategies, seeds=args.seeds, budget_fraction=args.budget_fraction)
+    if args.json:
+        print(json.dumps(result.to_json()))
+    else:
+        print(bench.table_text(result))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import Any
 
 from codesign.cli.output import emit
@@ -13,7 +14,8 @@ from codesign.sweep import pipeline
 from codesign.sweep.engine import SweepSummary, check_options, run_sweep
 from codesign.sweep.space import load_space, packaged_spaces, resolve_space_path
 from codesign.sweep.store import SweepStore
-from codesign.sweep.strategy import STRATEGIES
+from codesign.sweep.strategy import DEFAULT_STRATEGY, STRATEGIES, Known
+from hw.config import AcceleratorConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,8 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("space", metavar="SPACE.toml",
                    help=f"a design space file, or a packaged one ({', '.join(packaged_spaces())})")
     p.add_argument("--store", required=True, metavar="FILE.db", help="the sweep's SQLite store")
-    p.add_argument("--strategy", choices=tuple(STRATEGIES), default="random",
-                   help="search strategy (default random)")
+    p.add_argument("--strategy", choices=tuple(STRATEGIES), default=DEFAULT_STRATEGY,
+                   help=f"search strategy (default {DEFAULT_STRATEGY}, the best that `codesign bench "
+                        "sweep-search` measured)")
     p.add_argument("--budget", type=int, help="points to evaluate in all (default: every feasible point)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="evaluating processes (default the core count; 0: in this one, no time limit)")
@@ -38,16 +41,26 @@ def _run(args: argparse.Namespace) -> int:
     space = load_space(resolve_space_path(args.space))
     # The store is checked (made when new) before the workloads are prepared, which takes a while.
     SweepStore.open(args.store, space, strategy=args.strategy, seed=args.seed, resume=args.resume).close()
-    if space.constraints.max_area_mm2 is not None:
-        space = space.with_area(pipeline.make_area())
+    needs_area = space.constraints.max_area_mm2 is not None or "area_mm2" in space.metrics
+    area = pipeline.make_area() if needs_area else None
+    if area is not None and space.constraints.max_area_mm2 is not None:
+        space = space.with_area(area)
     evaluate = pipeline.make_evaluate(space)
     bar = None if args.json else Bar()
     progress = None if bar is None else (lambda done, total, note: bar.update("sweep", done, total, note))
     summary = run_sweep(space, args.store, evaluate, strategy=args.strategy, budget=args.budget,
                         workers=args.workers, timeout_s=args.timeout, resume=args.resume, seed=args.seed,
-                        progress=progress)
+                        progress=progress, known=_known_area(area, space.metrics))
     emit(_report(summary, args.json), args.json)
     return 0 if summary.by_status["ok"] else 1
+
+
+def _known_area(area: Callable[[AcceleratorConfig], float] | None, metrics: tuple[str, ...]) -> Known | None:
+    """The area model's area, known exactly before a point runs (the evaluation's area_mm2 is
+    the same model's), so a model-guided strategy need not predict it."""
+    if area is None or "area_mm2" not in metrics:
+        return None
+    return lambda cfg: {"area_mm2": area(cfg)}
 
 
 def _report(summary: SweepSummary, as_json: bool) -> dict[str, Any]:

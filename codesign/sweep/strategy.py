@@ -7,6 +7,9 @@ resumed strategy every stored point first, in the order they finished, so a stra
 the store continues where it stopped; given the same seed and the same tells, a strategy asks the
 same points.  An adaptive strategy (NSGA-II, a surrogate) reads the metrics it minimises from
 `space.metrics` and works on `space.coordinates(point)` / `space.point_with(coords)`.
+
+`known`, when given, computes metrics that are cheap and exact before a point runs (the area
+model's `area_mm2`): a model-guided strategy uses them as they are instead of predicting them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Protocol
 
 from codesign.sweep.records import PointResult
 from codesign.sweep.space import Point, Space
+from hw.config import AcceleratorConfig
 from hw.errors import InputError
 
 
@@ -30,6 +34,7 @@ class Failure:
 
 
 Outcome = PointResult | Failure
+Known = Callable[[AcceleratorConfig], dict[str, float]]  # metrics known exactly before evaluation
 
 
 class Strategy(Protocol):
@@ -70,7 +75,7 @@ class GridStrategy(_Ordered):
 
     name = "grid"
 
-    def __init__(self, space: Space, seed: int = 0) -> None:
+    def __init__(self, space: Space, seed: int = 0, *, known: Known | None = None) -> None:
         super().__init__(space, iter(range(space.size)))
 
 
@@ -79,20 +84,36 @@ class RandomStrategy(_Ordered):
 
     name = "random"
 
-    def __init__(self, space: Space, seed: int = 0) -> None:
+    def __init__(self, space: Space, seed: int = 0, *, known: Known | None = None) -> None:
         order = list(range(space.size))
         random.Random(seed).shuffle(order)
         super().__init__(space, iter(order))
 
 
-STRATEGIES: dict[str, Callable[[Space, int], Strategy]] = {"grid": GridStrategy, "random": RandomStrategy}
+def _nsga2(space: Space, seed: int = 0, *, known: Known | None = None) -> Strategy:
+    from codesign.sweep.nsga2 import Nsga2Strategy
+
+    return Nsga2Strategy(space, seed, known=known)
 
 
-def make_strategy(name: str, space: Space, seed: int) -> Strategy:
-    try:
-        return STRATEGIES[name](space, seed)
-    except KeyError:
-        raise InputError(f"unknown strategy {name!r} (one of {', '.join(STRATEGIES)})") from None
+def _surrogate(space: Space, seed: int = 0, *, known: Known | None = None) -> Strategy:
+    from codesign.sweep.surrogate import SurrogateStrategy  # scikit-learn loads only when used
+
+    return SurrogateStrategy(space, seed, known=known)
 
 
-__all__ = ["STRATEGIES", "Failure", "GridStrategy", "Outcome", "RandomStrategy", "Strategy", "make_strategy"]
+# Each strategy's maker: (space, seed, known=...) -> Strategy.
+STRATEGIES: dict[str, Callable[..., Strategy]] = {
+    "grid": GridStrategy, "random": RandomStrategy, "nsga2": _nsga2, "surrogate": _surrogate}
+DEFAULT_STRATEGY = "surrogate"
+
+
+def make_strategy(name: str, space: Space, seed: int, *, known: Known | None = None) -> Strategy:
+    """The strategy called `name` over `space`; InputError for an unknown name."""
+    if name not in STRATEGIES:
+        raise InputError(f"unknown strategy {name!r} (one of {', '.join(STRATEGIES)})")
+    return STRATEGIES[name](space, seed, known=known)
+
+
+__all__ = ["DEFAULT_STRATEGY", "STRATEGIES", "Failure", "GridStrategy", "Known", "Outcome", "RandomStrategy",
+           "Strategy", "make_strategy"]

@@ -55,7 +55,7 @@ def test_sweep_key_value_lines_and_a_resume(capsys, fake, space_file, tmp_path):
     code, out, err = run(capsys, "sweep", str(space_file), "--store", store, "--budget", "4",
                          "--workers", "0")
     lines = dict(line.split(": ", 1) for line in out.splitlines())
-    assert code == 0 and lines["points_evaluated"] == "4" and lines["strategy"] == "random"
+    assert code == 0 and lines["points_evaluated"] == "4" and lines["strategy"] == "surrogate"
     assert lines["failures"] == "error 0, timeout 0, crash 0" and int(lines["pareto_points"]) >= 1
     assert lines["pareto[0]"].startswith("id=")
     assert "sweep: 4/4" in err  # the progress bar's line on a stderr that is not a terminal
@@ -70,18 +70,23 @@ def test_a_packaged_space_by_name_with_its_area_model(capsys, fake, tmp_path):
     assert code == 0 and fake == ["small"] and json.loads(out)["points_evaluated"] == 3
 
 
-def test_the_area_model_is_asked_for_only_by_spaces_with_an_area_budget(capsys, fake, monkeypatch, tmp_path):
+def test_the_area_model_is_asked_for_only_by_spaces_with_an_area_budget_or_objective(capsys, fake,
+                                                                                     monkeypatch, tmp_path):
     def no_area():
         raise AssertionError("the area model was not needed")
 
     monkeypatch.setattr(pipeline, "make_area", no_area)
     path = tmp_path / "area.toml"
-    path.write_text(TINY_SPACE)
+    latency_only = TINY_SPACE.replace('objectives = ["latency", "area"]', 'objectives = ["latency"]')
+    path.write_text(latency_only)
     argv = ["--budget", "1", "--workers", "0", "--json"]
     assert run(capsys, "sweep", str(path), "--store", str(tmp_path / "a.db"), *argv)[0] == 0
-    path.write_text(TINY_SPACE.replace("[constraints]", "[constraints]\nmax_area_mm2 = 1.0"))
+    path.write_text(latency_only.replace("[constraints]", "[constraints]\nmax_area_mm2 = 1.0"))
     with pytest.raises(AssertionError, match="the area model was not needed"):
         main(["sweep", str(path), "--store", str(tmp_path / "b.db"), "--workers", "0"])
+    path.write_text(TINY_SPACE)  # area is an objective: the surrogate takes it exactly from the model
+    with pytest.raises(AssertionError, match="the area model was not needed"):
+        main(["sweep", str(path), "--store", str(tmp_path / "c.db"), "--workers", "0"])
 
 
 def bad_store(tmp_path):
@@ -122,10 +127,10 @@ def test_bad_spaces_and_stores_in_use(capsys, fake, space_file, tmp_path):
     store = str(tmp_path / "s.db")
     assert run(capsys, "sweep", str(space_file), "--store", store, "--budget", "2", "--workers", "0")[0] == 0
     code, _, err = run(capsys, "sweep", str(space_file), "--store", store)
-    # 2 evaluated and 2 infeasible
-    assert code == 2 and "the store already holds 4 points of this sweep; pass --resume" in err
+    # 2 evaluated (the default strategy asks no infeasible point)
+    assert code == 2 and "the store already holds 2 points of this sweep; pass --resume" in err
     code, _, err = run(capsys, "sweep", str(space_file), "--store", store, "--resume", "--seed", "9")
-    assert code == 2 and "resume it with those, not strategy random and seed 9" in err
+    assert code == 2 and "resume it with those, not strategy surrogate and seed 9" in err
     code, _, err = run(capsys, "sweep", "small", "--store", store, "--resume")
     assert code == 2 and "the store holds a sweep of another space ('tiny-test'" in err
     assert fake == ["tiny-test"]

@@ -189,7 +189,7 @@ def test_a_space_without_a_feasible_point(tmp_path):
     ({"workers": -1}, "--workers must be at least 0, not -1"),
     ({"timeout_s": 0}, "--timeout must be positive, not 0"),
     ({"batch": 0}, "batch must be at least 1, not 0"),
-    ({"strategy": "annealing"}, r"unknown strategy 'annealing' \(one of grid, random\)"),
+    ({"strategy": "annealing"}, r"unknown strategy 'annealing' \(one of grid, random, nsga2, surrogate\)"),
 ])
 def test_bad_options(tmp_path, tiny_space, kwargs, message):
     with pytest.raises(InputError, match=message):
@@ -198,7 +198,7 @@ def test_bad_options(tmp_path, tiny_space, kwargs, message):
 
 
 def test_the_summary_as_json(tmp_path, tiny_space):
-    summary = run_sweep(tiny_space, tmp_path / "s.db", fake_evaluate, workers=0)
+    summary = run_sweep(tiny_space, tmp_path / "s.db", fake_evaluate, strategy="random", workers=0)
     data = json.loads(json.dumps(summary.to_json()))
     assert data["points_evaluated"] == 9 and data["failures"] == {"error": 0, "timeout": 0, "crash": 0}
     assert data["infeasible"] == 9 and data["store"] == str(tmp_path / "s.db")

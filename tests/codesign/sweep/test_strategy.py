@@ -1,6 +1,13 @@
 import pytest
 
-from codesign.sweep.strategy import STRATEGIES, Failure, GridStrategy, RandomStrategy, make_strategy
+from codesign.sweep.strategy import (
+    DEFAULT_STRATEGY,
+    STRATEGIES,
+    Failure,
+    GridStrategy,
+    RandomStrategy,
+    make_strategy,
+)
 from hw.errors import InputError
 
 
@@ -36,5 +43,12 @@ def test_a_strategy_told_of_points_does_not_ask_them_again(tiny_space, name):
 
 
 def test_an_unknown_strategy():
-    with pytest.raises(InputError, match=r"unknown strategy 'nsga3' \(one of grid, random\)"):
+    message = r"unknown strategy 'nsga3' \(one of grid, random, nsga2, surrogate\)"
+    with pytest.raises(InputError, match=message):
         make_strategy("nsga3", None, 0)
+
+
+def test_the_default_is_a_known_strategy_and_known_metrics_reach_it(tiny_space):
+    assert DEFAULT_STRATEGY in STRATEGIES
+    strategy = make_strategy("surrogate", tiny_space, 0, known=lambda cfg: {"area_mm2": 1.0})
+    assert strategy.known_metrics == ("area_mm2",)
