@@ -53,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="also run each tuned schedule on fsim and rtl (exact? rtl cycles?)")
     tune.add_argument("--json", action="store_true")
     tune.set_defaults(run=_tune)
+    area = group.add_parser("area-model", help="area model vs Yosys on held-out configs (logic GE)")
+    area.add_argument("--json", action="store_true")
+    area.set_defaults(run=_area_model)
 
 
 def _fsim(args: argparse.Namespace) -> int:
@@ -103,6 +106,14 @@ def _tune(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json()))
     else:
         print(bench.table(result))
+    return 0
+
+
+def _area_model(args: argparse.Namespace) -> int:
+    from codesign.bench import area_model
+
+    result = area_model.run()
+    print(json.dumps(result.to_json()) if args.json else area_model.table(result))
     return 0
 
 

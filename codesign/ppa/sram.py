@@ -22,8 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from codesign.ppa.table import (SRAM_AREA_45, SRAM_ENERGY_45, SRAM_LEAK_45, PpaError, constant,
-                                node_scale)
+from codesign.ppa.table import SRAM_AREA_45, SRAM_ENERGY_45, SRAM_LEAK_45, PpaError, constant, node_scale
 
 _MIN_W = 64
 _ENERGY_WIDTHS = (64, 128, 256, 512)

@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 
 from codesign.ppa.sram import sram_cost
@@ -32,7 +34,7 @@ def test_interpolation_lies_between_neighbours():
 def test_monotone_in_capacity(width):
     caps = [int(256 * 2 ** (k / 2)) for k in range(30)]  # 256 B .. 8 MB in sqrt(2) steps
     costs = [sram_cost(c, width) for c in caps]
-    for small, big in zip(costs, costs[1:], strict=False):
+    for small, big in itertools.pairwise(costs):
         assert big.read_pj > small.read_pj
         assert big.write_pj > small.write_pj
         assert big.area_mm2 > small.area_mm2
@@ -71,7 +73,8 @@ def test_node_scaling():
 
 
 def test_bad_sizes_and_node():
-    with pytest.raises(PpaError, match=r"^an SRAM needs a positive capacity and width, not 0 bytes x 64 bits$"):
+    with pytest.raises(PpaError, match=r"^an SRAM needs a positive capacity and width, "
+                                       r"not 0 bytes x 64 bits$"):
         sram_cost(0, 64)
     with pytest.raises(PpaError, match=r"^unknown node 10 nm; choices: "):
         sram_cost(KB, 64, node_nm=10)

@@ -2,8 +2,7 @@ import re
 
 import pytest
 
-from codesign.ppa.table import (TABLE, PpaError, constant, dram_kinds, dram_pj_per_bit, node_scale,
-                                nodes)
+from codesign.ppa.table import TABLE, PpaError, constant, dram_kinds, dram_pj_per_bit, node_scale, nodes
 from hw.errors import InputError
 
 
@@ -48,7 +47,8 @@ def test_unknown_node_names_value_and_choices():
 
 
 def test_unknown_dram_names_value_and_choices():
-    with pytest.raises(PpaError, match=r"^unknown DRAM kind 'ddr5'; choices: lpddr4, lpddr, ddr3, gddr5, hbm2, hmc$"):
+    with pytest.raises(PpaError, match=r"^unknown DRAM kind 'ddr5'; "
+                                       r"choices: lpddr4, lpddr, ddr3, gddr5, hbm2, hmc$"):
         dram_pj_per_bit("ddr5")
 
 
