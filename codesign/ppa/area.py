@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codesign.ppa.energy import buffers
-from codesign.ppa.sram import sram_cost
+from codesign.ppa.sram import buffers, sram_cost
 from codesign.ppa.table import constant, node_scale
 from hw.config import AcceleratorConfig
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from codesign.ppa.sram import SramCost, sram_cost
+from codesign.ppa.sram import SramCost, buffers, sram_cost
 from codesign.ppa.table import DEFAULT_DRAM, constant, dram_pj_per_bit, node_scale
 from hw import isa
 from hw.config import AcceleratorConfig
@@ -59,15 +59,6 @@ class EnergyEstimate:
         return {"total_pj": self.total_pj, "components": dict(self.components),
                 "leakage_pj": self.leakage_pj, "seconds": self.seconds, "edp_js": self.edp_js,
                 "node_nm": self.node_nm, "dram": self.dram}
-
-
-def buffers(cfg: AcceleratorConfig) -> dict[str, tuple[int, int]]:
-    """(capacity bytes, row bits) of each scratchpad and of the command queues (three FIFOs of
-    `cmd_queue_depth` instructions, modelled as one SRAM each)."""
-    return {"uop": (cfg.uop_bytes, cfg.uop_elem_bits), "inp": (cfg.inp_bytes, cfg.inp_elem_bits),
-            "wgt": (cfg.wgt_bytes, cfg.wgt_elem_bits), "acc": (cfg.acc_bytes, cfg.acc_elem_bits),
-            "out": (cfg.out_bytes, cfg.out_elem_bits),
-            "queues": (cfg.cmd_queue_depth * isa.INSN_BITS // 8, isa.INSN_BITS)}
 
 
 def energy_model(stats: Stats | Mapping[str, Any], cfg: AcceleratorConfig, *, node_nm: int = 45,

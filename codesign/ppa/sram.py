@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from codesign.ppa.table import SRAM_AREA_45, SRAM_ENERGY_45, SRAM_LEAK_45, PpaError, constant, node_scale
+from hw import isa
+from hw.config import AcceleratorConfig
 
 _MIN_W = 64
 _ENERGY_WIDTHS = (64, 128, 256, 512)
@@ -51,6 +53,15 @@ def sram_cost(capacity_bytes: int, width_bits: int, *, node_nm: int = 45) -> Sra
     cost = _cost_45(float(capacity_bytes), float(width_bits))
     return SramCost(cost.read_pj * energy_x, cost.write_pj * energy_x, cost.area_mm2 * area_x,
                     cost.leak_mw * energy_x)
+
+
+def buffers(cfg: AcceleratorConfig) -> dict[str, tuple[int, int]]:
+    """(capacity bytes, row bits) of each scratchpad and of the command queues (three FIFOs of
+    `cmd_queue_depth` instructions, modelled as one SRAM each)."""
+    return {"uop": (cfg.uop_bytes, cfg.uop_elem_bits), "inp": (cfg.inp_bytes, cfg.inp_elem_bits),
+            "wgt": (cfg.wgt_bytes, cfg.wgt_elem_bits), "acc": (cfg.acc_bytes, cfg.acc_elem_bits),
+            "out": (cfg.out_bytes, cfg.out_elem_bits),
+            "queues": (cfg.cmd_queue_depth * isa.INSN_BITS // 8, isa.INSN_BITS)}
 
 
 def _cost_45(cap: float, width: float) -> SramCost:
