@@ -28,7 +28,7 @@ CALIBRATION = Path(__file__).with_name("area_calibration.json")
 FEATURE_COMPONENT = {
     "macs": "gemm", "inp_lanes": "gemm",
     "acc_lanes": "alu",
-    "pack_bits": "dma", "bus_bits": "dma", "inflight": "dma", "burst_log2": "dma",
+    "pack_bits": "dma", "bus_bits": "dma", "inflight_bits": "dma", "burst_log2": "dma",
     "queue_log2": "queues", "index_bits": "control", "one": "control",
 }
 
@@ -62,7 +62,7 @@ def logic_features(cfg: AcceleratorConfig) -> dict[str, float]:
         # Packers and unpackers gather max(element, beat) bits for each buffer.
         "pack_bits": sum(max(e, cfg.bus_bits) for e in elems),
         "bus_bits": cfg.bus_bits,
-        "inflight": cfg.mem_inflight,
+        "inflight_bits": cfg.mem_inflight.bit_length(),  # credit counters, id-FIFO pointers
         "burst_log2": cfg.max_burst_beats.bit_length() - 1,
         "queue_log2": cfg.cmd_queue_depth.bit_length() - 1,
         "index_bits": cfg.inp_index_bits + cfg.wgt_index_bits + cfg.acc_index_bits
