@@ -41,6 +41,10 @@ FIT: tuple[AcceleratorConfig, ...] = (
     _cfg("s1x4x32", 1, 4, 32, bus_bits=128),
     _cfg("s1x16x16", 1, 16, 16, bus_bits=64, max_burst_beats=16, mem_inflight=8,
          cmd_queue_depth=128),
+    # One parameter at a time from s1x4x4, for the small terms the others cannot separate.
+    _cfg("s1x4x4-inflight64", 1, 4, 4, mem_inflight=64),
+    _cfg("s1x4x4-queue4096", 1, 4, 4, cmd_queue_depth=4096),
+    _cfg("s1x4x4-burst256", 1, 4, 4, max_burst_beats=256),
 )
 
 HELD_OUT: tuple[AcceleratorConfig, ...] = (
