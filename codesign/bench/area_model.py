@@ -66,8 +66,8 @@ def _row(m: dict[str, Any]) -> ConfigAccuracy:
 
 
 def table(result: AreaModelAccuracy) -> str:
-    lines = [f"{'config':<16}{'split':<10}{'macs':>6}{'yosys_ge':>11}{'model_ge':>11}{'err%':>8}"]
-    lines += [f"{r.name:<16}{r.split:<10}{r.macs:>6}{r.yosys_ge:>11.0f}{r.model_ge:>11.0f}"
+    lines = [f"{'config':<20}{'split':<10}{'macs':>6}{'yosys_ge':>11}{'model_ge':>11}{'err%':>8}"]
+    lines += [f"{r.name:<20}{r.split:<10}{r.macs:>6}{r.yosys_ge:>11.0f}{r.model_ge:>11.0f}"
               f"{r.error_pct:>8.2f}" for r in result.configs]
     lines.append(f"held-out ({result.held_out}): mean |error| {result.held_out_mae_pct}%, worst "
                  f"{result.held_out_worst_pct}%; fitted ({result.fitted}): mean "
