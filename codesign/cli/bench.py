@@ -78,6 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--strategies", default=None, metavar="A,B", help="default: all but grid")
     search.add_argument("--json", action="store_true")
     search.set_defaults(run=_sweep_search)
+    area = group.add_parser("area-model", help="area model vs Yosys on held-out configs (logic GE)")
+    area.add_argument("--json", action="store_true")
+    area.set_defaults(run=_area_model)
 
 
 def _fsim(args: argparse.Namespace) -> int:
@@ -152,6 +155,14 @@ def _cpu_convs(args: argparse.Namespace) -> int:
     use_default_disk_cache()
     report = cpu_convs.run(args.model, args.precision, args.rounds, args.tuning_log)
     print(json.dumps(report.to_json()) if args.json else cpu_convs.table(report))
+    return 0
+
+
+def _area_model(args: argparse.Namespace) -> int:
+    from codesign.bench import area_model
+
+    result = area_model.run()
+    print(json.dumps(result.to_json()) if args.json else area_model.table(result))
     return 0
 
 
