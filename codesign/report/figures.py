@@ -18,8 +18,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
+from codesign.sweep.pareto import non_dominated
 from codesign.sweep.records import PointResult, WorkloadResult
 from hw.config import AcceleratorConfig
 
@@ -72,18 +73,23 @@ def pareto_figure(designs: Sequence[Design], x: str, y: str, color: str | None =
         for v in keys:
             rows = [i for i, w in enumerate(values) if w == v]
             ax.scatter(xs[rows], ys[rows], s=14, color=cmap(index[v]), label=f"{color}={v}")
-        ax.legend(fontsize="small", title=None, loc="best")
     else:
         ax.scatter(xs, ys, s=14, color="tab:blue", label="designs")
-    front = sorted((i for i, d in enumerate(designs) if d.on_front), key=lambda i: (xs[i], ys[i]))
-    if front:
-        ax.plot(xs[front], ys[front], "o-", mfc="none", mec="crimson", color="crimson", ms=8, lw=1,
-                label="Pareto front")
+    ringed = [i for i, d in enumerate(designs) if d.on_front]
+    if ringed:
+        ax.scatter(xs[ringed], ys[ringed], s=70, facecolors="none", edgecolors="crimson",
+                   label="on the sweep's Pareto front")
+    # the trade-off of these two objectives alone: a staircase through their own front
+    pairs = np.column_stack([xs, ys])
+    front = sorted(np.flatnonzero(non_dominated(pairs)), key=lambda i: (xs[i], ys[i]))
+    ax.step(xs[front], ys[front], where="post", color="crimson", lw=1, alpha=0.7,
+            label=f"front of {label(y).split(' (')[0]} and {label(x).split(' (')[0]}")
+    ax.legend(fontsize="small", loc="best")
     _log(ax, "xy")
     ax.set_xlabel(label(x))
     ax.set_ylabel(label(y))
     ax.set_title(f"Pareto front: {label(y).split(' (')[0]} vs {label(x).split(' (')[0]} "
-                 f"({len(designs)} designs, {len(front)} on the front)", fontsize="medium")
+                 f"({len(designs)} designs, {len(ringed)} on the front)", fontsize="medium")
     ax.grid(True, alpha=0.3)
     return fig
 
@@ -193,12 +199,21 @@ def save(fig: Figure, directory: Path, stem: str) -> list[Path]:
 def _log(ax: Any, axes: str) -> None:
     """Log scale on `axes` ("x", "y" or "xy") with plain tick labels: matplotlib's default
     mathtext labels (10^k on every minor tick) cost most of a figure's drawing time."""
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    plain = FuncFormatter(lambda v, _: _number(v))
     for name in axes:
         axis = ax.xaxis if name == "x" else ax.yaxis
         getattr(ax, f"set_{name}scale")("log")
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(plain)
         axis.set_minor_locator(NullLocator())
+
+
+def _number(v: float) -> str:
+    """A tick label: 2k, 1.5M, 0.02."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:g}{suffix}"
+    return f"{v:g}"
 
 
 def _dram_bytes(stats: Mapping[str, Any]) -> int:
@@ -207,6 +222,8 @@ def _dram_bytes(stats: Mapping[str, Any]) -> int:
 
 
 def _short(name: str, width: int = 18) -> str:
+    """A step's name for a tick label: a fused step by its first node (`conv+relu` -> `conv`)."""
+    name = name.split("+")[0]
     return name if len(name) <= width else "…" + name[-(width - 1):]
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from codesign.sweep.records import PointResult
 from codesign.sweep.space import Point, Space
 from hw.config import AcceleratorConfig
+from sim.backend import Stats
 
 
 def make_evaluate(space: Space) -> Callable[[Point], PointResult]:
@@ -23,7 +24,7 @@ def make_evaluate(space: Space) -> Callable[[Point], PointResult]:
     from codesign.sweep.metrics import point_metrics
 
     evaluator = Evaluator(space.workloads, layer_objective=space.layer_objective,
-                          batch_policy=space.batch_policy)
+                          batch_policy=space.batch_policy, energy_of=_energy_of(space))
 
     def evaluate(point: Point) -> PointResult:
         results, wall_s = evaluator(point.config)
@@ -33,6 +34,19 @@ def make_evaluate(space: Space) -> Callable[[Point], PointResult]:
         return PointResult(point.id, tuple(results), metrics, fidelity, wall_s)
 
     return evaluate
+
+
+def _energy_of(space: Space) -> Callable[[Stats, AcceleratorConfig], float] | None:
+    """The energy model in picojoules per run, for a space whose layers' schedules are chosen
+    by energy or EDP (None when they are chosen by cycles)."""
+    if space.layer_objective == "cycles":
+        return None
+    from codesign.ppa.energy import energy_model
+
+    def energy_pj(stats: Stats, cfg: AcceleratorConfig) -> float:
+        return float(energy_model(stats, cfg).total_pj)
+
+    return energy_pj
 
 
 def make_area() -> Callable[[AcceleratorConfig], float]:

@@ -41,8 +41,15 @@ def test_pareto_figure_plots_every_design_and_names_the_front(tmp_path: Path, co
     designs = _designs()
     fig = figures.pareto_figure(designs, "latency_cycles", "area_mm2", color)
     ax = fig.axes[0]
-    plotted = sum(len(c.get_offsets()) for c in ax.collections)
-    assert plotted == len(designs)
+    dots = [c for c in ax.collections if not c.get_label().startswith("on the")]
+    (rings,) = [c for c in ax.collections if c.get_label().startswith("on the")]
+    assert sum(len(c.get_offsets()) for c in dots) == len(designs)
+    assert len(rings.get_offsets()) == 3
+    # the staircase joins the designs no other beats in both plotted objectives
+    (stairs,) = ax.lines
+    xs, ys = stairs.get_data()
+    for x, y in zip(xs, ys, strict=True):
+        assert not any(d.metric("latency_cycles") < x and d.metric("area_mm2") < y for d in designs)
     assert "12 designs, 3 on the front" in ax.get_title()
     png, svg = figures.save(fig, tmp_path, "front")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
