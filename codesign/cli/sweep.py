@@ -12,10 +12,12 @@ from codesign.cli.output import emit
 from codesign.exec.progress import Bar
 from codesign.sweep import pipeline
 from codesign.sweep.engine import SweepSummary, check_options, run_sweep
+from codesign.sweep.finalists import confirm_best
 from codesign.sweep.space import load_space, packaged_spaces, resolve_space_path
 from codesign.sweep.store import SweepStore
 from codesign.sweep.strategy import DEFAULT_STRATEGY, STRATEGIES, Known
 from hw.config import AcceleratorConfig
+from hw.errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,12 +34,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds one point may take (default 600)")
     p.add_argument("--resume", action="store_true", help="continue the sweep the store holds")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--confirm", type=int, default=0, metavar="N",
+                   help="run the N best designs of the front on fsim (exact?) and the RTL (cycles as timed?)")
+    p.add_argument("--confirm-timeout", type=float, default=3600.0, metavar="S",
+                   help="seconds one design's confirmation may take, Verilator build included (default 3600)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     check_options(args.budget, args.workers, args.timeout, None)
+    if args.confirm < 0:
+        raise InputError(f"--confirm must be 0 or more, not {args.confirm}")
+    if args.confirm_timeout <= 0:
+        raise InputError(f"--confirm-timeout must be positive, not {args.confirm_timeout:g}")
     space = load_space(resolve_space_path(args.space))
     # The store is checked (made when new) before the workloads are prepared, which takes a while.
     SweepStore.open(args.store, space, strategy=args.strategy, seed=args.seed, resume=args.resume).close()
@@ -51,8 +61,12 @@ def _run(args: argparse.Namespace) -> int:
     summary = run_sweep(space, args.store, evaluate, strategy=args.strategy, budget=args.budget,
                         workers=args.workers, timeout_s=args.timeout, resume=args.resume, seed=args.seed,
                         progress=progress, known=_known_area(area, space.metrics))
-    emit(_report(summary, args.json), args.json)
-    return 0 if summary.by_status["ok"] else 1
+    confirmed = []
+    if args.confirm:
+        confirmed = confirm_best(args.store, space.metrics, evaluate.confirm, args.confirm,
+                                 timeout_s=args.confirm_timeout)
+    emit(_report(summary, confirmed, args.json), args.json)
+    return 0 if summary.by_status["ok"] and all(c["ok"] for c in confirmed) else 1
 
 
 def _known_area(area: Callable[[AcceleratorConfig], float] | None, metrics: tuple[str, ...]) -> Known | None:
@@ -63,8 +77,13 @@ def _known_area(area: Callable[[AcceleratorConfig], float] | None, metrics: tupl
     return lambda cfg: {"area_mm2": area(cfg)}
 
 
-def _report(summary: SweepSummary, as_json: bool) -> dict[str, Any]:
+_CONFIRMED = ("point_id", "workload", "ok", "fsim_exact", "rtl_exact", "timing_cycles", "rtl_cycles", "error")
+
+
+def _report(summary: SweepSummary, confirmed: list[dict[str, Any]], as_json: bool) -> dict[str, Any]:
     data = summary.to_json()
+    if confirmed:
+        data["confirmed"] = confirmed
     if as_json:
         return data
     lines = {k: v for k, v in data.items() if k not in ("pareto", "failures", "objectives")}
@@ -73,6 +92,8 @@ def _report(summary: SweepSummary, as_json: bool) -> dict[str, Any]:
     lines["pareto_points"] = len(data["pareto"])
     for i, p in enumerate(data["pareto"]):
         lines[f"pareto[{i}]"] = " ".join(f"{k}={_short(v)}" for k, v in p.items())
+    for i, c in enumerate(confirmed):
+        lines[f"confirmed[{i}]"] = " ".join(f"{k}={c[k]}" for k in _CONFIRMED if c.get(k) is not None)
     return lines
 
 

@@ -63,7 +63,8 @@ def build_report(store: str | Path, directory: str | Path, *, top: int = 5) -> R
             raise ReportError(f"{store}: the store holds no evaluated point yet "
                               f"({', '.join(f'{k} {v}' for k, v in db.counts().items() if v)})")
         front = {p.id for p in pareto_front(db, objectives)}
-    designs = _designs(rows, front)
+        confirmed = db.confirmations()
+    designs = _designs(rows, front, confirmed)
     best = sorted((d for d in designs if d.on_front), key=lambda d: d.metric(objectives[0]))[:top]
     params = varied(designs)
     sections = _figures(designs, best, params, objectives, out)
@@ -92,13 +93,27 @@ def strongest(designs: Sequence[Design], params: Sequence[str], objective: str) 
     return max(params, key=spread) if params else None
 
 
-def _designs(rows: Sequence[StoredPoint], front: set[str]) -> list[Design]:
+def _designs(rows: Sequence[StoredPoint], front: set[str],
+             confirmed: dict[str, list[dict[str, Any]]] | None = None) -> list[Design]:
     out = []
     for r in rows:
         cfg = AcceleratorConfig.from_dict(r.config, where=f"point {r.id}")
         assert r.result is not None
-        out.append(Design(cfg, {p: getattr(cfg, p) for p in VARIABLE}, r.result, r.id in front))
+        found = (confirmed or {}).get(r.id)
+        out.append(Design(cfg, {p: getattr(cfg, p) for p in VARIABLE}, r.result, r.id in front,
+                          confirmation(found) if found else None))
     return out
+
+
+def confirmation(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A design's confirmations (one per workload) as one: exact on fsim and the RTL only if every
+    workload is, cycles summed over workloads; a failed confirmation keeps its reason."""
+    failed = [r for r in rows if "error" in r]
+    if failed:
+        return {"fsim_exact": False, "error": f"{failed[0].get('status')}: {failed[0].get('error')}"}
+    return {"fsim_exact": all(r["fsim_exact"] and r["rtl_exact"] for r in rows),
+            "timing_cycles": sum(r["timing_cycles"] for r in rows),
+            "rtl_cycles": sum(r["rtl_cycles"] for r in rows)}
 
 
 def _figures(designs: Sequence[Design], best: Sequence[Design], params: Sequence[str],

@@ -47,6 +47,8 @@ def confirmation(d: Design) -> str:
     c = d.confirmation
     if not c:
         return "not run"
+    if c.get("error"):
+        return f"FAILED ({c['error']})"
     exact = "outputs exact" if c.get("fsim_exact") else "OUTPUTS DIFFER"
     same = "RTL = timing" if c.get("rtl_cycles") == c.get("timing_cycles") else "RTL ≠ timing"
     return f"{exact}; {same} ({c.get('rtl_cycles'):,} cycles)"

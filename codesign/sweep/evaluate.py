@@ -69,12 +69,13 @@ class Evaluator:
     def __call__(self, cfg: AcceleratorConfig) -> tuple[list[WorkloadResult], dict[str, float]]:
         start = time.perf_counter()
         timer = Timer()
-        point = _Point(AcceleratorTarget(cfg), make_backend("timing", cfg), self._objective(cfg), timer)
+        point = _Point(AcceleratorTarget(cfg), make_backend("timing", cfg), self.objective(cfg), timer)
         results = [self._workload(w, point) for w in self.workloads]
         timer.seconds["total"] = time.perf_counter() - start
         return results, timer.seconds
 
-    def _objective(self, cfg: AcceleratorConfig) -> Objective:
+    def objective(self, cfg: AcceleratorConfig) -> Objective:
+        """What a layer's schedule minimises on `cfg` (from the Stats of its Program)."""
         energy_of = self.energy_of
         if self.layer_objective == "cycles" or energy_of is None:
             return lambda stats: float(stats.cycles or 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from codesign.sweep.records import PointResult
 from codesign.sweep.space import Point, Space
@@ -17,23 +18,41 @@ from hw.config import AcceleratorConfig
 from sim.backend import Stats
 
 
-def make_evaluate(space: Space) -> Callable[[Point], PointResult]:
-    """Evaluate a point of `space`: compile and time every workload with schedules chosen for
-    its hardware, then combine them with area and energy into the objectives' metrics."""
-    from codesign.sweep.evaluate import Evaluator
-    from codesign.sweep.metrics import point_metrics
+class Evaluation:
+    """The evaluation of a sweep's points (`evaluation(point)`, in pool workers) and the RTL
+    confirmation of its best designs (`evaluation.confirm(point, result)`), both with one
+    `Evaluator`: each workload quantized once per sweep, the layers' schedules chosen alike."""
 
-    evaluator = Evaluator(space.workloads, layer_objective=space.layer_objective,
-                          batch_policy=space.batch_policy, energy_of=_energy_of(space))
+    def __init__(self, space: Space) -> None:
+        from codesign.sweep.evaluate import Evaluator
 
-    def evaluate(point: Point) -> PointResult:
-        results, wall_s = evaluator(point.config)
+        self.evaluator = Evaluator(space.workloads, layer_objective=space.layer_objective,
+                                   batch_policy=space.batch_policy, energy_of=_energy_of(space))
+
+    def __call__(self, point: Point) -> PointResult:
+        from codesign.sweep.metrics import point_metrics
+
+        results, wall_s = self.evaluator(point.config)
         start = time.monotonic()
         metrics, fidelity = point_metrics(point.config, results)
         wall_s = {**wall_s, "metrics": time.monotonic() - start}
         return PointResult(point.id, tuple(results), metrics, fidelity, wall_s)
 
-    return evaluate
+    def confirm(self, point: Point, swept: PointResult | None) -> list[dict[str, Any]]:
+        """`point`'s workloads run whole on fsim, the timing model and the RTL
+        (codesign/sweep/confirm.py), as JSON."""
+        from codesign.sweep.confirm import confirm
+
+        cfg = point.config
+        found = confirm(cfg, point.id, self.evaluator.workloads, self.evaluator.objective(cfg), swept,
+                        measured=self.evaluator.measured)
+        return [c.to_json() for c in found]
+
+
+def make_evaluate(space: Space) -> Evaluation:
+    """Evaluate a point of `space`: compile and time every workload with schedules chosen for
+    its hardware, then combine them with area and energy into the objectives' metrics."""
+    return Evaluation(space)
 
 
 def _energy_of(space: Space) -> Callable[[Stats, AcceleratorConfig], float] | None:

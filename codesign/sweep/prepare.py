@@ -44,6 +44,19 @@ class Prepared:
         convs = {self.graph.values[n.inputs[0]].shape[1] for n in self.graph.nodes if n.op == "Conv"}
         return tuple(sorted(c for c in convs if 2 * c <= block_in))
 
+    def quantized(self, block_in: int) -> Graph:
+        """The quantized graph for a core of this `block_in` (the one `steps_for` describes),
+        for running the whole model (a confirmation on fsim and the RTL)."""
+        return _quantize(self.graph, self.calibration, self.shallow_key(block_in))
+
+    @property
+    def zoo_name(self) -> str | None:
+        """The zoo model the workload names, whose sample inputs a run uses (None for a file)."""
+        from codesign import zoo
+
+        model = self.spec.model
+        return model if model in zoo.names() and not Path(model).exists() else None
+
     def steps_for(self, block_in: int) -> list[Step]:
         """The quantized graph's steps for a core of this `block_in` (quantized on first need)."""
         key = self.shallow_key(block_in)

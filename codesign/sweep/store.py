@@ -27,6 +27,9 @@ STATUSES = ("ok", "infeasible", "error", "timeout", "crash")
 FAILED = ("error", "timeout", "crash")
 METRIC_COLUMNS = ("latency_cycles", "latency_ms", "area_mm2", "energy_uj", "edp")
 _HEADER = b"SQLite format 3\x00"
+# the RTL confirmation of a design's workloads (codesign/sweep/confirm.py), one row each
+_CONFIRMATIONS = ("CREATE TABLE IF NOT EXISTS confirmations (id TEXT NOT NULL, workload TEXT NOT NULL, "
+                  "result TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (id, workload))")
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE points (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, config TEXT NOT NULL, "
@@ -34,6 +37,7 @@ _SCHEMA = (
     + ", ".join(f"{c} REAL" for c in METRIC_COLUMNS) + ", created REAL NOT NULL)",
     "CREATE INDEX points_status ON points (status)",
     "CREATE INDEX points_seq ON points (seq)",
+    _CONFIRMATIONS,
 )
 
 
@@ -138,7 +142,24 @@ class SweepStore:
             self.pending = []
         self.last_commit = time.monotonic()
 
+    def record_confirmation(self, point_id: str, workload: str, result: dict[str, Any]) -> None:
+        """Keep the confirmation of one workload of a design (committed at once: they are few)."""
+        self.flush()
+        self.db.execute(_CONFIRMATIONS)
+        self.db.execute("INSERT OR REPLACE INTO confirmations VALUES (?, ?, ?, ?)",
+                        (point_id, workload, json.dumps(result, sort_keys=True), time.time()))
+
     # -- reading --------------------------------------------------------------------------------
+    def confirmations(self) -> dict[str, list[dict[str, Any]]]:
+        """Each confirmed design's confirmations (one per workload), by point id."""
+        tables = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "confirmations" not in tables:
+            return {}
+        out: dict[str, list[dict[str, Any]]] = {}
+        for point_id, result in self.db.execute("SELECT id, result FROM confirmations ORDER BY id, workload"):
+            out.setdefault(point_id, []).append(json.loads(result))
+        return out
+
     def meta(self) -> dict[str, str]:
         return dict(self.db.execute("SELECT key, value FROM meta").fetchall())
 

@@ -104,6 +104,10 @@ BAD = [
      r"--workers must be at least 0, not -2"),
     (lambda t, s: ["sweep", s, "--store", str(t / "s.db"), "--timeout", "0"],
      r"--timeout must be positive, not 0"),
+    (lambda t, s: ["sweep", s, "--store", str(t / "s.db"), "--confirm", "-1"],
+     r"--confirm must be 0 or more, not -1"),
+    (lambda t, s: ["sweep", s, "--store", str(t / "s.db"), "--confirm", "1", "--confirm-timeout", "0"],
+     r"--confirm-timeout must be positive, not 0"),
     (lambda t, s: ["sweep", s, "--store", bad_store(t)],
      r"junk.db: not an SQLite file, so not a sweep store"),
     (lambda t, s: ["sweep", s, "--store", str(t / "no" / "s.db")],
@@ -140,3 +144,26 @@ def test_an_unknown_strategy_is_refused_by_the_parser(capsys, space_file, tmp_pa
     with pytest.raises(SystemExit) as info:
         main(["sweep", str(space_file), "--store", str(tmp_path / "s.db"), "--strategy", "nsga9"])
     assert info.value.code == 2 and "invalid choice: 'nsga9'" in capsys.readouterr().err
+
+
+class ConfirmingFake:
+    """The fake evaluation with a confirmation that passes, as the real one's `confirm` reports."""
+
+    def __call__(self, point):
+        return fake_evaluate(point)
+
+    def confirm(self, point, swept):
+        cycles = int(swept.metrics["latency_cycles"])
+        return [{"point_id": point.id, "workload": "mlp", "ok": True, "fsim_exact": True, "rtl_exact": True,
+                 "timing_cycles": cycles, "rtl_cycles": cycles}]
+
+
+def test_confirm_runs_the_best_designs_and_reports_them(capsys, fake, monkeypatch, space_file, tmp_path):
+    monkeypatch.setattr(pipeline, "make_evaluate", lambda space: ConfirmingFake())
+    store = str(tmp_path / "s.db")
+    code, out, _ = run(capsys, "sweep", str(space_file), "--store", store, "--strategy", "grid",
+                       "--workers", "0", "--confirm", "2", "--json")
+    data = json.loads(out)
+    assert code == 0 and len(data["confirmed"]) == 2 and all(c["ok"] for c in data["confirmed"])
+    best = sorted(data["pareto"], key=lambda p: p["latency_cycles"])[:2]
+    assert [c["point_id"] for c in data["confirmed"]] == [p["id"] for p in best]

@@ -1,0 +1,109 @@
+"""Confirming a sweep's best designs: each workload compiled for the design with the schedules
+the sweep chose, run whole on fsim (outputs exact against the integer reference), on the timing
+model and on the Verilated RTL (outputs exact, cycles equal to the timing model's step by step).
+
+The schedules are chosen again by `codesign/sweep/schedules.choose`, the function the sweep's
+evaluation used, on the same candidates and the same timing model: deterministic, so the
+confirmed model is the one the sweep measured, and its timing cycles must equal the stored
+ones (`swept_cycles`), which the confirmation checks too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from codesign.run.inputs import sample_inputs
+from codesign.run.model import matches_reference
+from codesign.sweep.prepare import Prepared
+from codesign.sweep.records import PointResult
+from codesign.sweep.schedules import MEASURED, Objective, ProgramCache, Timer, choose
+from compiler.runtime.model import CompiledModel, ModelResult
+from compiler.target.accel import AcceleratorTarget
+from hw.config import AcceleratorConfig
+from sim.backend import Backend
+from sim.backends import make_backend
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """One workload of one design, run whole on fsim, the timing model and the RTL.
+
+    `timing_cycles` and `rtl_cycles` are the accelerator cycles of one run; `swept_cycles` what
+    the sweep stored for it (None when not given); `mismatched_steps` names each accelerator step
+    whose RTL cycles differ from the timing model's."""
+
+    point_id: str
+    workload: str
+    fsim_exact: bool
+    rtl_exact: bool
+    timing_cycles: int
+    rtl_cycles: int
+    swept_cycles: int | None
+    mismatched_steps: tuple[str, ...]
+    accel_steps: int
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        same_as_swept = self.swept_cycles is None or self.swept_cycles == self.timing_cycles
+        return (self.fsim_exact and self.rtl_exact and self.rtl_cycles == self.timing_cycles
+                and not self.mismatched_steps and same_as_swept)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "mismatched_steps": list(self.mismatched_steps), "ok": self.ok}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Confirmation:
+        kept = {k: v for k, v in data.items() if k != "ok"}
+        return cls(**{**kept, "mismatched_steps": tuple(kept["mismatched_steps"])})
+
+
+def confirm(cfg: AcceleratorConfig, point_id: str, workloads: list[Prepared], objective: Objective,
+            swept: PointResult | None = None, *, measured: int = MEASURED, seed: int = 0,
+            backends: Callable[[str, AcceleratorConfig], Backend] = make_backend) -> list[Confirmation]:
+    """Every workload of the design `cfg` confirmed (see the module doc); `objective` and
+    `measured` as the sweep chose its layers' schedules."""
+    timing = backends("timing", cfg)
+    knobs_for = _chooser(timing, objective, measured)
+    stored = {w.name: w.cycles for w in swept.workloads} if swept is not None else {}
+    out = []
+    for prepared in workloads:
+        start = time.perf_counter()
+        graph = prepared.quantized(cfg.block_in)
+        model = CompiledModel.compile(graph, AcceleratorTarget(cfg), knobs_for=knobs_for)
+        feeds = sample_inputs(prepared.graph, prepared.zoo_name, 1, seed)[0]
+        fsim = model.run(feeds, backends("fsim", cfg))
+        timed = model.run(feeds, timing)
+        rtl = model.run(feeds, backends("rtl", cfg))
+        out.append(Confirmation(
+            point_id, prepared.spec.name, matches_reference(graph, feeds, fsim),
+            matches_reference(graph, feeds, rtl), timed.cycles, rtl.cycles, stored.get(prepared.spec.name),
+            _mismatched(timed, rtl), sum(1 for s in model.steps if s.where == "accel"),
+            round(time.perf_counter() - start, 3)))
+    return out
+
+
+def _chooser(timing: Backend, objective: Objective, measured: int) -> Callable[[Any], Any]:
+    """The runtime's knobs_for: each operator's schedule chosen as the sweep chose it."""
+    cache, timer = ProgramCache(), Timer()
+    chosen: dict[Any, Any] = {}
+
+    def knobs_for(op: Any) -> Any:
+        key = (op.op, op.spec)
+        if key not in chosen:
+            choice = choose(op, timing, objective, cache, timer, measured)
+            chosen[key] = None if choice is None else choice.knobs
+        return chosen[key]
+
+    return knobs_for
+
+
+def _mismatched(timed: ModelResult, rtl: ModelResult) -> tuple[str, ...]:
+    return tuple(a.name for a, b in zip(timed.steps, rtl.steps, strict=True)
+                 if a.where == "accel" and a.cycles != b.cycles)
+
+
+__all__ = ["Confirmation", "confirm"]
