@@ -95,7 +95,8 @@ def test_matmul_schedule_is_a_register_tile():
     op = MatMul((1, 2, 128, 64), (1, 2, 64, 128))
     s = op.schedule(op.tensors())
     assert s.stage("out").leaves == ["i0", "i1", "i3.o", "i2.o", "i2.i", "i3.i"]
-    assert s.stage("acc").leaves == ["i0", "i1", "rk", "i2", "i3"] and s.stage("acc").attach == ("out", "i2.o")
+    assert s.stage("acc").leaves == ["i0", "i1", "rk", "i2", "i3"]
+    assert s.stage("acc").attach == ("out", "i2.o")
     assert s.stage("acc").loop_kinds == {"i3": "vectorize"}
     assert s.stage("out").loop_kinds == {"i3.i": "vectorize"}
 
