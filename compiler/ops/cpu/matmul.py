@@ -128,7 +128,8 @@ class MatMul(HostOp):
     @property
     def tile(self) -> tuple[int, int] | None:
         """The register tile (rows, columns) of `matmul_tile`, or None: the in-place tile."""
-        return matmul_tile(*self.out_shape[-2:], self.dtype)
+        m, n = self.out_shape[-2:]
+        return matmul_tile(m, n, self.dtype)
 
     def tensors(self) -> dict[str, Tensor]:
         sa, sb = self._promoted()
