@@ -66,6 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     convs.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
     convs.add_argument("--rounds", type=int, default=10, help="timed runs of each (default 10)")
     convs.add_argument("--tuning-log", metavar="FILE", help="our schedules from a CPU tuning log")
+    convs.add_argument("--ops", choices=("convs", "all"), default="convs",
+                       help="all: every operator kind of both, besides the convolutions")
     convs.add_argument("--json", action="store_true")
     convs.set_defaults(run=_cpu_convs)
     search = group.add_parser("sweep-search", help="search strategies replayed against an exhaustive sweep")
@@ -153,7 +155,7 @@ def _cpu_convs(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         raise InputError(f"--rounds must be at least 1, not {args.rounds}")
     use_default_disk_cache()
-    report = cpu_convs.run(args.model, args.precision, args.rounds, args.tuning_log)
+    report = cpu_convs.run(args.model, args.precision, args.rounds, args.tuning_log, ops=args.ops)
     print(json.dumps(report.to_json()) if args.json else cpu_convs.table(report))
     return 0
 

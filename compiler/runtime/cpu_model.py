@@ -4,9 +4,10 @@ sibling of the accelerator's `CompiledModel` (compiler/runtime/model.py).
 The graph is either float as imported (and simplified) or the quantizer's int8 graph, the same
 one the accelerator runs, so that an int8 run is exact against the graph's integer reference.
 Compilation does the graph-level work a CPU needs:
-- fusion: a float convolution absorbs a residual Add that is its only reader and a Relu or Clip
-  after either (compiler.ops.cpu.convf's fused epilogue; the int8 graph's residual adds are
-  fused by the quantizer already), so the intermediate tensors never exist;
+- fusion (compiler.runtime.cpu_fuse): a float convolution absorbs a residual Add that is its
+  only reader and a Relu or Clip after either, a float MatMul a bias Add, a residual Add and a
+  Gelu (the int8 graph's residual adds are fused by the quantizer already), so the intermediate
+  tensors never exist;
 - a static memory plan: every activation gets its place in one arena allocated once per model
   (buffers shared where lifetimes allow: compiler.graph.memory.place), views (Flatten,
   Reshape...) alias their input, and each kernel is bound once to its argument arrays
@@ -33,14 +34,13 @@ from compiler.codegen.cpu import HostKernel
 from compiler.graph.interp import evaluate_node
 from compiler.graph.ir import Graph, Node
 from compiler.graph.memory import Lifetime, MemoryPlan, aligned_bytes, place
-from compiler.graph.passes.common import sole_user
 from compiler.ops.cpu import compile_host_op, host_op
 from compiler.runtime.cpu import host_spec
+from compiler.runtime.cpu_fuse import FUSIBLE
 from compiler.runtime.cpu_split import split_spec
 from compiler.runtime.model import ModelResult, StepRecord, node_macs
 
 VIEWS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze")
-_ACTIVATIONS = ("Relu", "Clip")
 
 
 @dataclass
@@ -209,8 +209,8 @@ def _step(graph: Graph, node: Node, threads: int, fuse: bool, absorbed: set[str]
                        macs=node_macs(graph, node))
     name, params, arity = spec
     nodes, args = [node], list(node.inputs[:arity])
-    if fuse and name == "conv2d":
-        nodes, args, params = _fused_conv(graph, node, args, dict(params), absorbed)
+    if fuse and name in FUSIBLE:
+        nodes, args, params = FUSIBLE[name](graph, node, args, dict(params), absorbed)
     constant_weight = name in ("conv2d", "qconv2d") and graph.values[args[1]].data is not None
     if constant_weight and host_op(name, **params).chosen_strategy == "channels":  # type: ignore[attr-defined]
         params = {**params, "packed": True}
@@ -224,39 +224,6 @@ def _step(graph: Graph, node: Node, threads: int, fuse: bool, absorbed: set[str]
         compile_host_op(s[0], **s[1])  # compiled now: a run never compiles
     return CpuStep(tuple(nodes), "host", tuple(args), outputs, f"{name}", specs, slices,
                    macs=node_macs(graph, node))
-
-
-def _fused_conv(graph: Graph, conv: Node, args: list[str], params: dict[str, Any], absorbed: set[str]
-                ) -> tuple[list[Node], list[str], dict[str, Any]]:
-    """A float convolution with the residual Add and the Relu/Clip that read only its result
-    (an Add of two convolutions goes to the first of them)."""
-    nodes, out = [conv], conv.outputs[0]
-    user = sole_user(graph, out)
-    if user is not None and user.name in absorbed:
-        return nodes, args, params
-    other = _residual(graph, user, out) if user is not None else None
-    if user is not None and other is not None:
-        nodes.append(user)
-        args.append(other)
-        params["residual"] = True
-        out = user.outputs[0]
-        user = sole_user(graph, out)
-    if user is not None and user.op in _ACTIVATIONS and graph.values[out].dtype == "float32":
-        nodes.append(user)
-        lo, hi = (0.0, np.inf) if user.op == "Relu" else (user.float_attr("min"), user.float_attr("max"))
-        params.update(act_lo=lo, act_hi=hi)
-    return nodes, args, params
-
-
-def _residual(graph: Graph, add: Node, out: str) -> str | None:
-    """The other operand of `add` if it adds a non-constant tensor of `out`'s shape to `out`."""
-    if add.op != "Add" or len(add.inputs) != 2 or add.inputs[0] == add.inputs[1]:
-        return None
-    other = add.inputs[1] if add.inputs[0] == out else add.inputs[0]
-    v, mine = graph.values[other], graph.values[out]
-    if v.data is not None or v.shape != mine.shape or v.dtype != "float32":
-        return None
-    return other
 
 
 def _plan(graph: Graph, steps: Sequence[CpuStep]) -> MemoryPlan:

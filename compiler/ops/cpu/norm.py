@@ -136,6 +136,11 @@ def _square(v: E.Expr) -> E.Expr:
     return v * v
 
 
+def gelu_expr(x: E.Expr) -> E.Expr:
+    """GELU of `x` in erf form, as the Gelu operator computes it (fused epilogues reuse it)."""
+    return x * 0.5 * (1.0 + E.erf(x * math.sqrt(0.5)))
+
+
 @dataclass(frozen=True)
 class Gelu(HostOp):
     """0.5 * x * (1 + erf(x / sqrt(2))) element-wise (ONNX Gelu, approximate='none')."""
@@ -148,7 +153,7 @@ class Gelu(HostOp):
 
     def tensors(self) -> dict[str, Tensor]:
         x = placeholder(self.shape, "float32", "data")
-        out = compute(self.shape, lambda *i: x[i] * 0.5 * (1.0 + E.erf(x[i] * math.sqrt(0.5))), "out")
+        out = compute(self.shape, lambda *i: gelu_expr(x[i]), "out")
         return {"data": x, "out": out}
 
     def reference(self, data: np.ndarray) -> np.ndarray:  # type: ignore[override]

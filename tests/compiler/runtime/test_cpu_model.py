@@ -67,6 +67,23 @@ def test_convolutions_absorb_their_relu(tmp_path_factory: pytest.TempPathFactory
     assert ops.count("Conv+Relu") == 2 and "Relu" not in ops
 
 
+def test_bert_tiny_products_absorb_bias_residual_and_gelu(tmp_path_factory: pytest.TempPathFactory) -> None:
+    graph, data = _model("bert-tiny", tmp_path_factory)
+    cpu = compile_cpu(graph, "fp32")
+    ops = [s.op for s in cpu.steps]
+    # per layer: Q, K, V with their bias; the attention output and the second FFN product with
+    # bias and residual; the first FFN product with bias and GELU
+    assert ops.count("MatMul+Add") == 6 and ops.count("MatMul+Add+Add") == 4
+    assert ops.count("MatMul+Add+Gelu") == 2 and "Gelu" not in ops
+    session = ort_session(data, threads=1)
+    for feeds in zoo.sample_inputs("bert-tiny", 2, seed=0):
+        names = {i.name for i in session.get_inputs()}
+        want = session.run(None, {k: v for k, v in feeds.items() if k in names})
+        got = cpu.run(feeds).outputs
+        for name, value in zip(graph.outputs, want, strict=True):
+            np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4 * float(np.abs(value).max()))
+
+
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_threads_change_no_result(precision: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     graph, _ = _model("digits", tmp_path_factory)

@@ -2,7 +2,7 @@
 
 Float results are compared with float64 numpy within the bound of a float32 sum of K products in
 any order: |got - ref| <= (K + 2) * 2**-24 * (|a| @ |b|) (+ |bias|), elementwise (the kernels sum
-in k order, or in a few vectorised partial sums; no FMA).  Integer products wrap exactly as
+in k order, or in a few vectorised partial sums; FMAs round less).  Integer products wrap exactly as
 numpy's.
 """
 
@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from compiler.graph.opdefs import OPS, make_attrs
 from compiler.ops.cpu import Gemm, MatMul
-from compiler.ops.cpu.matmul import GEMM_TILED_ROWS
+from compiler.ops.cpu.matmul import GEMM_TILED_ROWS, matmul_tile
+from compiler.ops.cpu.norm import Gelu
+from compiler.target.cpu import CpuTarget
 from tests.compiler.ops.cpu.util import SIZES, assert_exact, run
 
 U = 2.0**-24
@@ -92,8 +94,52 @@ def test_integer_matmul_wraps_like_numpy(dtype, m, k, n, seed):
 def test_matmul_schedule_is_a_register_tile():
     op = MatMul((1, 2, 128, 64), (1, 2, 64, 128))
     s = op.schedule(op.tensors())
-    assert s.stage("out").leaves == ["i0", "i1", "i2.o", "i3.o", "rk", "i2.i", "i3.i"]
+    assert s.stage("out").leaves == ["i0", "i1", "i3.o", "i2.o", "i2.i", "i3.i"]
+    assert s.stage("acc").leaves == ["i0", "i1", "rk", "i2", "i3"]
+    assert s.stage("acc").attach == ("out", "i2.o")
+    assert s.stage("acc").loop_kinds == {"i3": "vectorize"}
     assert s.stage("out").loop_kinds == {"i3.i": "vectorize"}
+
+
+AVX2 = CpuTarget("x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma")  # 16 ymm
+AVX512 = CpuTarget("x86_64-unknown-linux-gnu", "znver4", "+avx,+avx2,+fma,+avx512f")  # 32 zmm
+
+
+@pytest.mark.parametrize("m,n,target,tile", [
+    (128, 512, AVX2, (4, 16)), (128, 64, AVX2, (4, 16)), (128, 8, AVX2, (8, 8)),
+    (7, 16, AVX2, (1, 16)), (30, 24, AVX2, (6, 8)), (128, 512, AVX512, (8, 32)), (5, 12, AVX2, None),
+])
+def test_matmul_tile_follows_the_target(m, n, target, tile):
+    assert matmul_tile(m, n, "float32", target) == tile
+    assert matmul_tile(m, n, "int32", target) is None
+
+
+@pytest.mark.parametrize("bias,residual,gelu", [(True, False, False), (True, True, False),
+                                                (True, False, True), (False, True, True)])
+@pytest.mark.parametrize("a_shape,b_shape", [((1, 24, 40), (40, 32)), ((2, 12, 9), (9, 64))])
+def test_matmul_fused_epilogue(a_shape, b_shape, bias, residual, gelu):
+    plain = MatMul(a_shape, b_shape)
+    op = MatMul(a_shape, b_shape, bias=bias, residual=residual, gelu=gelu)
+    a, b, *extra = op.random_inputs(3)
+    got = op.build()(a, b, *extra)
+    product = plain.build()(a, b)
+    magnitude = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    assert_within_sum_bound(product, plain.reference(a, b), magnitude, a_shape[-1])
+    want = product  # the separate operators, each rounded to float32
+    for vector in extra:
+        want = want + vector
+    if gelu:
+        want = Gelu(want.shape).reference(want)
+    slack = (a_shape[-1] + 8) * U * (magnitude + sum(np.abs(v) for v in extra)) + 1e-6 * np.abs(want)
+    assert np.all(np.abs(got.astype(np.float64) - want) <= slack + 1e-30)
+
+
+def test_matmul_epilogue_needs_the_register_tile():
+    with pytest.raises(ValueError, match=r"matmul: a fused epilogue needs the float register tile, "
+                                         r"which int32 \(4, 5\) does not take"):
+        MatMul((4, 3), (3, 5), "int32", bias=True)
+    with pytest.raises(ValueError, match="matmul: gelu must be a bool, not 1"):
+        MatMul((4, 3), (3, 8), gelu=1)
 
 
 def test_matmul_rejects_mismatched_shapes():

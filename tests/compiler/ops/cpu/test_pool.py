@@ -44,6 +44,16 @@ def test_resnet18_max_pool_and_padding_never_wins():
     assert_exact(op, inputs=negative)
 
 
+@pytest.mark.parametrize("pad,stages", [(1, ["data_pad", "vert"]), (0, ["vert"])])
+def test_max_pool_takes_the_rows_then_the_columns(pad, stages):
+    op = MaxPool2d((1, 4, 16, 16), 3, 2, pad)
+    s = op.schedule(op.tensors())
+    assert [n for n in s.stages if n != "out"] == stages
+    assert s.stage("vert").attach == ("out", "y") and s.stage("vert").loop_kinds == {"x": "vectorize"}
+    assert s.stage("vert").leaves[-2:] == ["ry", "x"] and s.stage("out").leaves[-2:] == ["rx", "x"]
+    assert_exact(op, seed=4)
+
+
 def test_avg_pool_counts_only_real_positions_unless_asked():
     ones = [np.ones((1, 1, 3, 3), np.float32)]
     exclude = assert_close(AvgPool2d((1, 1, 3, 3), 3, 1, 1), inputs=ones)
