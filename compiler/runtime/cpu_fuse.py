@@ -45,11 +45,18 @@ def _fused_conv(graph: Graph, conv: Node, args: list[str], params: dict[str, Any
     return nodes, args, params
 
 
-def _residual(graph: Graph, add: Node, out: str) -> str | None:
-    """The other operand of `add` if it adds a non-constant tensor of `out`'s shape to `out`."""
+def _other(add: Node, out: str) -> str | None:
+    """The operand `add` adds to `out`, if `add` is an Add of `out` and another value."""
     if add.op != "Add" or len(add.inputs) != 2 or add.inputs[0] == add.inputs[1]:
         return None
-    other = add.inputs[1] if add.inputs[0] == out else add.inputs[0]
+    return add.inputs[1] if add.inputs[0] == out else add.inputs[0]
+
+
+def _residual(graph: Graph, add: Node, out: str) -> str | None:
+    """The other operand of `add` if it adds a non-constant tensor of `out`'s shape to `out`."""
+    other = _other(add, out)
+    if other is None:
+        return None
     v, mine = graph.values[other], graph.values[out]
     if v.data is not None or v.shape != mine.shape or v.dtype != "float32":
         return None
@@ -87,9 +94,9 @@ def _fused_matmul(graph: Graph, matmul: Node, args: list[str], params: dict[str,
 
 def _bias(graph: Graph, add: Node, out: str) -> str | None:
     """The constant float32 vector `add` adds to `out` along its last axis, if it is one."""
-    if add.op != "Add" or len(add.inputs) != 2 or add.inputs[0] == add.inputs[1]:
+    other = _other(add, out)
+    if other is None:
         return None
-    other = add.inputs[1] if add.inputs[0] == out else add.inputs[0]
     v, mine = graph.values[other], graph.values[out]
     if v.data is None or v.dtype != "float32" or v.shape != mine.shape[-1:]:
         return None
