@@ -92,4 +92,7 @@ def print_table(report: CompareReport, out: TextIO | None = None) -> None:
               f"{100 * r.peak_fraction:6.1f} {cosine:>8} {top1:>6} {energy:>7}", file=stream)
     for r in report.results:
         print(f"peak {r.backend}: {r.peak_gops:.1f} GOP/s ({r.peak_source})", file=stream)
-    print(f"fastest: {report.fastest}; energy: n/a (no energy model yet)", file=stream)
+    for r in report.results:
+        if r.energy_source:
+            print(f"energy {r.backend}: {r.energy_mj:.3f} mJ ({r.energy_source})", file=stream)
+    print(f"fastest: {report.fastest}; energy of the CPU backends: n/a (no RAPL counters read)", file=stream)

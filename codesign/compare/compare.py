@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -85,6 +86,7 @@ class _Entry:
     compile_s: float
     fallbacks: tuple[str, ...] = ()
     values: Device | None = None  # what computes its outputs, where `device` only counts time
+    config: AcceleratorConfig | None = None  # an accelerator's design, for its energy
 
 
 def compare(request: CompareRequest, progress: Callable[[str], None] | None = None) -> CompareReport:
@@ -130,7 +132,8 @@ def _devices(request: CompareRequest, graph: Graph, data: bytes, calibration: li
                 values = None if sim.capabilities.values else AcceleratorDevice(
                     model, make_backend("fsim", cfg))
                 entries.append(_Entry(f"accel:{cfg.name}", device, "int8", "simulated", None,
-                                      accelerator_peak(cfg), time.perf_counter() - start, values=values))
+                                      accelerator_peak(cfg), time.perf_counter() - start, values=values,
+                                      config=cfg))
             continue
         assert host_peak is not None
         for precision in request.precisions:
@@ -182,7 +185,27 @@ def _result(e: _Entry, seconds: list[float], macs: int, refs: list[np.ndarray],
         peak_fraction=gops / e.peak.gops, peak_source=e.peak.source, cosine=agree.cosine_mean,
         top1_agreement=agree.top1 if classifier else None,
         top1_ci95=tuple(agree.top1_ci95) if classifier else None,  # type: ignore[arg-type]
-        compile_s=e.compile_s, fallbacks=e.fallbacks)
+        compile_s=e.compile_s, fallbacks=e.fallbacks, **_energy(e, samples[0]))
+
+
+def _energy(e: _Entry, sample: dict[str, np.ndarray]) -> dict[str, Any]:
+    """An accelerator's energy per inference from the energy model (codesign/ppa/energy.py) over
+    its accelerator steps' event counts; None elsewhere (no RAPL counters are read yet)."""
+    if e.config is None:
+        return {}
+    from codesign.ppa.energy import energy_model
+    from sim.backend import Stats
+
+    detail = e.device.infer(sample).detail
+    totals: dict[str, int] = {}
+    for step in detail.steps if detail is not None else ():
+        for key, value in (step.stats or {}).items():
+            if value is not None:
+                totals[key] = totals.get(key, 0) + int(value)
+    estimate = energy_model(Stats(**totals), e.config)
+    return {"energy_mj": estimate.total_pj * 1e-9,
+            "energy_source": f"modeled: accelerator steps only, {estimate.node_nm} nm, {estimate.dram} DRAM "
+                             "(codesign/ppa/energy.py); host steps not counted"}
 
 
 def _first_output(device: Device, feeds: dict[str, np.ndarray], output: str) -> np.ndarray:

@@ -45,7 +45,12 @@ def test_report_fields(mlp: Path) -> None:
         assert r.throughput_per_s == pytest.approx(1e3 / r.latency.median_ms)
         assert r.gops == pytest.approx(2 * report.macs / r.latency.median_ms / 1e6)
         assert r.peak_fraction == pytest.approx(r.gops / r.peak_gops)
-        assert r.energy_mj is None and r.cosine is not None and r.cosine > 0.99
+        assert r.cosine is not None and r.cosine > 0.99
+        if simulated:  # the energy model over the accelerator's steps
+            assert r.energy_mj is not None and r.energy_mj > 0 and r.energy_source is not None
+            assert r.energy_source.startswith("modeled: accelerator steps only")
+        else:
+            assert r.energy_mj is None
         assert r.top1_agreement is not None and r.top1_ci95 is not None
     assert report.results[1].cosine == pytest.approx(1.0, abs=1e-6)  # cpu fp32: onnxruntime's own maths
     assert report.results[0].peak_gops == accelerator_peak(PRESETS["tiny"]).gops
