@@ -29,6 +29,7 @@ from typing import Any
 
 from codesign.sweep.operators import Spec, Step, at_batch, batch_for, is_shallow, make_operator, model_batch
 from codesign.sweep.prepare import Prepared, prepare
+from codesign.sweep.ranker import Ranker
 from codesign.sweep.records import LayerResult, WorkloadResult, WorkloadSpec
 from codesign.sweep.schedules import MEASURED, Choice, Objective, ProgramCache, Timer, choose
 from compiler.errors import ScheduleError
@@ -65,6 +66,8 @@ class Evaluator:
         self.energy_of, self.measured = energy_of, measured
         self.workloads = [prepare(w, block_ins) for w in workloads]
         self.cache = ProgramCache()
+        self.ranker = Ranker()
+        self.measured_total = self.chosen_total = 0  # candidates measured, operators chosen for
 
     def __call__(self, cfg: AcceleratorConfig) -> tuple[list[WorkloadResult], dict[str, float]]:
         start = time.perf_counter()
@@ -86,8 +89,12 @@ class Evaluator:
         """The schedule of `op` on this point (once per shape and point)."""
         key = (op.op, op.spec)
         if key not in point.choices:
-            point.choices[key] = choose(op, point.backend, point.objective, self.cache, point.timer,
-                                        self.measured)
+            found = choose(op, point.backend, point.objective, self.cache, point.timer, self.measured,
+                           self.ranker)
+            point.choices[key] = found
+            if found is not None:
+                self.measured_total += found.measured
+                self.chosen_total += 1
         return point.choices[key]
 
     def _workload(self, prepared: Prepared, point: _Point) -> WorkloadResult:

@@ -72,6 +72,7 @@ class Stream:
     kernel_uops: int  # micro-ops of its largest unrolled kernel
     split: bool  # whether the limit split a loop nest (then it holds for `limit` only)
     scratchpad: dict[str, tuple[int, str]]
+    fresh: tuple[AcceleratorConfig, Program] | None = None  # compiled, not yet asked for
 
     def holds_for(self, limit: int) -> bool:
         return limit == self.limit or (not self.split and limit >= self.kernel_uops)
@@ -129,6 +130,9 @@ class ProgramCache:
     @staticmethod
     def encode(stream: Stream, cfg: AcceleratorConfig) -> Program:
         """`stream`'s Program for `cfg` (a config whose compile_key is the stream's)."""
+        fresh, stream.fresh = stream.fresh, None
+        if fresh is not None and fresh[0] == cfg:
+            return fresh[1]
         return stream.builder.copy_for(cfg).build(check_tokens=False)
 
     def known(self, stream: Stream, backend: Backend) -> Stats | None:
@@ -163,9 +167,9 @@ class ProgramCache:
         func = lower(op.schedule(knobs), target, op.op)
         ir = run_passes(func, target)
         builder = emit_builder(func, ir["inject_virtual_threads"], target)
-        builder.copy_for(target.cfg).build()  # the token checks, once per stream
+        program = builder.copy_for(target.cfg).build()  # the token checks, once per stream
         largest, split = folding(ir["fold_kernels"])
-        return Stream(builder, self.misses, limit, largest, split, func.scratchpad)
+        return Stream(builder, self.misses, limit, largest, split, func.scratchpad, (target.cfg, program))
 
 
 __all__ = ["ProgramCache", "Stream", "compile_key", "folding", "timing_key", "uop_limit"]

@@ -8,6 +8,7 @@ Compiled streams and their timing runs are shared between points (codesign/sweep
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -16,13 +17,16 @@ from typing import Any, overload
 import numpy as np
 
 from codesign.sweep.programs import ProgramCache, compile_key
+from codesign.sweep.ranker import Ranker, features
 from compiler.errors import ScheduleError
 from compiler.ops.accel import Conv2d, Conv2dKnobs, DenseKnobs, Eltwise
 from hw.program import ProgramError
 from sim.backend import Backend, SimulationError, Stats
 
 Objective = Callable[[Stats], float]
-MEASURED = 3  # candidates measured per operator beyond its default schedule
+MEASURED = 3  # candidates measured per operator beyond its default schedule and best estimate
+COLD = 2  # more, while the ranker has not seen enough runs
+POOL = 24  # the best-estimated points the ranker reorders
 
 
 @dataclass(frozen=True)
@@ -114,27 +118,36 @@ def _default(op: Any) -> Any | None:
 
 
 def choose(op: Any, backend: Backend, objective: Objective, cache: ProgramCache, timer: Timer,
-           measured: int = MEASURED) -> Choice | None:
-    """The best of `op`'s default schedule and its `measured` best-estimated points under
-    `objective`, each run on `backend` (the timing model); points that fail to compile are
-    skipped and the next in estimate order taken, so an operator with any compiling point gets
-    one.  None when no point of the space compiles."""
+           measured: int = MEASURED, ranker: Ranker | None = None) -> Choice | None:
+    """The best under `objective` of `op`'s default schedule, its best-estimated point and up to
+    `measured` more: the best of its POOL best-estimated points by `ranker`'s corrected estimate
+    (by the estimate alone without a ranker, and `COLD` more while the ranker is not trained), each
+    run on `backend` (the timing model); once trained, a point predicted slower than the fastest
+    measured so far is not run (nor, in the ranker's order, those after it).  The ranker learns
+    from every run.  Points that fail to compile are skipped and the next taken, so an operator
+    with any compiling point gets one.  None when none compiles."""
     start = time.perf_counter()
     points = ranking(op)
-    default = points.default
+    pool, x, predicted = _pool(op, points, ranker)
+    trained = ranker is not None and ranker.trained
+    want = measured + (COLD if ranker is not None and not trained else 0)
     start = timer.add("search", start)
-    queue = ([default] if default is not None else []) + [p for p in points if p != default]
     best: tuple[float, int, Any, Stats] | None = None
-    default_cycles, tried = None, 0
-    for knobs in queue:
-        if tried >= measured + (default is not None):
+    default_cycles, tried, fastest = None, 0, np.inf
+    head, queue = _queue(points, pool)
+    for knobs, i in queue:
+        if tried >= head + want or (trained and tried >= head and i is not None and i < len(predicted)
+                                    and predicted[i] > np.log(fastest)):
             break
         stats, start = _measure(op, knobs, backend, cache, timer, start)
         if stats is None:
             continue
         tried += 1
         assert stats.cycles is not None, "the timing model counts cycles"
-        if knobs == default:
+        fastest = min(fastest, stats.cycles)
+        if ranker is not None and x is not None and i is not None and i < len(x):
+            ranker.observe(x[i], points.estimate(i), stats.cycles)
+        if knobs == points.default:
             default_cycles = stats.cycles
         score = (objective(stats), stats.cycles)
         if best is None or score < best[:2]:
@@ -142,6 +155,38 @@ def choose(op: Any, backend: Backend, objective: Objective, cache: ProgramCache,
     if best is None:
         return None
     return Choice(best[2], best[3], tried, default_cycles)
+
+
+def _pool(op: Any, points: Ranking, ranker: Ranker | None) -> tuple[list[int], np.ndarray | None, np.ndarray]:
+    """The first POOL points by estimate (their ranks), in the ranker's order; their features
+    and their predicted log cycles (the estimate's without a ranker)."""
+    top = list(range(min(POOL, len(points))))
+    logs = np.log(points.costs[points.order[: len(top)]])
+    x = features(op, points.grid, points.order[: len(top)]) if ranker is not None and top else None
+    if x is None or ranker is None:
+        return top, None, logs
+    predicted = logs + ranker.correction(x)
+    return [int(i) for i in np.argsort(predicted, kind="stable")], x, predicted
+
+
+def _queue(points: Ranking, pool: list[int]) -> tuple[int, Iterator[tuple[Any, int | None]]]:
+    """(how many head points, (knobs, rank by estimate or None) in measuring order): the head is
+    the default and the best estimate, then come the pool and the rest by estimate; each point
+    once."""
+    default = points.default
+    head = [(default, 0 if len(points) and default == points[0] else None)] if default is not None else []
+    if len(points) and default != points[0]:
+        head.append((points[0], 0))
+    ranks = itertools.chain(pool, range(len(pool), len(points)))
+
+    def run() -> Iterator[tuple[Any, int | None]]:
+        seen: set[Any] = set()
+        for knobs, i in itertools.chain(head, ((points[i], i) for i in ranks)):
+            if knobs not in seen:
+                seen.add(knobs)
+                yield knobs, i
+
+    return len(head), run()
 
 
 def _measure(op: Any, knobs: Any, backend: Backend, cache: ProgramCache, timer: Timer,
