@@ -4,9 +4,10 @@ against that layer's exhaustive best on the timing model, on random points of th
 "Exhaustive" is pruned, and says how: a layer's space holds up to ~1,200 fitting points, and the
 ones with tiny tiles take seconds each to compile and run, so only the points whose analytic
 estimate is within `window` times the best estimate are measured (at most `cap` of them, best
-estimate first).  The prune is checked per layer: the smallest ratio of timing cycles to estimate
-among the measured points, times the window's edge, must exceed the best cycles found (`safe`),
-so that a pruned point as well-estimated as the best-estimated ones could not beat it.  The
+estimate first).  The prune is checked per layer (`safe`): the smallest ratio of timing cycles to
+estimate seen on any measured point of the run, times the first pruned point's estimate, must be
+at least the layer's best cycles, so that a pruned point no better estimated than any measured one
+could not beat it.  The
 chosen schedules come from one `Evaluator` run over the points in order, as in a sweep (its
 ranker learns as it goes; `warmup` points evaluated first and not checked stand for a sweep's
 earlier points).
@@ -72,6 +73,7 @@ def quality(points: int = 20, seed: int = 0, model: str = "resnet18", *, warmup:
     cache = ProgramCache()
     for cfg in configs[:points]:
         rows.extend(_point_rows(evaluator, cfg, cache, window, cap))
+    rows = mark_safe(rows)
     gaps = np.array([r["gap"] for r in rows])
     return QualityReport(points, len(rows), float(np.median(gaps)), float(np.percentile(gaps, 95)),
                          float(gaps.max()), float((gaps <= 0.02).mean()), float((gaps <= 0.05).mean()),
@@ -95,17 +97,32 @@ def _point_rows(evaluator: Evaluator, cfg: Any, cache: ProgramCache, window: flo
             continue
         seen.add(spec)
         cycles = chosen[step.name].cycles or 0
-        best = exhaustive(make_operator(spec, target), backend, cache, window, cap)
-        best_cycles = min(best["best"], cycles)
-        rows.append({"config": cfg.to_dict(), "layer": step.name, "chosen": cycles, "best": best_cycles,
-                     "gap": cycles / best_cycles - 1, "measured": best["measured"], "safe": best["safe"]})
+        found = exhaustive(make_operator(spec, target), backend, cache, window, cap)
+        best = min(found.best, cycles)
+        rows.append({"config": cfg.to_dict(), "layer": step.name, "chosen": cycles, "best": best,
+                     "gap": cycles / best - 1, "measured": found.measured, "low_ratio": found.low_ratio,
+                     "pruned_estimate": found.pruned_estimate})
     return rows
 
 
+def mark_safe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` with `safe` set (see the module doc)."""
+    low = min(r["low_ratio"] for r in rows)
+    return [{**r, "safe": bool(low * r["pruned_estimate"] >= r["best"])} for r in rows]
+
+
+@dataclass(frozen=True)
+class Exhaustive:
+    best: int  # the fewest cycles measured
+    measured: int
+    low_ratio: float  # the smallest cycles / estimate measured
+    pruned_estimate: float  # the estimate of the best pruned point (inf: none pruned)
+
+
 def exhaustive(op: Any, backend: Backend, cache: ProgramCache, window: float = WINDOW,
-               cap: int = CAP) -> dict[str, Any]:
+               cap: int = CAP) -> Exhaustive:
     """The fewest timing cycles over `op`'s points within `window` of its best estimate (at most
-    `cap`), how many were measured, and whether the prune passed its check (module doc)."""
+    `cap` of them, best estimate first)."""
     points = ranking(op)
     edge = window * points.estimate(0)
     count = min(cap, int(np.searchsorted(points.costs[points.order], edge, side="right")))
@@ -118,9 +135,7 @@ def exhaustive(op: Any, backend: Backend, cache: ProgramCache, window: float = W
         best = cycles if best is None else min(best, cycles)
         low = min(low, cycles / points.estimate(i))
     assert best is not None, f"{op.op}: no point near its best estimate compiles"
-    rest = count < len(points)
-    next_estimate = points.estimate(count) if rest else np.inf
-    return {"best": best, "measured": count, "safe": bool(not rest or low * next_estimate >= best)}
+    return Exhaustive(best, count, float(low), points.estimate(count) if count < len(points) else np.inf)
 
 
-__all__ = ["CAP", "WINDOW", "QualityReport", "exhaustive", "quality"]
+__all__ = ["CAP", "WINDOW", "Exhaustive", "QualityReport", "exhaustive", "mark_safe", "quality"]
