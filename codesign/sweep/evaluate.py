@@ -14,9 +14,14 @@ Per point and workload:
   and the cycles of one padded run as its latency; 'raise' reports the padded batch (that many
   inferences per run, so the latency per inference is cycles / batch);
 - operators of identical shape are compiled once (`LayerResult.count` steps share one);
-- each operator's schedule is chosen by `codesign/sweep/schedules.choose`: its default schedule
-  and the best-estimated points of its space measured on the timing model, the best by the
-  layer objective kept ('cycles', or 'energy' / 'edp' with the caller's `energy_of(stats, cfg)`);
+- each operator's schedule is chosen by `codesign/sweep/schedules.choose`: its default schedule,
+  its best-estimated point and up to `measured` more, ranked by the estimate corrected by this
+  evaluator's `Ranker` (codesign/sweep/ranker.py, learned from every timing run it has made), all
+  measured on the timing model, the best by the layer objective kept ('cycles', or 'energy' /
+  'edp' with the caller's `energy_of(stats, cfg)`);
+- compiled streams and their timing runs are shared between points (`ProgramCache`,
+  codesign/sweep/programs.py): a point re-encodes what an earlier point with the same GEMM shape
+  compiled, and reuses the Stats of a stream already run under the same memory system;
 - the workload's cycles and stats are the sums over its accelerator steps.
 """
 
@@ -50,7 +55,7 @@ class Evaluator:
     def __init__(self, workloads: Sequence[WorkloadSpec], *, layer_objective: str = "cycles",
                  batch_policy: str = "pad", energy_of: EnergyOf | None = None,
                  measured: int = MEASURED, block_ins: tuple[int, ...] = (8, 16, 32)) -> None:
-        """`measured`: candidates measured per operator beyond its default schedule;
+        """`measured`: candidates measured per operator beyond its default and best-estimated ones;
         `block_ins`: the cores' block_in values to quantize for now (others on first need)."""
         if layer_objective not in LAYER_OBJECTIVES:
             raise InputError(f"layer_objective must be one of {', '.join(LAYER_OBJECTIVES)}, "
