@@ -27,6 +27,7 @@ Objective = Callable[[Stats], float]
 MEASURED = 3  # candidates measured per operator beyond its default schedule and best estimate
 COLD = 2  # more, while the ranker has not seen enough runs
 POOL = 24  # the best-estimated points the ranker reorders
+MARGIN = 0.05  # a trained ranker skips points predicted more than 5% slower than the fastest measured
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,9 @@ def choose(op: Any, backend: Backend, objective: Objective, cache: ProgramCache,
     `measured` more: the best of its POOL best-estimated points by `ranker`'s corrected estimate
     (by the estimate alone without a ranker, and `COLD` more while the ranker is not trained), each
     run on `backend` (the timing model); once trained, a point predicted slower than the fastest
-    measured so far is not run (nor, in the ranker's order, those after it).  The ranker learns
-    from every run.  Points that fail to compile are skipped and the next taken, so an operator
-    with any compiling point gets one.  None when none compiles."""
+    measured so far by more than MARGIN is not run (nor, in the ranker's order, those after
+    it).  The ranker learns from every run.  Points that fail to compile are skipped and the
+    next taken, so an operator with any compiling point gets one.  None when none compiles."""
     start = time.perf_counter()
     points = ranking(op)
     pool, x, predicted = _pool(op, points, ranker)
@@ -137,7 +138,7 @@ def choose(op: Any, backend: Backend, objective: Objective, cache: ProgramCache,
     head, queue = _queue(points, pool)
     for knobs, i in queue:
         if tried >= head + want or (trained and tried >= head and i is not None and i < len(predicted)
-                                    and predicted[i] > np.log(fastest)):
+                                    and predicted[i] > np.log(fastest) + MARGIN):
             break
         stats, start = _measure(op, knobs, backend, cache, timer, start)
         if stats is None:
