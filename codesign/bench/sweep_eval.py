@@ -1,15 +1,16 @@
 """`codesign bench sweep-eval`: the sweep's evaluation of a hardware point on ResNet-18, timed.
 
 `run` evaluates N random valid points of a realistic space (batch 1/2, block_in and block_out
-8..32, the four scratchpads, bus width, requests in flight) in one process and reports points
-per second and the seconds by phase (quantization once, then compile, timing model, search per
-point).  `quality` checks the chosen schedules: on a few points, each layer's chosen schedule's
-timing cycles against the best over its whole schedule space (every point that fits and issues
-at most compiler.tune.space.MAX_INSNS instructions), measured on the timing model.
+8..32, the four scratchpads, bus width, requests in flight) in one or more processes (forked
+after the model is prepared, as the sweep's pool is) and reports points per second, CPU seconds
+per point and the seconds by phase (quantization once, then compile, timing model, search per
+point).  `codesign bench sweep-eval --quality` (codesign/bench/sweep_quality.py) checks the chosen
+schedules against each layer's exhaustive best.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -18,15 +19,10 @@ from typing import Any
 import numpy as np
 
 from codesign.sweep.evaluate import Evaluator
-from codesign.sweep.operators import at_batch, batch_for, is_shallow, make_operator, model_batch
 from codesign.sweep.records import WorkloadSpec
-from codesign.sweep.schedules import ProgramCache
-from compiler.errors import ScheduleError
-from compiler.target.accel import AcceleratorTarget
-from compiler.tune.space import build_space
+from codesign.sweep.schedules import MEASURED
 from hw.config import AcceleratorConfig, ConfigError
 from hw.errors import InputError
-from sim.backends import make_backend
 
 SPACE: dict[str, list[int]] = {
     "batch": [1, 2], "block_in": [8, 16, 32], "block_out": [8, 16, 32],
@@ -54,95 +50,80 @@ def random_points(count: int, seed: int) -> list[AcceleratorConfig]:
 
 @dataclass(frozen=True)
 class SpeedReport:
+    """`phases_s` and `cpu_s` add up the workers' seconds; `wall_s` is the whole run's."""
+
     points: int
     seed: int
+    workers: int
     prepare_s: float
     wall_s: float
     points_per_s: float
     s_per_point: float
+    cpu_s_per_point: float
     phases_s: dict[str, float]
     programs_compiled: int
-    programs_reencoded: int
+    programs_reused: int
+    timing_runs: int
+    timing_reused: int
+    measured_per_operator: float
     mean_cycles: float
+    measured: int
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def run(points: int = 20, seed: int = 0, model: str = "resnet18") -> SpeedReport:
+_SHARED: dict[str, Any] = {}  # the evaluator, inherited by forked workers
+
+
+def run(points: int = 20, seed: int = 0, model: str = "resnet18", measured: int = MEASURED,
+        workers: int = 1) -> SpeedReport:
+    """Evaluate `points` random points in `workers` processes forked after preparing the model."""
     if points < 1:
         raise InputError(f"--points must be at least 1, not {points}")
+    if workers < 1:
+        raise InputError(f"--workers must be at least 1, not {workers}")
     start = time.perf_counter()
-    evaluator = Evaluator([WorkloadSpec(model, model)])
+    _SHARED["evaluator"] = Evaluator([WorkloadSpec(model, model)], measured=measured)
     prepare_s = time.perf_counter() - start
-    phases: dict[str, float] = {}
-    cycles = []
+    configs = random_points(points, seed)
+    shares = [configs[w::workers] for w in range(workers)]
     start = time.perf_counter()
-    for cfg in random_points(points, seed):
+    if workers == 1:
+        parts = [_evaluate_share(shares[0])]
+    else:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            parts = pool.map(_evaluate_share, shares)
+    wall_s = time.perf_counter() - start
+    n = sum(len(p["cycles"]) for p in parts)
+    total = {k: sum(p[k] for p in parts) for k in ("misses", "hits", "runs", "reruns", "cpu_s", "tried",
+                                                     "choices")}
+    phases: dict[str, float] = {}
+    for p in parts:
+        for phase, sec in p["phases"].items():
+            phases[phase] = round(phases.get(phase, 0.0) + sec, 3)
+    return SpeedReport(n, seed, workers, round(prepare_s, 3), round(wall_s, 3), round(n / wall_s, 3),
+                       round(wall_s / n, 3), round(total["cpu_s"] / n, 3), phases, total["misses"],
+                       total["hits"], total["runs"], total["reruns"],
+                       round(total["tried"] / max(total["choices"], 1), 3),
+                       float(np.mean([c for p in parts for c in p["cycles"]])), measured)
+
+
+def _evaluate_share(configs: list[AcceleratorConfig]) -> dict[str, Any]:
+    """One worker's points: phases, cycles, its cache's counters and its CPU seconds."""
+    evaluator: Evaluator = _SHARED["evaluator"]
+    phases: dict[str, float] = {}
+    cycles: list[int] = []
+    cpu = time.process_time()
+    for cfg in configs:
         results, wall = evaluator(cfg)
         cycles.append(results[0].cycles)
-        for phase, s in wall.items():
-            phases[phase] = phases.get(phase, 0.0) + s
-    wall_s = time.perf_counter() - start
-    n = len(cycles)
-    return SpeedReport(n, seed, round(prepare_s, 3), round(wall_s, 3), round(n / wall_s, 3),
-                       round(wall_s / n, 3),
-                       {k: round(v, 3) for k, v in phases.items()},
-                       evaluator.cache.misses, evaluator.cache.hits, float(np.mean(cycles)))
+        for phase, sec in wall.items():
+            phases[phase] = phases.get(phase, 0.0) + sec
+    cache = evaluator.cache
+    return {"phases": phases, "cycles": cycles, "misses": cache.misses, "hits": cache.hits,
+            "runs": cache.runs, "reruns": cache.reruns, "cpu_s": time.process_time() - cpu,
+            "tried": evaluator.measured_total, "choices": evaluator.chosen_total}
 
 
-@dataclass(frozen=True)
-class QualityReport:
-    points: int
-    layers: int
-    median_gap: float
-    p95_gap: float
-    max_gap: float
-    within_2pct: float
-    within_5pct: float
-    gaps: list[dict[str, Any]]
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def quality(points: int = 2, seed: int = 0, model: str = "resnet18") -> QualityReport:
-    """Each accelerator layer's chosen cycles over its exhaustive best, on `points` random points."""
-    evaluator = Evaluator([WorkloadSpec(model, model)])
-    rows = []
-    for cfg in random_points(points, seed):
-        results, _ = evaluator(cfg)
-        chosen = {x.name: x for x in results[0].layers if x.placement == "accel"}
-        for step in evaluator.workloads[0].steps_for(cfg.block_in):
-            if step.name not in chosen or step.spec is None:
-                continue
-            target = AcceleratorTarget(cfg)
-            if is_shallow(step, target):
-                continue
-            spec = at_batch(step.spec, batch_for(model_batch(step.spec), cfg.batch))
-            best = _exhaustive(make_operator(spec, target))
-            cycles = chosen[step.name].cycles or 0
-            rows.append({"config": cfg.to_dict(), "layer": step.name, "chosen": cycles, "best": best,
-                         "gap": cycles / best - 1})
-    gaps = np.array([r["gap"] for r in rows])
-    return QualityReport(points, len(rows), float(np.median(gaps)), float(np.percentile(gaps, 95)),
-                         float(gaps.max()), float((gaps <= 0.02).mean()), float((gaps <= 0.05).mean()), rows)
-
-
-def _exhaustive(op: Any) -> int:
-    """The fewest timing cycles over `op`'s schedule space."""
-    backend = make_backend("timing", op.target.cfg)
-    cache = ProgramCache()
-    knobs = [p for p in op.points() if op.fits(p)] if op.op == "eltwise" else build_space(op).points
-    best: int | None = None
-    for k in knobs:
-        try:
-            cycles = int(backend.run(cache.program(op, k), None).stats.cycles or 0)  # type: ignore[arg-type]
-        except ScheduleError:
-            continue
-        best = cycles if best is None or cycles < best else best
-    assert best is not None, f"{op.op}: no point of its space compiles"
-    return best
-
-
-__all__ = ["SPACE", "QualityReport", "SpeedReport", "quality", "random_points", "run"]
+__all__ = ["SPACE", "SpeedReport", "random_points", "run"]

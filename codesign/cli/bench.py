@@ -56,6 +56,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     sweep_eval = group.add_parser("sweep-eval", help="a sweep's evaluation of random points on ResNet-18")
     sweep_eval.add_argument("--points", type=int, default=20, help="hardware points (default 20)")
     sweep_eval.add_argument("--seed", type=int, default=0)
+    sweep_eval.add_argument("--workers", type=int, default=1, help="processes (default 1)")
+    sweep_eval.add_argument("--warmup", type=int, default=0,
+                            help="with --quality: points evaluated first, not checked")
+    sweep_eval.add_argument("--window", type=float, default=1.6,
+                            help="with --quality: measure points estimated within this factor of the best")
+    sweep_eval.add_argument("--cap", type=int, default=64, help="with --quality: at most this many per layer")
+    sweep_eval.add_argument("--measured", type=int, default=3,
+                            help="candidates measured per operator beyond the default and best estimate")
     sweep_eval.add_argument("--quality", action="store_true",
                             help="compare each layer's chosen schedule with its space's exhaustive best")
     sweep_eval.add_argument("--json", action="store_true")
@@ -137,10 +145,13 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _sweep_eval(args: argparse.Namespace) -> int:
-    from codesign.bench import sweep_eval
+    from codesign.bench import sweep_eval, sweep_quality
 
-    bench = sweep_eval.quality if args.quality else sweep_eval.run
-    report = bench(args.points, args.seed)
+    if args.quality:
+        report = sweep_quality.quality(args.points, args.seed, warmup=args.warmup, window=args.window,
+                                       cap=args.cap)
+    else:
+        report = sweep_eval.run(args.points, args.seed, measured=args.measured, workers=args.workers)
     emit(report.to_json(), args.json)
     return 0
 

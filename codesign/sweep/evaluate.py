@@ -14,9 +14,14 @@ Per point and workload:
   and the cycles of one padded run as its latency; 'raise' reports the padded batch (that many
   inferences per run, so the latency per inference is cycles / batch);
 - operators of identical shape are compiled once (`LayerResult.count` steps share one);
-- each operator's schedule is chosen by `codesign/sweep/schedules.choose`: its default schedule
-  and the best-estimated points of its space measured on the timing model, the best by the
-  layer objective kept ('cycles', or 'energy' / 'edp' with the caller's `energy_of(stats, cfg)`);
+- each operator's schedule is chosen by `codesign/sweep/schedules.choose`: its default schedule,
+  its best-estimated point and up to `measured` more, ranked by the estimate corrected by this
+  evaluator's `Ranker` (codesign/sweep/ranker.py, learned from every timing run it has made), all
+  measured on the timing model, the best by the layer objective kept ('cycles', or 'energy' /
+  'edp' with the caller's `energy_of(stats, cfg)`);
+- compiled streams and their timing runs are shared between points (`ProgramCache`,
+  codesign/sweep/programs.py): a point re-encodes what an earlier point with the same GEMM shape
+  compiled, and reuses the Stats of a stream already run under the same memory system;
 - the workload's cycles and stats are the sums over its accelerator steps.
 """
 
@@ -29,6 +34,7 @@ from typing import Any
 
 from codesign.sweep.operators import Spec, Step, at_batch, batch_for, is_shallow, make_operator, model_batch
 from codesign.sweep.prepare import Prepared, prepare
+from codesign.sweep.ranker import Ranker
 from codesign.sweep.records import LayerResult, WorkloadResult, WorkloadSpec
 from codesign.sweep.schedules import MEASURED, Choice, Objective, ProgramCache, Timer, choose
 from compiler.errors import ScheduleError
@@ -49,7 +55,7 @@ class Evaluator:
     def __init__(self, workloads: Sequence[WorkloadSpec], *, layer_objective: str = "cycles",
                  batch_policy: str = "pad", energy_of: EnergyOf | None = None,
                  measured: int = MEASURED, block_ins: tuple[int, ...] = (8, 16, 32)) -> None:
-        """`measured`: candidates measured per operator beyond its default schedule;
+        """`measured`: candidates measured per operator beyond its default and best-estimated ones;
         `block_ins`: the cores' block_in values to quantize for now (others on first need)."""
         if layer_objective not in LAYER_OBJECTIVES:
             raise InputError(f"layer_objective must be one of {', '.join(LAYER_OBJECTIVES)}, "
@@ -65,6 +71,8 @@ class Evaluator:
         self.energy_of, self.measured = energy_of, measured
         self.workloads = [prepare(w, block_ins) for w in workloads]
         self.cache = ProgramCache()
+        self.ranker = Ranker()
+        self.measured_total = self.chosen_total = 0  # candidates measured, operators chosen for
 
     def __call__(self, cfg: AcceleratorConfig) -> tuple[list[WorkloadResult], dict[str, float]]:
         start = time.perf_counter()
@@ -87,8 +95,12 @@ class Evaluator:
         """The schedule of `op` on this point (once per shape and point)."""
         key = (op.op, op.spec)
         if key not in point.choices:
-            point.choices[key] = choose(op, point.backend, point.objective, self.cache, point.timer,
-                                        self.measured)
+            found = choose(op, point.backend, point.objective, self.cache, point.timer, self.measured,
+                           self.ranker)
+            point.choices[key] = found
+            if found is not None:
+                self.measured_total += found.measured
+                self.chosen_total += 1
         return point.choices[key]
 
     def _workload(self, prepared: Prepared, point: _Point) -> WorkloadResult:

@@ -1,76 +1,33 @@
 """One accelerator operator's schedule chosen for one hardware point: the schedule space ranked
-by the compiler's analytical estimate (every point at once, `Conv2d.estimates`), the best few and
-the operator's default schedule compiled and run on the timing model, the best of them by the
-layer objective kept.
+by the compiler's analytical estimate (every point at once, `Conv2d.estimates`), the operator's
+default schedule and the best-ranked points compiled and run on the timing model, the best of
+them by the layer objective kept.
 
-Compiling is the cost of a sweep, and most of it does not depend on the whole config: lowering
-and the loop-IR passes read only the GEMM shape, the data widths, the micro-op kernel limit and
-the token counters (`compile_key`); the scratchpad depths and the memory system enter only
-through the fit (checked per config by `op.fits`) and the instruction encoding (`emit`, run per
-config).  `ProgramCache` keeps the passes' output by that key, so a schedule seen on an earlier
-point with the same GEMM shape is only re-emitted (the Program is the one `compile_op` builds:
-tests compare them).
+Compiled streams and their timing runs are shared between points (codesign/sweep/programs.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
-from compiler.build import run_passes
-from compiler.codegen.accel.emit import emit_builder
+from codesign.sweep.programs import ProgramCache, compile_key
+from codesign.sweep.ranker import Ranker, features
 from compiler.errors import ScheduleError
-from compiler.lower.lower import lower
-from compiler.ops.accel import Eltwise
-from compiler.target.accel import AcceleratorTarget
-from hw.config import AcceleratorConfig
-from hw.program import Program, ProgramBuilder, ProgramError
+from compiler.ops.accel import Conv2d, Conv2dKnobs, DenseKnobs, Eltwise
+from hw.program import ProgramError
 from sim.backend import Backend, SimulationError, Stats
 
 Objective = Callable[[Stats], float]
-MEASURED = 3  # candidates measured per operator beyond its default schedule
-
-
-def compile_key(cfg: AcceleratorConfig) -> tuple[int, ...]:
-    """The config fields that lowering, the passes and the emitter read, but for the depths'
-    checks (see the module doc): the GEMM shape, the widths, the micro-op kernel limit, the token
-    counters and the element sizes (DRAM addresses are in elements)."""
-    return (cfg.batch, cfg.block_in, cfg.block_out, cfg.inp_bits, cfg.wgt_bits, cfg.acc_bits,
-            max(16, cfg.uop_depth // 8), cfg.token_counter_bits, cfg.uop_elem_bytes)
-
-
-@dataclass
-class ProgramCache:
-    """Emitted instruction streams by (operator, spec, knobs, compile_key), encoded per config."""
-
-    limit: int = 20_000
-    hits: int = 0
-    misses: int = 0
-    _streams: dict[Any, ProgramBuilder] = field(default_factory=dict, repr=False)
-
-    def program(self, op: Any, knobs: Any) -> Program:
-        """`op` compiled with `knobs` for its target: compile_op's Program."""
-        target: AcceleratorTarget = op.target
-        key = (op.op, op.spec, knobs, compile_key(target.cfg))
-        stream = self._streams.get(key)
-        if stream is None:
-            self.misses += 1
-            func = lower(op.schedule(knobs), target, op.op)
-            stream = emit_builder(func, run_passes(func, target)["inject_virtual_threads"], target)
-            program = stream.copy_for(target.cfg).build()  # token checks run once per stream
-            if len(self._streams) >= self.limit:
-                self._streams.clear()
-            self._streams[key] = stream
-            return program
-        self.hits += 1
-        if stream.uop_count > target.uop_depth:  # as the emitter's micro-op plan refuses it
-            raise ScheduleError(f"micro-op kernels need more than {target.uop_depth} entries, the size of "
-                                "the micro-op buffer; use smaller tiles")
-        return stream.copy_for(target.cfg).build(check_tokens=False)
+MEASURED = 3  # candidates measured per operator beyond its default schedule and best estimate
+COLD = 2  # more, while the ranker has not seen enough runs
+POOL = 24  # the best-estimated points the ranker reorders
+MARGIN = 0.05  # a trained ranker skips points predicted more than 5% slower than the fastest measured
 
 
 @dataclass(frozen=True)
@@ -96,27 +53,62 @@ class Timer:
         return now
 
 
-def ranked(op: Any) -> tuple[list[Any], Any | None]:
-    """The fitting points of `op`'s space, best estimate first, and its default point (None when
-    no point with at most two threads fits)."""
+class Ranking(Sequence[Any]):
+    """The fitting points of an operator's space, best estimate first, and its default point
+    (None when no point with at most two threads fits); a point's knobs record is made when it
+    is read (spaces hold thousands of points, a choice reads a few)."""
+
+    def __init__(self, make: Callable[..., Any], grid: dict[str, np.ndarray], order: np.ndarray,
+                 costs: np.ndarray, default: Any | None) -> None:
+        self.make, self.grid, self.order, self.costs, self.default = make, grid, order, costs, default
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Any]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        g = int(self.order[i])
+        return self.make(**{name: int(values[g]) for name, values in self.grid.items()})
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[i] for i in range(len(self)))
+
+    def estimate(self, i: int) -> float:
+        """The estimate of the `i`-th point."""
+        return float(self.costs[self.order[i]])
+
+
+def ranking(op: Any) -> Ranking:
+    """`op`'s fitting points by estimate (see Ranking)."""
     if isinstance(op, Eltwise):
         points = [p for p in op.points() if op.fits(p)]
         costs = np.array([op.estimate(p) for p in points], dtype=np.float64)
-        order = np.argsort(costs, kind="stable")
-        default = _default(op)
-        return [points[i] for i in order], default
+        grid = {name: np.array([getattr(p, name) for p in points], dtype=np.int64)
+                for name in type(op.points()[0]).__dataclass_fields__}
+        return Ranking(type(points[0]) if points else dict, grid, np.argsort(costs, kind="stable"), costs,
+                       _default(op))
     grid, costs = op.estimates()
     fitting = np.flatnonzero(~np.isnan(costs))
     order = fitting[np.argsort(costs[fitting], kind="stable")]
-    make = _knobs_class(op)
-    points = [make(**{n: int(v[i]) for n, v in grid.items()}) for i in order]
-    return points, _default(op)
+    make = Conv2dKnobs if isinstance(op, Conv2d) else DenseKnobs
+    threads = np.prod([v for n, v in grid.items() if n.endswith("_threads")], axis=0)
+    scored = np.where((threads <= 2) & ~np.isnan(costs), costs, np.inf)
+    default = None
+    if np.isfinite(scored).any():  # op.default_knobs()'s point (compiler.ops.accel.common.best_point)
+        i = int(np.argmin(scored))
+        default = make(**{name: int(values[i]) for name, values in grid.items()})
+    return Ranking(make, grid, order, costs, default)
 
 
-def _knobs_class(op: Any) -> Any:
-    from compiler.ops.accel import Conv2d, Conv2dKnobs, DenseKnobs
-
-    return Conv2dKnobs if isinstance(op, Conv2d) else DenseKnobs
+def ranked(op: Any) -> tuple[Ranking, Any | None]:
+    """The fitting points of `op`'s space, best estimate first, and its default point."""
+    r = ranking(op)
+    return r, r.default
 
 
 def _default(op: Any) -> Any | None:
@@ -127,35 +119,36 @@ def _default(op: Any) -> Any | None:
 
 
 def choose(op: Any, backend: Backend, objective: Objective, cache: ProgramCache, timer: Timer,
-           measured: int = MEASURED) -> Choice | None:
-    """The best of `op`'s default schedule and its `measured` best-estimated points under
-    `objective`, each run on `backend` (the timing model); points that fail to compile are
-    skipped and the next in estimate order taken, so an operator with any compiling point gets
-    one.  None when no point of the space compiles."""
+           measured: int = MEASURED, ranker: Ranker | None = None) -> Choice | None:
+    """The best under `objective` of `op`'s default schedule, its best-estimated point and up to
+    `measured` more: the best of its POOL best-estimated points by `ranker`'s corrected estimate
+    (by the estimate alone without a ranker, and `COLD` more while the ranker is not trained), each
+    run on `backend` (the timing model); once trained, a point predicted slower than the fastest
+    measured so far by more than MARGIN is not run (nor, in the ranker's order, those after
+    it).  The ranker learns from every run.  Points that fail to compile are skipped and the
+    next taken, so an operator with any compiling point gets one.  None when none compiles."""
     start = time.perf_counter()
-    points, default = ranked(op)
+    points = ranking(op)
+    pool, x, predicted = _pool(op, points, ranker)
+    trained = ranker is not None and ranker.trained
+    want = measured + (COLD if ranker is not None and not trained else 0)
     start = timer.add("search", start)
-    queue = ([default] if default is not None else []) + [p for p in points if p != default]
     best: tuple[float, int, Any, Stats] | None = None
-    default_cycles, tried = None, 0
-    for knobs in queue:
-        if tried >= measured + (default is not None):
+    default_cycles, tried, fastest = None, 0, np.inf
+    head, queue = _queue(points, pool)
+    for knobs, i in queue:
+        if tried >= head + want or (trained and tried >= head and i is not None and i < len(predicted)
+                                    and predicted[i] > np.log(fastest) + MARGIN):
             break
-        try:
-            program = cache.program(op, knobs)
-        except (ScheduleError, ProgramError):
-            start = timer.add("compile", start)
+        stats, start = _measure(op, knobs, backend, cache, timer, start)
+        if stats is None:
             continue
-        start = timer.add("compile", start)
-        try:
-            stats = backend.run(program, None).stats  # type: ignore[arg-type]
-        except SimulationError:
-            start = timer.add("timing", start)
-            continue
-        start = timer.add("timing", start)
         tried += 1
         assert stats.cycles is not None, "the timing model counts cycles"
-        if knobs == default:
+        fastest = min(fastest, stats.cycles)
+        if ranker is not None and x is not None and i is not None and i < len(x):
+            ranker.observe(x[i], points.estimate(i), stats.cycles)
+        if knobs == points.default:
             default_cycles = stats.cycles
         score = (objective(stats), stats.cycles)
         if best is None or score < best[:2]:
@@ -165,4 +158,56 @@ def choose(op: Any, backend: Backend, objective: Objective, cache: ProgramCache,
     return Choice(best[2], best[3], tried, default_cycles)
 
 
-__all__ = ["MEASURED", "Choice", "Objective", "ProgramCache", "Timer", "choose", "compile_key", "ranked"]
+def _pool(op: Any, points: Ranking, ranker: Ranker | None) -> tuple[list[int], np.ndarray | None, np.ndarray]:
+    """The first POOL points by estimate (their ranks), in the ranker's order; their features
+    and their predicted log cycles (the estimate's without a ranker)."""
+    top = list(range(min(POOL, len(points))))
+    logs = np.log(points.costs[points.order[: len(top)]])
+    x = features(op, points.grid, points.order[: len(top)]) if ranker is not None and top else None
+    if x is None or ranker is None:
+        return top, None, logs
+    predicted = logs + ranker.correction(x)
+    return [int(i) for i in np.argsort(predicted, kind="stable")], x, predicted
+
+
+def _queue(points: Ranking, pool: list[int]) -> tuple[int, Iterator[tuple[Any, int | None]]]:
+    """(how many head points, (knobs, rank by estimate or None) in measuring order): the head is
+    the default and the best estimate, then come the pool and the rest by estimate; each point
+    once."""
+    default = points.default
+    head = [(default, 0 if len(points) and default == points[0] else None)] if default is not None else []
+    if len(points) and default != points[0]:
+        head.append((points[0], 0))
+    ranks = itertools.chain(pool, range(len(pool), len(points)))
+
+    def run() -> Iterator[tuple[Any, int | None]]:
+        seen: set[Any] = set()
+        for knobs, i in itertools.chain(head, ((points[i], i) for i in ranks)):
+            if knobs not in seen:
+                seen.add(knobs)
+                yield knobs, i
+
+    return len(head), run()
+
+
+def _measure(op: Any, knobs: Any, backend: Backend, cache: ProgramCache, timer: Timer,
+             start: float) -> tuple[Stats | None, float]:
+    """The Stats of `knobs` on `backend` (None when it does not compile or run), and the time."""
+    try:
+        stream = cache.stream(op, knobs)
+        stats = cache.known(stream, backend)
+        if stats is not None:
+            return stats, timer.add("compile", start)
+        program = cache.encode(stream, op.target.cfg)
+    except (ScheduleError, ProgramError):
+        return None, timer.add("compile", start)
+    start = timer.add("compile", start)
+    try:
+        stats = cache.run(stream, program, backend)
+    except SimulationError:
+        stats = None
+    return stats, timer.add("timing", start)
+
+
+__all__ = ["MEASURED", "Choice", "Objective", "ProgramCache", "Ranking", "Timer", "choose", "compile_key",
+           "ranked", "ranking"]

@@ -34,6 +34,9 @@ class LoweredFunc:
     inputs: list[Tensor]
     outputs: list[Tensor]
     buffers: dict[str, S.Buffer] = field(default_factory=dict)
+    # elements each scratchpad scope holds and what (`check_capacity`'s input), for re-checking
+    # a compiled stream against another config's depths
+    scratchpad: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -201,6 +204,7 @@ class AccelLowering(Lowering):
     def __init__(self, sched: Schedule, target: AcceleratorTarget) -> None:
         super().__init__(sched)
         self.target = target
+        self.scratchpad: dict[str, tuple[int, str]] = {}
 
     # -- buffers --------------------------------------------------------------------------------
     def allocate(self) -> None:
@@ -227,13 +231,8 @@ class AccelLowering(Lowering):
                 copies = f" x {stride // elems} threads" if stride != elems else ""
                 detail.setdefault(st.scope, []).append(f"{st.name} {elems}{copies}")
             self.buffers[st.name] = S.Buffer(st.name, shape, st.tensor.dtype, None, st.scope, base)
-        for scope, n in used.items():
-            depth = self.target.scope(scope).depth
-            if n > depth:
-                raise ScheduleError(
-                    f"buffers in scope {scope} need {n} elements ({', '.join(detail[scope])}), "
-                    f"more than the {depth} the {scope} scratchpad holds"
-                )
+        self.scratchpad = {scope: (n, ", ".join(detail[scope])) for scope, n in used.items()}
+        check_capacity(self.scratchpad, self.target)
 
     def _check_lanes(self, st: Stage, sl: StageLoops) -> None:
         lanes = self.target.scope(st.scope).lanes
@@ -275,7 +274,18 @@ def lower(sched: Schedule, target: AcceleratorTarget, name: str = "main") -> Low
     lw.allocate()
     body = lw.build()
     outputs = list(sched.outputs)
-    return LoweredFunc(name, body, list(sched.inputs.values()), outputs, lw.buffers)
+    return LoweredFunc(name, body, list(sched.inputs.values()), outputs, lw.buffers, lw.scratchpad)
+
+
+def check_capacity(scratchpad: dict[str, tuple[int, str]], target: AcceleratorTarget) -> None:
+    """Raise ScheduleError when a scope's buffers (elements, what) exceed its scratchpad."""
+    for scope, (n, what) in scratchpad.items():
+        depth = target.scope(scope).depth
+        if n > depth:
+            raise ScheduleError(
+                f"buffers in scope {scope} need {n} elements ({what}), "
+                f"more than the {depth} the {scope} scratchpad holds"
+            )
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -8,12 +8,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from codesign.sweep.schedules import ProgramCache, compile_key, ranked
+from codesign.sweep.ranker import Ranker
+from codesign.sweep.schedules import COLD, ProgramCache, Timer, choose, compile_key, ranked, ranking
 from compiler.errors import ScheduleError
 from compiler.ops.accel import Conv2d, Conv2dSpec, Dense, DenseSpec, Epilogue, compile_op
 from compiler.target.accel import AcceleratorTarget
 from hw.config import PRESETS
 from hw.program import ProgramBuilder, ProgramError
+from sim.backends import make_backend
 
 EP = Epilogue(channel_multiplier=True, scaled_bias=True)
 
@@ -66,3 +68,35 @@ def test_copy_for_refuses_other_element_sizes():
     with pytest.raises(ProgramError, match="a program written for tiny cannot be built for rect: "
                                            "their element sizes differ"):
         builder.copy_for(PRESETS["rect"])
+
+
+def _choose(op, measured, ranker):
+    cfg = op.target.cfg
+    backend = make_backend("timing", cfg)
+    return choose(op, backend, lambda s: float(s.cycles), ProgramCache(), Timer(), measured, ranker), backend
+
+
+@pytest.mark.parametrize("warm", [0, 10**6])
+def test_choose_measures_the_default_the_best_estimate_and_at_most_a_few_more(warm):
+    op = Conv2d(Conv2dSpec(1, 16, 8, 8, 32, 3, 1, 1, EP), AcceleratorTarget(PRESETS["tiny"]))
+    ranker = Ranker(warm=warm)
+    choice, backend = _choose(op, 2, ranker)
+    points = ranking(op)
+    head = len({points.default, points[0]})
+    assert head <= choice.measured <= head + 2 + (COLD if warm else 0)
+    assert ranker.samples >= 1  # the best estimate, at least, taught it
+    for knobs in {points.default, points[0]}:
+        cycles = backend.run(compile_op(op, knobs).built.program, None).stats.cycles
+        assert choice.stats.cycles <= cycles
+    assert choice.default_cycles == backend.run(compile_op(op).built.program, None).stats.cycles
+
+
+def test_choose_without_a_ranker_measures_by_the_estimate():
+    op = Dense(DenseSpec(1, 64, 40, EP), AcceleratorTarget(PRESETS["tiny"]))
+    choice, backend = _choose(op, 3, None)
+    points = ranking(op)
+    head = len({points.default, points[0]})
+    assert choice.measured == min(head + 3, len(points))
+    measured = [points.default, *[p for p in points if p != points.default][: choice.measured - 1]]
+    best = min(backend.run(compile_op(op, k).built.program, None).stats.cycles for k in measured)
+    assert choice.stats.cycles == best

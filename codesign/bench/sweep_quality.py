@@ -1,0 +1,141 @@
+"""`codesign bench sweep-eval --quality`: each layer's schedule chosen by the sweep's evaluation
+against that layer's exhaustive best on the timing model, on random points of the realistic space.
+
+"Exhaustive" is pruned, and says how: a layer's space holds up to ~1,200 fitting points, and the
+ones with tiny tiles take seconds each to compile and run, so only the points whose analytic
+estimate is within `window` times the best estimate are measured (at most `cap` of them, best
+estimate first).  The prune is checked per layer (`safe`): the smallest ratio of timing cycles to
+estimate seen on any measured point of the run, times the first pruned point's estimate, must be
+at least the layer's best cycles, so that a pruned point no better estimated than any measured one
+could not beat it.  The
+chosen schedules come from one `Evaluator` run over the points in order, as in a sweep (its
+ranker learns as it goes; `warmup` points evaluated first and not checked stand for a sweep's
+earlier points).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from codesign.bench.sweep_eval import random_points
+from codesign.sweep.evaluate import Evaluator
+from codesign.sweep.operators import at_batch, batch_for, is_shallow, make_operator, model_batch
+from codesign.sweep.programs import ProgramCache
+from codesign.sweep.records import WorkloadSpec
+from codesign.sweep.schedules import ranking
+from compiler.errors import ScheduleError
+from compiler.target.accel import AcceleratorTarget
+from hw.errors import InputError
+from hw.program import ProgramError
+from sim.backend import Backend, SimulationError
+from sim.backends import make_backend
+
+WINDOW = 1.6  # measure every point whose estimate is within this factor of the best estimate
+CAP = 64  # at most this many per layer
+
+
+@dataclass(frozen=True)
+class QualityReport:
+    points: int
+    layers: int
+    median_gap: float
+    p95_gap: float
+    max_gap: float
+    within_2pct: float
+    within_5pct: float
+    measured_per_layer: float
+    pruning_safe: float  # share of layers whose prune passed its check
+    window: float
+    cap: int
+    wall_s: float
+    gaps: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def quality(points: int = 20, seed: int = 0, model: str = "resnet18", *, warmup: int = 0,
+            window: float = WINDOW, cap: int = CAP) -> QualityReport:
+    """Each accelerator layer's chosen cycles over its (pruned) exhaustive best on `points` random
+    points (after `warmup` others)."""
+    if points < 1:
+        raise InputError(f"--points must be at least 1, not {points}")
+    start = time.perf_counter()
+    evaluator = Evaluator([WorkloadSpec(model, model)])
+    configs = random_points(points + warmup, seed)
+    for cfg in configs[points:]:
+        evaluator(cfg)
+    rows: list[dict[str, Any]] = []
+    cache = ProgramCache()
+    for cfg in configs[:points]:
+        rows.extend(_point_rows(evaluator, cfg, cache, window, cap))
+    rows = mark_safe(rows)
+    gaps = np.array([r["gap"] for r in rows])
+    return QualityReport(points, len(rows), float(np.median(gaps)), float(np.percentile(gaps, 95)),
+                         float(gaps.max()), float((gaps <= 0.02).mean()), float((gaps <= 0.05).mean()),
+                         float(np.mean([r["measured"] for r in rows])),
+                         float(np.mean([r["safe"] for r in rows])),
+                         window, cap, round(time.perf_counter() - start, 1), rows)
+
+
+def _point_rows(evaluator: Evaluator, cfg: Any, cache: ProgramCache, window: float,
+                cap: int) -> list[dict[str, Any]]:
+    """One row per distinct accelerator layer of the point."""
+    results, _ = evaluator(cfg)
+    chosen = {x.name: x for x in results[0].layers if x.placement == "accel"}
+    target, backend = AcceleratorTarget(cfg), make_backend("timing", cfg)
+    rows, seen = [], set()
+    for step in evaluator.workloads[0].steps_for(cfg.block_in):
+        if step.name not in chosen or step.spec is None or is_shallow(step, target):
+            continue
+        spec = at_batch(step.spec, batch_for(model_batch(step.spec), cfg.batch))
+        if spec in seen:
+            continue
+        seen.add(spec)
+        cycles = chosen[step.name].cycles or 0
+        found = exhaustive(make_operator(spec, target), backend, cache, window, cap)
+        best = min(found.best, cycles)
+        rows.append({"config": cfg.to_dict(), "layer": step.name, "chosen": cycles, "best": best,
+                     "gap": cycles / best - 1, "measured": found.measured, "low_ratio": found.low_ratio,
+                     "pruned_estimate": found.pruned_estimate})
+    return rows
+
+
+def mark_safe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` with `safe` set (see the module doc)."""
+    low = min(r["low_ratio"] for r in rows)
+    return [{**r, "safe": bool(low * r["pruned_estimate"] >= r["best"])} for r in rows]
+
+
+@dataclass(frozen=True)
+class Exhaustive:
+    best: int  # the fewest cycles measured
+    measured: int
+    low_ratio: float  # the smallest cycles / estimate measured
+    pruned_estimate: float  # the estimate of the best pruned point (inf: none pruned)
+
+
+def exhaustive(op: Any, backend: Backend, cache: ProgramCache, window: float = WINDOW,
+               cap: int = CAP) -> Exhaustive:
+    """The fewest timing cycles over `op`'s points within `window` of its best estimate (at most
+    `cap` of them, best estimate first)."""
+    points = ranking(op)
+    edge = window * points.estimate(0)
+    count = min(cap, int(np.searchsorted(points.costs[points.order], edge, side="right")))
+    best, low = None, np.inf
+    for i in range(count):
+        try:
+            cycles = int(cache.stats(op, points[i], backend).cycles or 0)
+        except (ScheduleError, ProgramError, SimulationError):
+            continue
+        best = cycles if best is None else min(best, cycles)
+        low = min(low, cycles / points.estimate(i))
+    assert best is not None, f"{op.op}: no point near its best estimate compiles"
+    return Exhaustive(best, count, float(low), points.estimate(count) if count < len(points) else np.inf)
+
+
+__all__ = ["CAP", "WINDOW", "Exhaustive", "QualityReport", "exhaustive", "mark_safe", "quality"]

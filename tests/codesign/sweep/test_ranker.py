@@ -1,0 +1,49 @@
+"""The ranker's features restate the compiler's estimate exactly, and its ridge regression learns
+a correction of the estimate from measured points."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.sweep.ranker import FEATURES, Ranker, features
+from compiler.ops.accel import Conv2d, Conv2dSpec, Dense, DenseSpec, Eltwise, EltwiseSpec, Epilogue
+from compiler.target.accel import AcceleratorTarget
+from hw.config import PRESETS
+
+EP = Epilogue(channel_multiplier=True, scaled_bias=True)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "rect", "vta"])
+@pytest.mark.parametrize("make", [
+    lambda t: Conv2d(Conv2dSpec(2, 64, 14, 14, 64, 3, 1, 1, EP), t),
+    lambda t: Conv2d(Conv2dSpec(2, 32, 16, 16, 64, 1, 2, 0, EP), t),
+    lambda t: Dense(DenseSpec(2, 256, 40, EP), t),
+])
+def test_features_hold_the_estimate(make, preset):
+    op = make(AcceleratorTarget(PRESETS[preset]))
+    grid, costs = op.estimates()
+    fitting = np.flatnonzero(~np.isnan(costs))
+    x = features(op, grid, fitting)
+    assert x is not None and x.shape == (len(fitting), FEATURES)
+    assert np.all(np.isfinite(x))
+    np.testing.assert_allclose(np.exp(x[:, 1]), costs[fitting], rtol=1e-12)
+
+
+def test_an_operator_without_features():
+    op = Eltwise(EltwiseSpec("add", 1, 16, 4, 4, (0, 127), 1, 1, 0), AcceleratorTarget(PRESETS["tiny"]))
+    assert features(op, {}, np.arange(0)) is None
+
+
+def test_the_ranker_learns_a_linear_correction():
+    rng = np.random.default_rng(0)
+    truth = rng.normal(0, 0.05, FEATURES)
+    ranker = Ranker(ridge=1e-6, warm=50)
+    assert not ranker.trained and np.all(ranker.correction(np.ones((3, FEATURES))) == 0)
+    x = np.column_stack([np.ones(200), rng.normal(0, 1, (200, FEATURES - 1))])
+    estimates = rng.uniform(1e4, 1e6, 200)
+    for row, est in zip(x, estimates, strict=True):
+        ranker.observe(row, est, round(est * np.exp(row @ truth)))
+    assert ranker.trained and ranker.samples == 200
+    probe = np.column_stack([np.ones(20), rng.normal(0, 1, (20, FEATURES - 1))])
+    np.testing.assert_allclose(ranker.correction(probe), probe @ truth, atol=1e-3)
