@@ -6,6 +6,13 @@ after the model is prepared, as the sweep's pool is) and reports points per seco
 per point and the seconds by phase (quantization once, then compile, timing model, search per
 point).  `codesign bench sweep-eval --quality` (codesign/bench/sweep_quality.py) checks the chosen
 schedules against each layer's exhaustive best.
+
+Measured on this 2-core machine (quiet), `--points 1000 --workers 2`: 436 s for the 1,000
+points (0.83 s per point per worker: compile 0.39, timing model 0.41, search 0.02), 10,546
+streams compiled and 34,178 re-encoded, 32,950 timing runs of which 11,773 answered from an
+earlier run, 2.5 candidates measured per operator.  The first ~10 points cost ~2.9 s each (the
+ranker is cold and measures more); the evaluation before the program cache and the ranker took
+2.6 s per point.
 """
 
 from __future__ import annotations
