@@ -148,11 +148,12 @@ def _sweep_eval(args: argparse.Namespace) -> int:
     from codesign.bench import sweep_eval, sweep_quality
 
     if args.quality:
-        report = sweep_quality.quality(args.points, args.seed, warmup=args.warmup, window=args.window,
-                                       cap=args.cap)
+        quality = sweep_quality.quality(args.points, args.seed, warmup=args.warmup, window=args.window,
+                                        cap=args.cap)
+        emit(quality.to_json(), args.json)
     else:
-        report = sweep_eval.run(args.points, args.seed, measured=args.measured, workers=args.workers)
-    emit(report.to_json(), args.json)
+        speed = sweep_eval.run(args.points, args.seed, measured=args.measured, workers=args.workers)
+        emit(speed.to_json(), args.json)
     return 0
 
 

@@ -2,10 +2,11 @@
 the sweep chose, run whole on fsim (outputs exact against the integer reference), on the timing
 model and on the Verilated RTL (outputs exact, cycles equal to the timing model's step by step).
 
-The schedules are chosen again by `codesign/sweep/schedules.choose`, the function the sweep's
-evaluation used, on the same candidates and the same timing model: deterministic, so the
-confirmed model is the one the sweep measured, and its timing cycles must equal the stored
-ones (`swept_cycles`), which the confirmation checks too.
+Each accelerator operator takes the schedule the sweep stored for its layer (the evaluation's
+choice depends on what its learned ranker saw before, so it is read back, not chosen again);
+an operator the store has no schedule for is chosen by `codesign/sweep/schedules.choose`.  The
+confirmed model is then the one the sweep measured: its timing cycles must equal the stored ones
+(`swept_cycles`), which the confirmation checks too.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from codesign.run.model import matches_reference
 from codesign.sweep.prepare import Prepared
 from codesign.sweep.records import PointResult
 from codesign.sweep.schedules import MEASURED, Objective, ProgramCache, Timer, choose
+from compiler.ops.accel import knobs_from_json
 from compiler.runtime.model import CompiledModel, ModelResult
 from compiler.target.accel import AcceleratorTarget
 from hw.config import AcceleratorConfig
@@ -67,12 +69,13 @@ def confirm(cfg: AcceleratorConfig, point_id: str, workloads: list[Prepared], ob
     """Every workload of the design `cfg` confirmed (see the module doc); `objective` and
     `measured` as the sweep chose its layers' schedules."""
     timing = backends("timing", cfg)
-    knobs_for = _chooser(timing, objective, measured)
+    choose_for = _chooser(timing, objective, measured)
     stored = {w.name: w.cycles for w in swept.workloads} if swept is not None else {}
     out = []
     for prepared in workloads:
         start = time.perf_counter()
         graph = prepared.quantized(cfg.block_in)
+        knobs_for = _stored(prepared, cfg, swept, choose_for)
         model = CompiledModel.compile(graph, AcceleratorTarget(cfg), knobs_for=knobs_for)
         feeds = sample_inputs(prepared.graph, prepared.zoo_name, 1, seed)[0]
         fsim = model.run(feeds, backends("fsim", cfg))
@@ -97,6 +100,23 @@ def _chooser(timing: Backend, objective: Objective, measured: int) -> Callable[[
             choice = choose(op, timing, objective, cache, timer, measured)
             chosen[key] = None if choice is None else choice.knobs
         return chosen[key]
+
+    return knobs_for
+
+
+def _stored(prepared: Prepared, cfg: AcceleratorConfig, swept: PointResult | None,
+            otherwise: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """knobs_for: the schedule the sweep stored for each operator's layer (by its spec: layers
+    of one shape share one schedule), else `otherwise(op)`."""
+    layers = {layer.name: layer.knobs for w in (swept.workloads if swept else ())
+              if w.name == prepared.spec.name for layer in w.layers
+              if layer.placement == "accel" and layer.knobs is not None}
+    by_spec = {s.spec: layers[s.name] for s in prepared.steps_for(cfg.block_in)
+               if s.spec is not None and s.name in layers}
+
+    def knobs_for(op: Any) -> Any:
+        found = by_spec.get(op.spec)
+        return knobs_from_json(op, found) if found is not None else otherwise(op)
 
     return knobs_for
 
