@@ -13,6 +13,7 @@ backend's cycles do not vary, so it runs at most SIM_REPEAT rounds.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ class CompareRequest:
     inputs: int = 1
     sim: str = "timing"
     tuning_log: str | None = None  # the cpu backend's schedules (codesign tune model --target cpu)
+    cpu_watts: float | None = None  # the stated power of the cores the CPU backends use
 
     def check(self) -> list[AcceleratorConfig]:
         """The resolved configs; InputError (ConfigError for a config) for anything wrong."""
@@ -66,6 +68,8 @@ class CompareRequest:
                                  ("warmup", self.warmup, 0), ("inputs", self.inputs, 1)):
             if value < low:
                 raise InputError(f"--{name} must be at least {low}, not {value}")
+        if self.cpu_watts is not None and not (math.isfinite(self.cpu_watts) and self.cpu_watts > 0):
+            raise InputError(f"--cpu-watts must be a positive number of watts, not {self.cpu_watts:g}")
         if not Path(self.model).is_file():
             raise InputError(f"{self.model}: no such model file")
         if self.tuning_log:
@@ -106,7 +110,8 @@ def compare(request: CompareRequest, progress: Callable[[str], None] | None = No
     say("timing")
     times = _time(entries, samples[0], request)
     macs = _model_macs(graph)
-    results = [_result(e, times[i], macs, refs, samples, graph.outputs[0]) for i, e in enumerate(entries)]
+    results = [_result(e, times[i], macs, refs, samples, graph.outputs[0], request.cpu_watts)
+               for i, e in enumerate(entries)]
     return CompareReport(graph.name, macs, len(samples), request.repeat, request.threads, tuple(results))
 
 
@@ -172,7 +177,7 @@ def _time(entries: list[_Entry], sample: dict[str, np.ndarray], request: Compare
 
 
 def _result(e: _Entry, seconds: list[float], macs: int, refs: list[np.ndarray],
-            samples: list[dict[str, np.ndarray]], output: str) -> BackendResult:
+            samples: list[dict[str, np.ndarray]], output: str, cpu_watts: float | None) -> BackendResult:
     latency = Latency.of(seconds)
     median_s = latency.median_ms / 1e3
     gops = 2 * macs / median_s / 1e9
@@ -185,14 +190,23 @@ def _result(e: _Entry, seconds: list[float], macs: int, refs: list[np.ndarray],
         peak_fraction=gops / e.peak.gops, peak_source=e.peak.source, cosine=agree.cosine_mean,
         top1_agreement=agree.top1 if classifier else None,
         top1_ci95=tuple(agree.top1_ci95) if classifier else None,  # type: ignore[arg-type]
-        compile_s=e.compile_s, fallbacks=e.fallbacks, **_energy(e, samples[0]))
+        compile_s=e.compile_s, fallbacks=e.fallbacks,
+        **(_energy(e, samples[0]) if e.config is not None else _cpu_energy(median_s, cpu_watts)))
+
+
+def _cpu_energy(median_s: float, watts: float | None) -> dict[str, Any]:
+    """A CPU backend's energy per inference estimated as its median latency x the power the
+    user states (`--cpu-watts`); none without it (this workbench reads no RAPL counters yet)."""
+    if watts is None:
+        return {}
+    return {"energy_mj": median_s * watts * 1e3,
+            "energy_source": f"estimate: median latency x {watts:g} W stated with --cpu-watts"}
 
 
 def _energy(e: _Entry, sample: dict[str, np.ndarray]) -> dict[str, Any]:
     """An accelerator's energy per inference from the energy model (codesign/ppa/energy.py) over
-    its accelerator steps' event counts; None elsewhere (no RAPL counters are read yet)."""
-    if e.config is None:
-        return {}
+    its accelerator steps' event counts."""
+    assert e.config is not None, "an accelerator entry has its config"
     from codesign.ppa.energy import energy_model
     from sim.backend import Stats
 

@@ -50,7 +50,7 @@ def test_report_fields(mlp: Path) -> None:
             assert r.energy_mj is not None and r.energy_mj > 0 and r.energy_source is not None
             assert r.energy_source.startswith("modeled: accelerator steps only")
         else:
-            assert r.energy_mj is None
+            assert r.energy_mj is None  # no power stated
         assert r.top1_agreement is not None and r.top1_ci95 is not None
     assert report.results[1].cosine == pytest.approx(1.0, abs=1e-6)  # cpu fp32: onnxruntime's own maths
     assert report.results[0].peak_gops == accelerator_peak(PRESETS["tiny"]).gops
@@ -78,6 +78,8 @@ def test_latency_statistics() -> None:
     (dict(repeat=0), r"--repeat must be at least 1, not 0"),
     (dict(warmup=-1), r"--warmup must be at least 0, not -1"),
     (dict(inputs=0), r"--inputs must be at least 1, not 0"),
+    (dict(cpu_watts=0.0), r"--cpu-watts must be a positive number of watts, not 0"),
+    (dict(cpu_watts=float("nan")), r"--cpu-watts must be a positive number of watts, not nan"),
     (dict(configs=("nope",)), r"'nope' is neither a preset \(.*\) nor a config file"),
     (dict(backends=()), r"no backend to compare; known: accel, cpu, onnxruntime"),
 ])
@@ -89,3 +91,10 @@ def test_bad_requests(mlp: Path, request_: dict, message: str) -> None:  # type:
 def test_missing_model(tmp_path: Path) -> None:
     with pytest.raises(WorkbenchError, match=r"nothing.onnx: no such model file"):
         CompareRequest(str(tmp_path / "nothing.onnx")).check()
+
+
+def test_cpu_energy_is_latency_times_the_stated_power(mlp: Path) -> None:
+    report = compare(CompareRequest(str(mlp), (), ("cpu",), ("fp32",), repeat=3, warmup=0, cpu_watts=12.5))
+    (r,) = report.results
+    assert r.energy_mj == pytest.approx(r.latency.median_ms / 1e3 * 12.5 * 1e3)  # s x W = J, in mJ
+    assert r.energy_source == "estimate: median latency x 12.5 W stated with --cpu-watts"
