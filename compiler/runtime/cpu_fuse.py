@@ -31,18 +31,26 @@ def _fused_conv(graph: Graph, conv: Node, args: list[str], params: dict[str, Any
     user = sole_user(graph, out)
     if user is not None and user.name in absorbed:
         return nodes, args, params
-    other = _residual(graph, user, out) if user is not None else None
-    if user is not None and other is not None:
-        nodes.append(user)
-        args.append(other)
-        params["residual"] = True
-        out = user.outputs[0]
-        user = sole_user(graph, out)
+    user, out = _take_residual(graph, user, out, nodes, args, params)
     if user is not None and user.op in ACTIVATIONS and graph.values[out].dtype == "float32":
         nodes.append(user)
         lo, hi = (0.0, np.inf) if user.op == "Relu" else (user.float_attr("min"), user.float_attr("max"))
         params.update(act_lo=lo, act_hi=hi)
     return nodes, args, params
+
+
+def _take_residual(graph: Graph, user: Node | None, out: str, nodes: list[Node], args: list[str],
+                   params: dict[str, Any]) -> tuple[Node | None, str]:
+    """`user` absorbed into the group when it adds a residual tensor to `out`: the next user
+    and value then; else `user` and `out` unchanged."""
+    other = _residual(graph, user, out) if user is not None else None
+    if user is None or other is None:
+        return user, out
+    nodes.append(user)
+    args.append(other)
+    params["residual"] = True
+    out = user.outputs[0]
+    return sole_user(graph, out), out
 
 
 def _other(add: Node, out: str) -> str | None:
@@ -79,13 +87,7 @@ def _fused_matmul(graph: Graph, matmul: Node, args: list[str], params: dict[str,
         params["bias"] = True
         out = user.outputs[0]
         user = sole_user(graph, out)
-    other = _residual(graph, user, out) if user is not None else None
-    if user is not None and other is not None:
-        nodes.append(user)
-        args.append(other)
-        params["residual"] = True
-        out = user.outputs[0]
-        user = sole_user(graph, out)
+    user, out = _take_residual(graph, user, out, nodes, args, params)
     if user is not None and user.op == "Gelu" and user.attrs.get("approximate", "none") == "none":
         nodes.append(user)
         params["gelu"] = True

@@ -8,7 +8,6 @@ import contextlib
 import dataclasses
 import random
 
-import numpy as np
 import pytest
 
 from codesign.sweep.programs import ProgramCache, compile_key, timing_key, uop_limit
@@ -18,6 +17,9 @@ from compiler.ops.accel import Conv2d, Conv2dSpec, Dense, DenseSpec, Epilogue, c
 from compiler.target.accel import AcceleratorTarget
 from hw.config import PRESETS
 from sim.backends import make_backend
+
+from .test_schedules import _program as _outcome
+from .test_schedules import _same
 
 EP = Epilogue(channel_multiplier=True, scaled_bias=True)
 BASE = PRESETS["tiny"]
@@ -34,20 +36,6 @@ OPS = [
 ]
 
 
-def _outcome(build, op, knobs):
-    """The Program built, or the ScheduleError's message."""
-    try:
-        return build(op, knobs)
-    except ScheduleError as exc:
-        return str(exc)
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, str) or isinstance(b, str):
-        return a == b
-    return (a.fingerprint == b.fingerprint and np.array_equal(a.insns, b.insns) and a.regions == b.regions
-            and a.dram_bytes == b.dram_bytes and a.constants.keys() == b.constants.keys()
-            and all(np.array_equal(a.constants[k], b.constants[k]) for k in a.constants))
 
 
 def _knobs(make, count: int, seed: int) -> list:
