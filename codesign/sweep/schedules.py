@@ -20,6 +20,7 @@ from codesign.sweep.programs import ProgramCache, compile_key
 from codesign.sweep.ranker import Ranker, features
 from compiler.errors import ScheduleError
 from compiler.ops.accel import Conv2d, Conv2dKnobs, DenseKnobs, Eltwise
+from compiler.ops.accel.common import best_point
 from hw.program import ProgramError
 from sim.backend import Backend, SimulationError, Stats
 
@@ -97,18 +98,11 @@ def ranking(op: Any) -> Ranking:
     order = fitting[np.argsort(costs[fitting], kind="stable")]
     make = Conv2dKnobs if isinstance(op, Conv2d) else DenseKnobs
     threads = np.prod([v for n, v in grid.items() if n.endswith("_threads")], axis=0)
-    scored = np.where((threads <= 2) & ~np.isnan(costs), costs, np.inf)
-    default = None
-    if np.isfinite(scored).any():  # op.default_knobs()'s point (compiler.ops.accel.common.best_point)
-        i = int(np.argmin(scored))
-        default = make(**{name: int(values[i]) for name, values in grid.items()})
+    try:  # op.default_knobs()'s point, from the estimates computed here
+        default = best_point(make, grid, costs, threads, None)
+    except ScheduleError:
+        default = None
     return Ranking(make, grid, order, costs, default)
-
-
-def ranked(op: Any) -> tuple[Ranking, Any | None]:
-    """The fitting points of `op`'s space, best estimate first, and its default point."""
-    r = ranking(op)
-    return r, r.default
 
 
 def _default(op: Any) -> Any | None:
@@ -210,4 +204,4 @@ def _measure(op: Any, knobs: Any, backend: Backend, cache: ProgramCache, timer: 
 
 
 __all__ = ["MEASURED", "Choice", "Objective", "ProgramCache", "Ranking", "Timer", "choose", "compile_key",
-           "ranked", "ranking"]
+           "ranking"]

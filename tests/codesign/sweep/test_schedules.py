@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from codesign.sweep.ranker import Ranker
-from codesign.sweep.schedules import COLD, ProgramCache, Timer, choose, compile_key, ranked, ranking
+from codesign.sweep.schedules import COLD, ProgramCache, Timer, choose, compile_key, ranking
 from compiler.errors import ScheduleError
 from compiler.ops.accel import Conv2d, Conv2dSpec, Dense, DenseSpec, Epilogue, compile_op
 from compiler.target.accel import AcceleratorTarget
@@ -48,7 +48,8 @@ def test_cached_programs_equal_compile_ops(make):
     cache = ProgramCache()
     for cfg in configs:
         op = make(AcceleratorTarget(cfg))
-        points, default = ranked(op)
+        points = ranking(op)
+        default = points.default
         for knobs in [default, *points[:6]]:
             assert _same(_program(cache.program, op, knobs),
                          _program(lambda o, k: compile_op(o, k).built.program, op, knobs))
@@ -57,7 +58,8 @@ def test_cached_programs_equal_compile_ops(make):
 
 def test_ranked_points_fit_and_follow_the_estimate():
     op = Conv2d(Conv2dSpec(1, 16, 8, 8, 32, 3, 1, 1, EP), AcceleratorTarget(PRESETS["tiny"]))
-    points, default = ranked(op)
+    points = ranking(op)
+    default = points.default
     costs = [op.estimate(p) for p in points]
     assert all(c is not None for c in costs) and costs == sorted(costs)
     assert default == op.default_knobs() and default in points
