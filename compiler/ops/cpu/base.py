@@ -10,7 +10,7 @@ numpy computes independently of the TE definition.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -70,6 +70,16 @@ def _random(rng: np.random.Generator, t: Tensor) -> np.ndarray:
 def check_dtype(op: str, what: str, dtype: str, allowed: Sequence[str]) -> None:
     if dtype not in allowed:
         raise ValueError(f"{op}: {what} dtype must be one of {', '.join(allowed)}, not {dtype!r}")
+
+
+def check_gemm(op: Any) -> None:
+    """A gemm op's `shape` [M, K] and `weight_shape` [N, K] checked and normalised in place
+    (a frozen dataclass's fields): the weight must take the data's K features."""
+    object.__setattr__(op, "shape", check_shape(op.op, op.shape, rank=2))
+    object.__setattr__(op, "weight_shape", check_shape(op.op, op.weight_shape, rank=2))
+    if op.weight_shape[1] != op.shape[1]:
+        raise ValueError(f"{op.op}: weight {op.weight_shape} does not take inputs of "
+                         f"{op.shape[1]} features (data {op.shape})")
 
 
 def check_shape(op: str, shape: Sequence[int], rank: int | None = None, min_rank: int = 1) -> tuple[int, ...]:

@@ -32,7 +32,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from compiler.ops.cpu.base import NUMERIC, HostOp, check_dtype, check_shape
+from compiler.ops.cpu.base import NUMERIC, HostOp, check_dtype, check_gemm, check_shape
 from compiler.ops.cpu.eltwise import _index, broadcast_shape
 from compiler.ops.cpu.norm import Gelu, gelu_expr
 from compiler.ops.cpu.qops import vectorize_loop
@@ -206,11 +206,7 @@ class Gemm(HostOp):
     op: ClassVar[str] = "gemm"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", check_shape(self.op, self.shape, rank=2))
-        object.__setattr__(self, "weight_shape", check_shape(self.op, self.weight_shape, rank=2))
-        if self.weight_shape[1] != self.shape[1]:
-            raise ValueError(f"{self.op}: weight {self.weight_shape} does not take inputs of "
-                             f"{self.shape[1]} features (data {self.shape})")
+        check_gemm(self)
 
     @property
     def tiled(self) -> bool:

@@ -38,7 +38,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from compiler.ops.cpu.base import HostOp, check_int, check_shape
+from compiler.ops.cpu.base import HostOp, check_gemm, check_int, check_shape
 from compiler.schedule.schedule import Schedule
 from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder, reduce_axis, sum
@@ -207,11 +207,7 @@ class QGemm(HostOp):
     op: ClassVar[str] = "qgemm"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", check_shape(self.op, self.shape, rank=2))
-        object.__setattr__(self, "weight_shape", check_shape(self.op, self.weight_shape, rank=2))
-        if self.weight_shape[1] != self.shape[1]:
-            raise ValueError(f"{self.op}: weight {self.weight_shape} does not take inputs of "
-                             f"{self.shape[1]} features (data {self.shape})")
+        check_gemm(self)
         check_requant(self)
         check_precise(self)
 
