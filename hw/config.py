@@ -225,10 +225,13 @@ class AcceleratorConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, where: str = "config") -> AcceleratorConfig:
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names - set(_READ_BACK))
         if unknown:
             raise ConfigError(f"{where}: unknown parameter(s) {', '.join(unknown)}")
-        return cls(**data)
+        cfg = cls(**{k: v for k, v in data.items() if k in names})
+        _check_derived(cfg, {k: v for k, v in data.items() if k not in names}, where)
+        return cfg
 
     @classmethod
     def load(cls, path: str | Path) -> AcceleratorConfig:
@@ -252,6 +255,17 @@ _DERIVED = (
     "inp_index_bits", "wgt_index_bits", "acc_index_bits", "uop_index_bits",
     "uop_elem_bits", "bus_bytes",
 )
+_READ_BACK = (*_DERIVED, "fingerprint")   # what `codesign config show --json` adds to the parameters
+
+
+def _check_derived(cfg: AcceleratorConfig, given: dict[str, Any], where: str) -> None:
+    """Derived values in a file (as `codesign config show --json` prints them) must agree with the
+    parameters; they are read back only to be checked, never to override."""
+    for name, value in given.items():
+        actual = cfg.fingerprint() if name == "fingerprint" else getattr(cfg, name)
+        if value != actual:
+            raise ConfigError(f"{where}: derived value {name}={value!r} disagrees with the parameters, "
+                              f"which give {actual!r}; remove it or fix the parameters")
 
 
 def _log2(value: int) -> int:

@@ -130,3 +130,16 @@ def test_overrides():
         parse_override("bogus=1")
     with pytest.raises(ConfigError, match="batch needs a number, not 'two'"):
         parse_override("batch=two")
+
+
+def test_config_show_json_loads_back(tmp_path):
+    """The file `codesign config show --json` prints is a config file: its derived values are
+    checked against the parameters, not trusted."""
+    cfg = preset("tiny").with_params(batch=2)
+    path = tmp_path / "shown.json"
+    path.write_text(json.dumps({**cfg.to_dict(), **cfg.derived(), "fingerprint": cfg.fingerprint()}))
+    assert resolve(str(path)) == cfg
+    path.write_text(json.dumps({**cfg.to_dict(), "inp_depth": cfg.inp_depth * 2}))
+    with pytest.raises(ConfigError, match=rf"shown.json: derived value inp_depth={cfg.inp_depth * 2} "
+                                          rf"disagrees with the parameters, which give {cfg.inp_depth}"):
+        resolve(str(path))
