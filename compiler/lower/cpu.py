@@ -160,6 +160,10 @@ def _check_host(sched: Schedule) -> None:
         if st.tensorize is not None:
             raise ScheduleError(f"tensorize({st.name}, {st.tensorize[0]}) is an accelerator "
                                 "record; the host lowering does not take it")
+        gpu = [(axis, kind) for axis, kind in st.loop_kinds.items() if kind != "vectorize"]
+        if gpu:
+            raise ScheduleError(f"{gpu[0][1]} on {st.name}.{gpu[0][0]} is a GPU record (bind or "
+                                "unroll); the host lowering does not take it")
         if st.vthreads:
             raise ScheduleError(f"virtual_thread on stage {st.name} is an accelerator record; the "
                                 "host lowering does not take it")

@@ -102,7 +102,7 @@ class Lowering:
         full = [Domain(Affine({}, 0), a.extent) for a in st.axes]
         if st.attach is None:
             return full
-        symbolic = {lp.var for lp in outer}
+        symbolic = self.symbolic(st, outer)
         extents = {lp.var: lp.extent for sl in self.loops.values() for lp in sl.leaves}
         regions = []
         for reader in self.live:
@@ -121,6 +121,11 @@ class Lowering:
         for r in regions[1:]:
             out = [a.union(b, st.name) for a, b in zip(out, r, strict=True)]
         return out
+
+    def symbolic(self, st: Stage, outer: list[LoopAxis]) -> set[E.Var]:
+        """The loops around `st`'s attach point its region is computed per value of (all of them
+        here; the GPU's shared stages range over the block's threads: compiler.lower.gpu)."""
+        return {lp.var for lp in outer}
 
     def allocate(self) -> None:
         """Give the stages that are not outputs their buffers (per target)."""
