@@ -162,9 +162,10 @@ class GpuLowering(Lowering):
             raise ScheduleError(f"{what}: a vector access is 2 or 4 float32 lanes, not "
                                 f"{lp.extent} of {st.tensor.dtype}")
         sl = self.loops[st.name]
-        forms = [affine(E.substitute(a.var, sl.index)) for a in st.axes]
-        coeffs = [f.coeff(lp.var) if f is not None else None for f in forms]
-        if coeffs[-1] != 1 or any(c not in (0,) for c in coeffs[:-1]):
+        indices = [E.substitute(a.var, sl.index) for a in st.axes]
+        loops = {x.var: x.extent for x in sl.outer + sl.leaves}
+        strides = [_stride(e, lp.var, loops) for e in indices]
+        if strides[-1] != 1 or any(c != 0 for c in strides[:-1]):
             raise ScheduleError(f"{what}: {lp.name} does not run along the last dimension of "
                                 f"{st.name} with stride 1, so its elements are not contiguous")
 
@@ -241,6 +242,19 @@ def _check_gpu(sched: Schedule) -> None:
         if E.BITS[st.tensor.dtype] > 32 or st.tensor.dtype == "bool":
             raise ScheduleError(f"stage {st.name}: the GPU kernels compute 8- to 32-bit values, "
                                 f"not {st.tensor.dtype}")
+
+
+def _stride(e: E.Expr, var: E.Var, loops: dict[E.Var, int]) -> int | None:
+    """How much index `e` moves per step of loop `var` (the other loops at sampled values), or
+    None where that differs between samples: an index need not be affine in the other loops
+    (a fused loop's // and %) to be contiguous along `var`."""
+    others = sorted((v for v in E.free_vars(e) if v != var), key=lambda v: v.name)
+    steps = set()
+    for sample in range(8):
+        env = {v: (sample * 7919 + k * 104729) % loops.get(v, 1) for k, v in enumerate(others)}
+        values = [E.evaluate(e, {**env, var: x}) for x in range(loops.get(var, 1))]
+        steps |= {int(b) - int(a) for a, b in zip(values, values[1:], strict=False)}
+    return steps.pop() if len(steps) == 1 else (0 if not steps else None)
 
 
 def _prod(xs: tuple[int, ...]) -> int:
