@@ -40,6 +40,7 @@ class Knobs:
     thread_y: int = 1
     thread_x: int = 1
     tile_k: int = 1
+    rows: int = 1  # convolutions: output rows of a block (each thread computes all of them)
     shared: bool = True
 
     def to_json(self) -> dict[str, object]:
