@@ -21,6 +21,7 @@ rules, each broken one a ScheduleError that says why:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from compiler.errors import ScheduleError
@@ -31,7 +32,7 @@ from compiler.schedule.records import THREAD_TAGS
 from compiler.schedule.schedule import Schedule, Stage
 from compiler.target.gpu import GpuTarget
 from compiler.te import expr as E
-from compiler.te.affine import Affine, affine
+from compiler.te.affine import Affine
 from compiler.te.tensor import Tensor
 from compiler.tir import stmt as S
 from compiler.tir.printer import print_ir
@@ -253,7 +254,7 @@ def _stride(e: E.Expr, var: E.Var, loops: dict[E.Var, int]) -> int | None:
     for sample in range(8):
         env = {v: (sample * 7919 + k * 104729) % loops.get(v, 1) for k, v in enumerate(others)}
         values = [E.evaluate(e, {**env, var: x}) for x in range(loops.get(var, 1))]
-        steps |= {int(b) - int(a) for a, b in zip(values, values[1:], strict=False)}
+        steps |= {int(b) - int(a) for a, b in itertools.pairwise(values)}
     return steps.pop() if len(steps) == 1 else (0 if not steps else None)
 
 

@@ -19,7 +19,8 @@ SimtError naming the statement:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,8 @@ from compiler.te import expr as E
 from compiler.te.tensor import Tensor
 from compiler.tir import stmt as S
 
-_CALLS = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "fabs": np.abs,
+_CALLS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "fabs": np.abs,
           "floor": np.floor, "rint": np.rint, "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
           "erf": np.vectorize(math.erf, otypes=[np.float64])}
 _NP = {"float32": np.float32, "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
@@ -46,6 +48,7 @@ class _Memory:
     def __init__(self, t: Tensor, scope: str, copies: int, data: np.ndarray | None = None) -> None:
         self.tensor, self.scope = t, scope
         self.elems = int(np.prod(t.shape))
+        self.data: np.ndarray
         if data is not None:
             self.data = np.ascontiguousarray(data, dtype=_NP[t.dtype]).reshape(-1).copy()
         else:
@@ -165,7 +168,7 @@ class _Simt:
         if isinstance(e, E.Const):
             return e.value
         if isinstance(e, E.FloatConst):
-            return np.float32(e.value)
+            return float(np.float32(e.value))
         if isinstance(e, E.Var):
             return self.env[e]
         if isinstance(e, E.Load):
@@ -189,15 +192,16 @@ class _Simt:
             return np.asarray(value).astype(np.float32)
         raise SimtError(f"cannot interpret {e}")
 
-    def _bin(self, e: E.Bin, mask: np.ndarray) -> np.ndarray | int | float:
-        a, b = self._expr(e.a, mask), self._expr(e.b, mask)
+    def _bin(self, e: E.Bin, mask: np.ndarray) -> Any:
+        a: Any = self._expr(e.a, mask)
+        b: Any = self._expr(e.b, mask)
         if E.is_float(e.a.dtype):
-            a, b = np.float32(a) if np.isscalar(a) else a, np.float32(b) if np.isscalar(b) else b
+            a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
         with np.errstate(all="ignore"):
             return _BIN[e.op](a, b)
 
 
-_BIN = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
+_BIN: dict[str, Callable[[Any, Any], Any]] = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
         "//": lambda a, b: np.floor_divide(a, np.where(np.asarray(b) == 0, 1, b)),
         "%": lambda a, b: np.mod(a, np.where(np.asarray(b) == 0, 1, b)),
         "min": np.minimum, "max": np.maximum, "<": np.less, "<=": np.less_equal,

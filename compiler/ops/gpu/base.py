@@ -164,9 +164,11 @@ def flat_threads(total: int, vector: int = 1) -> list[int]:
     return fits or [largest_divisor(total, 256)]
 
 
-def cooperative_fetch(s: Schedule, stage: str, thread_y: int, thread_x: int, vector: int = 1) -> None:
-    """The block's threads copy shared stage `stage` together: its axes fused (the last axis'
-    `vector` lanes split off first and vectorised), split over threadIdx.x, then threadIdx.y."""
+def cooperative_fetch(s: Schedule, stage: str, tile: tuple[int, ...], thread_y: int, thread_x: int,
+                      vector: int = 1) -> None:
+    """The block's threads copy shared stage `stage` (its region `tile`, as bound inference will
+    find it) together: its axes fused (the last axis' `vector` lanes split off first and
+    vectorised), split over threadIdx.x, then threadIdx.y, by divisors of the tile's elements."""
     st = s.stage(stage)
     axes = list(st.leaves)
     lanes = None
@@ -179,7 +181,7 @@ def cooperative_fetch(s: Schedule, stage: str, thread_y: int, thread_x: int, vec
     if lanes is not None:
         s.reorder(stage, fused, lanes)
         s.vectorize(stage, lanes)
-    n = s_extent(s, stage, fused)
+    n = math.prod(tile) // (vector if lanes is not None else 1)
     tx = largest_divisor(n, thread_x)
     outer, inner = s.split(stage, fused, tx)
     s.bind(stage, inner, "threadIdx.x")

@@ -49,7 +49,7 @@ class Conv2d(GpuOp):
     op: ClassVar[str] = "conv2d"
 
     def __post_init__(self) -> None:
-        n, c, h, w = self.shape
+        _n, c, h, w = self.shape
         k, cg, r, s = self.weight_shape
         if c % self.group or k % self.group or cg != c // self.group:
             raise ValueError(f"{self.op}: weight {self.weight_shape} does not take {c} channels in "
@@ -87,9 +87,11 @@ class Conv2d(GpuOp):
         def first(kk: E.Expr) -> E.Expr:  # the first input channel of output channel kk's group
             return E.const(0) if self.group == 1 else kk * cg if kg == 1 else (kk // kg) * cg
 
-        acc = compute(self.out_shape, lambda b, kk, y, x: sum(
-            pad[b, first(kk) + rc, y * sh + ry, x * sw + rx] * weight[kk, rc, ry, rx], (rc, ry, rx)),
-            "acc")
+        def window(b: E.Expr, kk: E.Expr, y: E.Expr, x: E.Expr) -> E.Expr:
+            value = pad[b, first(kk) + rc.var, y * sh + ry.var, x * sw + rx.var] * weight[kk, rc, ry, rx]
+            return sum(value, (rc, ry, rx))
+
+        acc = compute(self.out_shape, window, "acc")
 
         def out(b: E.Expr, kk: E.Expr, y: E.Expr, x: E.Expr) -> E.Expr:
             value: E.Expr = acc[b, kk, y, x]
@@ -172,8 +174,13 @@ class Conv2d(GpuOp):
         s.reorder("acc", rco, ry, rx, rci, an, ak, ay, ax)
         for axis in (ak, ay):
             s.unroll("acc", axis)
-        for src in ("pad", "weight"):
+        batch, (r, w) = self.shape[0], self.weight_shape[2:]
+        (sh, sw) = self.stride
+        window = (batch, knobs.tile_k, (knobs.rows - 1) * sh + r, (knobs.thread_x - 1) * sw + w)
+        tiles: tuple[tuple[str, tuple[int, ...]], ...] = (
+            ("pad", window), ("weight", (knobs.tile_y, knobs.tile_k, r, w)))
+        for src, tile in tiles:
             cache = s.cache_read(src, "shared", ["acc"])
             s.compute_at(cache, "acc", rco)
-            cooperative_fetch(s, cache, knobs.thread_y, knobs.thread_x)
+            cooperative_fetch(s, cache, tile, knobs.thread_y, knobs.thread_x)
         return s

@@ -64,7 +64,7 @@ class MatMul(GpuOp):
             idx = (j, kk) if self.transpose_b else (kk, j)
             return w[((b,) if self.b_batched else ()) + idx]
 
-        acc = compute((self.batch, self.m, self.n), lambda b, i, j: sum(a[b, i, r] * wload(b, r, j), r),
+        acc = compute((self.batch, self.m, self.n), lambda b, i, j: sum(a[b, i, r] * wload(b, r.var, j), r),
                       "acc")
         return {**ins, "out": compute(acc.shape, lambda b, i, j: self._epilogue(ins, acc, b, i, j), "out")}
 
@@ -132,11 +132,11 @@ class MatMul(GpuOp):
         s.reorder("acc", ab, ro, ri, ai, aj)
         s.unroll("acc", ai)
         s.unroll("acc", aj)
-        for name in ("a", "w"):
+        w_tile = (knobs.tile_x, knobs.tile_k) if self.transpose_b else (knobs.tile_k, knobs.tile_x)
+        for name, tile in (("a", (knobs.tile_y, knobs.tile_k)), ("w", w_tile)):
             cache = s.cache_read(name, "shared", ["acc"])
             s.compute_at(cache, "acc", ro)
-            vec = knobs.vector if name == "w" or self.k % knobs.vector == 0 else 1
-            cooperative_fetch(s, cache, knobs.thread_y, knobs.thread_x, vec)
+            cooperative_fetch(s, cache, tile, knobs.thread_y, knobs.thread_x, knobs.vector)
         return s
 
 
