@@ -1,8 +1,9 @@
 """Matrix products on the GPU: ONNX MatMul (batched, numpy's broadcasting of a 2-d right side)
 and the frontend's Gemm (`data[M, K] @ weight[N, K].T + bias[N]`).
 
-out[b, i, j] = sum_k a[b, i, k] * w(b, k, j) (+ bias[j]) (+ residual[b, i, j]), then an optional
-clip (`act_lo`, `act_hi`: ReLU is 0, inf); `transpose_b` reads the weight as [N, K].
+out[b, i, j] = sum_k a[b, i, k] * w(b, k, j) (+ bias[j]) (+ residual[b, i, j]), then GELU (erf
+form) where `gelu`, then an optional clip (`act_lo`, `act_hi`: ReLU is 0, inf); `transpose_b`
+reads the weight as [N, K].
 
 The schedule is TVM's shared-memory GEMM: a block computes a `tile_y x tile_x` tile of the
 output with `thread_y x thread_x` threads, each thread a (tile_y/thread_y) x (tile_x/thread_x)
@@ -19,6 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from compiler.ops.cpu.norm import gelu_expr
 from compiler.ops.gpu.base import GpuOp, Knobs, cooperative_fetch, flat_threads, grid_launch
 from compiler.schedule.schedule import Schedule
 from compiler.target.gpu import GpuTarget
@@ -39,6 +41,7 @@ class MatMul(GpuOp):
     transpose_b: bool = False
     bias: bool = False
     residual: bool = False
+    gelu: bool = False
     act_lo: float = -math.inf
     act_hi: float = math.inf
     op: ClassVar[str] = "matmul"
@@ -74,6 +77,8 @@ class MatMul(GpuOp):
             value = value + ins["bias"][j]
         if self.residual:
             value = value + ins["residual"][b, i, j]
+        if self.gelu:
+            value = gelu_expr(value)
         return clip(value, self.act_lo, self.act_hi)
 
     def reference(self, a: np.ndarray, w: np.ndarray, *extra: np.ndarray) -> np.ndarray:  # type: ignore[override]
@@ -84,6 +89,9 @@ class MatMul(GpuOp):
             out = out + rest.pop(0)
         if self.residual:
             out = out + rest.pop(0)
+        if self.gelu:
+            x = out.astype(np.float64)
+            out = (0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))).astype(np.float32)
         return np.clip(out, np.float32(self.act_lo), np.float32(self.act_hi)).astype(np.float32)
 
     def flops(self) -> int:
