@@ -38,6 +38,7 @@ from compiler.tir import stmt as S
 from compiler.tir.printer import print_ir
 
 MAX_UNROLL = 64
+SHARED_ALIGN = 16  # bytes: each shared tile starts 16-byte aligned (128-bit accesses)
 VECTOR_LANES = (2, 4)
 
 
@@ -182,7 +183,8 @@ class GpuLowering(Lowering):
             shape = tuple(d.extent for d in self.loops[st.name].domain)
             elems = _prod(shape)
             if st.scope == "shared":
-                self.shared_bytes += elems * itemsize(st.tensor.dtype)
+                nbytes = elems * itemsize(st.tensor.dtype)
+                self.shared_bytes += -(-nbytes // SHARED_ALIGN) * SHARED_ALIGN
             elif elems > self.target.registers_per_thread:
                 raise ScheduleError(f"stage {st.name} in scope local holds {elems} elements per "
                                     f"thread, more than the {self.target.registers_per_thread} "

@@ -26,7 +26,17 @@ import numpy as np
 from compiler.errors import ScheduleError
 from compiler.graph.interp import evaluate_node
 from compiler.graph.ir import Graph, Node
-from compiler.ops.gpu import Conv2d, Eltwise, GlobalAvgPool2d, GpuOp, LayerNorm, MatMul, MaxPool2d, Softmax
+from compiler.ops.gpu import (
+    Conv2d,
+    Eltwise,
+    GlobalAvgPool2d,
+    GpuOp,
+    LayerNorm,
+    MatMul,
+    MaxPool2d,
+    Softmax,
+    Transpose,
+)
 from compiler.runtime.cpu import host_spec
 from compiler.runtime.cpu_fuse import FUSIBLE
 from compiler.runtime.gpu import DeviceTensor, Executor, GpuKernel, compile_kernel
@@ -93,7 +103,9 @@ def _translate(name: str, p: dict[str, Any]) -> GpuOp | None:
         return GlobalAvgPool2d(tuple(p["shape"]))
     if name in ("add", "sub", "mul", "div"):
         return Eltwise(name, tuple(p["a_shape"]) or (1,), tuple(p["b_shape"]) or (1,))
-    if name in ("relu", "gelu"):
+    if name == "transpose":
+        return Transpose(tuple(p["shape"]), tuple(p["perm"]))
+    if name in ("relu", "gelu", "tanh"):
         return Eltwise(name, tuple(p["shape"]))
     if name == "hard_swish":
         return Eltwise("hardswish", tuple(p["shape"]))

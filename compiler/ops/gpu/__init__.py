@@ -16,13 +16,14 @@ from typing import Any
 
 from compiler.ops.gpu.base import GpuOp, Knobs
 from compiler.ops.gpu.conv import Conv2d
-from compiler.ops.gpu.eltwise import Eltwise
+from compiler.ops.gpu.eltwise import Eltwise, Transpose
 from compiler.ops.gpu.matmul import MatMul
 from compiler.ops.gpu.norm import LayerNorm, Softmax
 from compiler.ops.gpu.pool import GlobalAvgPool2d, MaxPool2d
 
 GPU_OPS: dict[str, type[GpuOp]] = {
-    cls.op: cls for cls in (Conv2d, MatMul, MaxPool2d, GlobalAvgPool2d, Eltwise, Softmax, LayerNorm)
+    cls.op: cls for cls in (Conv2d, MatMul, MaxPool2d, GlobalAvgPool2d, Eltwise, Transpose, Softmax,
+                            LayerNorm)
 }
 
 
@@ -51,9 +52,10 @@ SAMPLE: tuple[GpuOp, ...] = (
     GlobalAvgPool2d((1, 512, 7, 7)),
     Eltwise("add", (1, 128, 128), (128,)),
     Eltwise("gelu", (1, 128, 512)),
+    Transpose((1, 128, 2, 64), (0, 2, 1, 3)),
     Softmax((1, 2, 128, 128)),
     LayerNorm((1, 128, 128), 1e-12),
 )
 
 __all__ = ["GPU_OPS", "SAMPLE", "Conv2d", "Eltwise", "GlobalAvgPool2d", "GpuOp", "Knobs", "LayerNorm",
-           "MatMul", "MaxPool2d", "Softmax", "gpu_op"]
+           "MatMul", "MaxPool2d", "Softmax", "Transpose", "gpu_op"]

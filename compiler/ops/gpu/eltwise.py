@@ -1,8 +1,10 @@
 """Element-wise float32 operators on the GPU, one thread per element (or per `vector` lanes).
 
 - `Eltwise("add" | "sub" | "mul" | "div", shape, b_shape)`: numpy's broadcast of two operands;
-- `Eltwise("relu" | "clip" | "gelu" | "sigmoid" | "hardswish", shape)`: one operand (`lo`, `hi`
-  are clip's bounds; gelu is the erf form).
+- `Eltwise("relu" | "clip" | "gelu" | "sigmoid" | "hardswish" | "tanh", shape)`: one operand
+  (`lo`, `hi` are clip's bounds; gelu is the erf form; tanh is 1 - 2 / (exp(2x) + 1), since
+  LLVM's tanh is a libm call the GPU does not have);
+- `Transpose(shape, perm)`: numpy's transpose, one thread per output element.
 The schedule fuses the output's axes and splits them into blocks of `threads`; with `vector`
 4 the last axis' lanes are one 128-bit store.
 """
@@ -25,7 +27,7 @@ from compiler.te import expr as E
 from compiler.te.tensor import Tensor, compute, placeholder
 
 BINARY = ("add", "sub", "mul", "div")
-UNARY = ("relu", "clip", "gelu", "sigmoid", "hardswish")
+UNARY = ("relu", "clip", "gelu", "sigmoid", "hardswish", "tanh")
 _NP_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
 
@@ -69,6 +71,8 @@ class Eltwise(GpuOp):
             return gelu_expr(x)
         if self.kind == "sigmoid":
             return 1.0 / (1.0 + E.exp(-x))
+        if self.kind == "tanh":
+            return 1.0 - 2.0 / (E.exp(x * 2.0) + 1.0)
         return x * clip(x * (1.0 / 6.0) + 0.5, 0.0, 1.0)  # hardswish
 
     def reference(self, a: np.ndarray, *rest: np.ndarray) -> np.ndarray:  # type: ignore[override]
@@ -82,6 +86,8 @@ class Eltwise(GpuOp):
             out = 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
         elif self.kind == "sigmoid":
             out = 1.0 / (1.0 + np.exp(-x))
+        elif self.kind == "tanh":
+            out = np.tanh(x)
         else:
             out = x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
         return np.asarray(out, dtype=np.float32)
@@ -96,4 +102,38 @@ class Eltwise(GpuOp):
     def schedule(self, ts: dict[str, Tensor], target: GpuTarget, knobs: Knobs) -> Schedule:
         s = Schedule(ts["out"])
         flat_launch(s, "out", knobs.threads, knobs.vector)
+        return s
+
+
+@dataclass(frozen=True)
+class Transpose(GpuOp):
+    shape: tuple[int, ...]
+    perm: tuple[int, ...]
+    op: ClassVar[str] = "transpose"
+
+    def __post_init__(self) -> None:
+        if sorted(self.perm) != list(range(len(self.shape))):
+            raise ValueError(f"{self.op}: perm {self.perm} is not a permutation of {len(self.shape)} axes")
+
+    def tensors(self) -> dict[str, Tensor]:
+        a = placeholder(self.shape, "float32", "a")
+        out_shape = tuple(self.shape[p] for p in self.perm)
+
+        def value(*i: E.Expr) -> E.Expr:
+            index: list[E.Expr] = [E.const(0)] * len(self.shape)
+            for k, p in enumerate(self.perm):
+                index[p] = i[k]
+            return a[tuple(index)]
+
+        return {"a": a, "out": compute(out_shape, value, "out")}
+
+    def reference(self, a: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        return np.ascontiguousarray(np.transpose(a, self.perm))
+
+    def space(self, target: GpuTarget) -> list[Knobs]:
+        return [Knobs(threads=t) for t in flat_threads(math.prod(self.shape))]
+
+    def schedule(self, ts: dict[str, Tensor], target: GpuTarget, knobs: Knobs) -> Schedule:
+        s = Schedule(ts["out"])
+        flat_launch(s, "out", knobs.threads)
         return s
