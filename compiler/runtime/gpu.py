@@ -78,6 +78,8 @@ class Executor(Protocol):
 
     def download(self, tensor: DeviceTensor) -> np.ndarray: ...
 
+    def write(self, tensor: DeviceTensor, array: np.ndarray) -> None: ...
+
     def launch(self, kernel: GpuKernel, args: list[DeviceTensor]) -> None: ...
 
     def synchronize(self) -> None: ...
@@ -97,6 +99,9 @@ class SimtExecutor:
 
     def download(self, tensor: DeviceTensor) -> np.ndarray:
         return np.asarray(tensor.handle).reshape(tensor.shape).copy()
+
+    def write(self, tensor: DeviceTensor, array: np.ndarray) -> None:
+        np.asarray(tensor.handle).reshape(-1)[:] = np.asarray(array, np.float32).reshape(-1)
 
     def launch(self, kernel: GpuKernel, args: list[DeviceTensor]) -> None:
         func = kernel.ir.func
@@ -133,10 +138,14 @@ class CudaExecutor:
         return DeviceTensor(tuple(shape), ptr, nbytes)
 
     def upload(self, array: np.ndarray) -> DeviceTensor:
-        data = np.ascontiguousarray(array, dtype=np.float32)
-        tensor = self.empty(data.shape)
-        self.drv.check(self.drv.cuMemcpyHtoD(tensor.handle, data.ctypes.data, data.nbytes), "cuMemcpyHtoD")
+        tensor = self.empty(tuple(np.shape(array)))
+        self.write(tensor, array)
         return tensor
+
+    def write(self, tensor: DeviceTensor, array: np.ndarray) -> None:
+        data = np.ascontiguousarray(array, dtype=np.float32)
+        assert data.size == math.prod(tensor.shape), (data.shape, tensor.shape)
+        self.drv.check(self.drv.cuMemcpyHtoD(tensor.handle, data.ctypes.data, data.nbytes), "cuMemcpyHtoD")
 
     def download(self, tensor: DeviceTensor) -> np.ndarray:
         out = np.empty(tensor.shape, np.float32)
@@ -147,8 +156,9 @@ class CudaExecutor:
     def function(self, kernel: GpuKernel) -> Any:
         fn = self._modules.get(kernel.ptx)
         if fn is None:
-            data = kernel.ptx.encode() + b"\0"
-            module = self.drv.check(self.drv.cuModuleLoadData(data), f"cuModuleLoadData({kernel.name})")
+            image = np.frombuffer(kernel.ptx.encode() + b"\0", dtype=np.uint8)
+            module = self.drv.check(self.drv.cuModuleLoadData(image.ctypes.data),
+                                    f"cuModuleLoadData({kernel.name})")
             fn = self.drv.check(self.drv.cuModuleGetFunction(module, kernel.name.encode()),
                                 f"cuModuleGetFunction({kernel.name})")
             self._modules[kernel.ptx] = fn

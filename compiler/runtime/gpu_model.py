@@ -136,6 +136,7 @@ class GpuModel:
             if v.data is not None and v.dtype == "float32":
                 self.constants[name] = executor.upload(v.data)
         self.extras = [[executor.upload(x) for x in s.extra] for s in steps]
+        self.buffers: dict[str, DeviceTensor] = {}  # every float value's memory, kept between runs
 
     @classmethod
     def compile(cls, graph: Graph, executor: Executor, target: GpuTarget) -> GpuModel:
@@ -150,8 +151,7 @@ class GpuModel:
     def run(self, inputs: Mapping[str, np.ndarray]) -> ModelResult:
         env: dict[str, Value] = {}
         for name in self.graph.inputs:
-            array = np.asarray(inputs[name])
-            env[name] = self.executor.upload(array) if array.dtype == np.float32 else array
+            env[name] = self._place(name, np.asarray(inputs[name]))
         records = []
         for step, extra in zip(self.steps, self.extras, strict=True):
             start = time.perf_counter()
@@ -171,14 +171,29 @@ class GpuModel:
         elif step.where == "gpu":
             assert step.kernel is not None
             args = [self._device(env, a) for a in step.args] + extra
-            out = self.executor.empty(shape)
+            out = self._buffer(out_name, shape)
             self.executor.launch(step.kernel, args + [out])
             env[out_name] = out
         else:
             node = step.nodes[0]
             results = evaluate_node(self.graph, node, [self._host(env, a) for a in node.inputs])
             for name, array in zip(node.outputs, results, strict=True):
-                env[name] = self.executor.upload(array) if array.dtype == np.float32 else array
+                env[name] = self._place(name, array)
+
+    def _buffer(self, name: str, shape: tuple[int, ...]) -> DeviceTensor:
+        """The device memory of value `name`, allocated on first use and kept."""
+        if name not in self.buffers:
+            self.buffers[name] = self.executor.empty(shape)
+        return self.buffers[name]
+
+    def _place(self, name: str, array: np.ndarray) -> Value:
+        """A host result as the value `name`: float32 copied into its device buffer, any other
+        dtype (token ids, a mask) kept on the host for the nodes that run there."""
+        if array.dtype != np.float32:
+            return array
+        tensor = self._buffer(name, array.shape)
+        self.executor.write(tensor, array)
+        return tensor
 
     def _get(self, env: dict[str, Value], name: str) -> Value:
         if name in env:
