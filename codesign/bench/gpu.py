@@ -60,11 +60,12 @@ def _save(name: str, folder: Path) -> Path:
 def _offline(path: Path, arch: str) -> dict[str, Any]:
     from compiler.codegen.gpu import assemble
     from compiler.frontend import import_onnx
+    from compiler.graph.passes import simplify
     from compiler.runtime.gpu_model import plan_gpu_steps
     from compiler.target.gpu import gpu_preset
 
     start = time.perf_counter()
-    steps = plan_gpu_steps(import_onnx(str(path)), gpu_preset(arch))
+    steps = plan_gpu_steps(simplify(import_onnx(str(path))), gpu_preset(arch))
     compile_s = time.perf_counter() - start
     kernels = {s.kernel.ptx: s.kernel for s in steps if s.kernel is not None}
     infos = [assemble(k.ptx, arch)[1][0] for k in kernels.values()]
@@ -117,11 +118,12 @@ def _median_ms(run: Any, repeat: int, warmup: int) -> float:
 def _largest_conv(path: Path, target: Any, tune_points: int, repeat: int) -> dict[str, Any]:
     from compiler.errors import ScheduleError
     from compiler.frontend import import_onnx
+    from compiler.graph.passes import simplify
     from compiler.ops.gpu import Conv2d
     from compiler.runtime.gpu import CudaExecutor, compile_kernel
     from compiler.runtime.gpu_model import gpu_op_for
 
-    graph = import_onnx(str(path))
+    graph = simplify(import_onnx(str(path)))
     convs = [found[0] for node in graph.nodes if node.op == "Conv"
              if (found := gpu_op_for(graph, node, set())) is not None]
     op = max((c for c in convs if isinstance(c, Conv2d)), key=lambda c: c.flops())

@@ -9,8 +9,10 @@ and downloads the outputs.  A node no GPU kernel covers (or whose schedule space
 on the target) runs in numpy on the host, its operands copied across, and is reported as
 `host-numpy` (`fallbacks()`), so a report never hides where an op ran.
 
-The executor is a real GPU (`CudaExecutor`) or, for tests without one, `SimtExecutor`, which
-runs the same kernels' loop IR with numpy (compiler.runtime.gpu_simt).
+The graph is simplified first, as the CPU target's fp32 graph is (compiler.graph.passes.simplify:
+batch norms folded into convolutions).  The executor is a real GPU (`CudaExecutor`) or, for
+tests without one, `SimtExecutor`, which runs the same kernels' loop IR with numpy
+(compiler.runtime.gpu_simt).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 from compiler.errors import ScheduleError
 from compiler.graph.interp import evaluate_node
 from compiler.graph.ir import Graph, Node
+from compiler.graph.passes import simplify
 from compiler.ops.gpu import (
     Conv2d,
     Eltwise,
@@ -140,7 +143,10 @@ class GpuModel:
 
     @classmethod
     def compile(cls, graph: Graph, executor: Executor, target: GpuTarget) -> GpuModel:
-        return cls(graph, plan_gpu_steps(graph, target), executor, target)
+        """`graph` simplified as the CPU target's fp32 graph is (batch norms folded into the
+        convolutions, constants folded), then every step compiled."""
+        simple = simplify(graph)
+        return cls(simple, plan_gpu_steps(simple, target), executor, target)
 
     def fallbacks(self) -> list[str]:
         return sorted({s.op for s in self.steps if s.where == "host-numpy"})
