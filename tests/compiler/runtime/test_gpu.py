@@ -72,7 +72,7 @@ class FakeCuda:
         func = kernel.ir.func
         n = len(func.inputs) + len(func.outputs)
         slots = (ctypes.c_void_p * n).from_address(params)
-        pointers = [ctypes.c_void_p.from_address(slots[i]).value for i in range(n)]
+        pointers = [ctypes.c_void_p.from_address(slots[i] or 0).value for i in range(n)]
         arrays = [self.memory[p] for p in pointers]  # type: ignore[index]
         ins = [a[: int(np.prod(t.shape))].reshape(t.shape) for a, t in zip(arrays, func.inputs, strict=False)]
         outs = simulate(kernel.ir, ins)
