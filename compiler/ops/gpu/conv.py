@@ -132,7 +132,16 @@ class Conv2d(GpuOp):
                             points.append(Knobs(tile_y=tile_k, thread_y=thread_y, rows=rows,
                                                 thread_x=tx, tile_k=step))
         points += [Knobs(threads=t, shared=False) for t in (256, 128, 64)]
-        return points
+        # enough blocks to occupy every SM first (at batch 1 a large tile leaves most SMs idle)
+        return sorted(points, key=lambda p: self.blocks(p) < target.sm_count)
+
+    def blocks(self, knobs: Knobs) -> int:
+        """Thread blocks of the launch at `knobs`."""
+        _, k, oh, ow = self.out_shape
+        if knobs.shared:
+            return (k // knobs.tile_y) * (oh // knobs.rows) * (ow // knobs.thread_x)
+        tx = largest_divisor(ow, min(32, knobs.threads))
+        return (k // largest_divisor(k, max(1, knobs.threads // tx))) * oh * (ow // tx)
 
     def schedule(self, ts: dict[str, Tensor], target: GpuTarget, knobs: Knobs) -> Schedule:
         s = Schedule(ts["out"])

@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 
 from compiler.ops.cpu.norm import gelu_expr
-from compiler.ops.gpu.base import GpuOp, Knobs, cooperative_fetch, flat_threads, grid_launch
+from compiler.ops.gpu.base import GpuOp, Knobs, cooperative_fetch, flat_threads, grid_launch, largest_divisor
 from compiler.schedule.schedule import Schedule
 from compiler.target.gpu import GpuTarget
 from compiler.te import expr as E
@@ -114,7 +114,14 @@ class MatMul(GpuOp):
                         points.append(Knobs(tile_y=ty, tile_x=tx, thread_y=thy, thread_x=thx,
                                             tile_k=tk, vector=vec))
         points += [Knobs(threads=t, shared=False) for t in flat_threads(self.n)]
-        return points
+        # enough blocks to occupy every SM first (at batch 1 a large tile leaves most SMs idle)
+        return sorted(points, key=lambda p: self.blocks(p) < target.sm_count)
+
+    def blocks(self, knobs: Knobs) -> int:
+        """Thread blocks of the launch at `knobs`."""
+        if knobs.shared:
+            return self.batch * (self.m // knobs.tile_y) * (self.n // knobs.tile_x)
+        return self.batch * self.m * (self.n // largest_divisor(self.n, knobs.threads))
 
     def schedule(self, ts: dict[str, Tensor], target: GpuTarget, knobs: Knobs) -> Schedule:
         s = Schedule(ts["out"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from compiler.codegen.gpu import emit_kernel
 from compiler.lower.gpu import lower_gpu
-from compiler.ops.gpu import Eltwise, MatMul
+from compiler.ops.gpu import Eltwise, Knobs, MatMul
 from compiler.schedule.schedule import Schedule
 from compiler.target.gpu import gpu_preset
 from compiler.te.tensor import compute, placeholder
@@ -15,7 +15,8 @@ SM80 = gpu_preset("sm_80")
 
 def test_a_tiled_matmul_is_a_ptx_kernel_with_shared_tiles_and_barriers() -> None:
     op = MatMul(1, 128, 128, 32)
-    text = str(emit_kernel(op.lower(SM80)))
+    knobs = Knobs(tile_y=64, tile_x=64, thread_y=8, thread_x=16, tile_k=16, vector=4)
+    text = str(emit_kernel(op.lower(SM80, knobs)))
     assert 'target triple = "nvptx64-nvidia-cuda"' in text
     assert "define ptx_kernel void @\"matmul\"(ptr addrspace(1) noalias align 16" in text
     assert '@"a.shared" = internal addrspace(3) global [1024 x float] undef, align 16' in text

@@ -65,10 +65,19 @@ def test_every_space_point_lowers_or_says_why(op: GpuOp) -> None:
     assert lowered >= 1
 
 
-def test_matmul_default_is_the_shared_tile_and_flops_count_fmas() -> None:
+def test_defaults_occupy_every_sm_where_the_shape_allows() -> None:
+    """The default is the first legal point with at least one block per SM: a 128x128 product
+    in 64x64 tiles would be 4 blocks on 108 SMs."""
     op = MatMul(1, 128, 128, 128)
     knobs = op.default_knobs(SM80)
-    assert knobs.shared and (knobs.tile_y, knobs.tile_x) == (64, 64) and knobs.vector == 4
+    assert knobs.shared and (knobs.tile_y, knobs.tile_x) == (8, 16)
+    grid = op.lower(SM80, knobs).grid
+    assert op.blocks(knobs) == grid[0] * grid[1] * grid[2] == 128 >= SM80.sm_count
+    big = MatMul(1, 1024, 1024, 64)
+    assert (big.default_knobs(SM80).tile_y, big.default_knobs(SM80).tile_x) == (64, 64)  # 256 blocks
+    conv = Conv2d((1, 64, 56, 56), (64, 64, 3, 3), pad=(1, 1, 1, 1))
+    kernel = conv.lower(SM80)
+    assert kernel.grid[0] * kernel.grid[1] * kernel.grid[2] == conv.blocks(conv.default_knobs(SM80)) >= 108
     assert op.flops() == 2 * 128 ** 3
     conv = Conv2d((1, 64, 56, 56), (64, 64, 3, 3), pad=(1, 1, 1, 1))
     assert conv.flops() == 2 * 64 * 56 * 56 * 64 * 9
