@@ -116,12 +116,12 @@ def _median_ms(run: Any, repeat: int, warmup: int) -> float:
 
 
 def _largest_conv(path: Path, target: Any, tune_points: int, repeat: int) -> dict[str, Any]:
-    from compiler.errors import ScheduleError
     from compiler.frontend import import_onnx
     from compiler.graph.passes import simplify
     from compiler.ops.gpu import Conv2d
     from compiler.runtime.gpu import CudaExecutor, compile_kernel
     from compiler.runtime.gpu_model import gpu_op_for
+    from compiler.tune.gpu import tune_op
 
     graph = simplify(import_onnx(str(path)))
     convs = [found[0] for node in graph.nodes if node.op == "Conv"
@@ -134,17 +134,10 @@ def _largest_conv(path: Path, target: Any, tune_points: int, repeat: int) -> dic
     def measure(knobs: Any) -> float:
         return executor.time_kernel(compile_kernel(op, target, knobs), args, repeat)
 
-    default = op.default_knobs(target)
-    default_s = measure(default)
-    best, best_s = default, default_s
-    for knobs in op.space(target)[:tune_points]:
-        try:
-            seconds = measure(knobs)
-        except ScheduleError:
-            continue
-        if seconds < best_s:
-            best, best_s = knobs, seconds
+    tuned = tune_op(op, target, measure, tune_points)
+    default, default_s, best, best_s = tuned.default, tuned.default_s, tuned.best, tuned.best_s
     gflop = op.flops() / 1e9
+
     def point(knobs: Any, seconds: float) -> dict[str, Any]:
         return {"knobs": knobs.to_json(), "ms": round(seconds * 1e3, 4), "gflops": round(gflop / seconds, 1),
                 "peak_fraction": round(gflop * 1e9 / seconds / peak, 4)}
@@ -152,7 +145,9 @@ def _largest_conv(path: Path, target: Any, tune_points: int, repeat: int) -> dic
     return {"shape": list(op.shape), "weight_shape": list(op.weight_shape), "stride": list(op.stride),
             "gflop": round(gflop, 4), "peak_gflops": round(peak / 1e9, 1),
             "default": point(default, default_s),
-            "best": {**point(best, best_s), "points_tried": tune_points}, "cudnn": _torch_conv(op, repeat)}
+            "best": {**point(best, best_s), "points_measured": tuned.measured,
+                     "points_skipped": tuned.skipped},
+            "cudnn": _torch_conv(op, repeat)}
 
 
 def _torch_module(name: str, path: Path) -> tuple[Any, str] | None:
