@@ -40,3 +40,30 @@ def test_check_returns_values_and_names_a_failing_call() -> None:
     assert drv.check((0,), "cuInit") is None
     with pytest.raises(GpuUnavailableError, match=r"CUDA driver: cuDeviceGet failed: invalid device ordinal"):
         drv.check((101, None), "cuDeviceGet")
+
+
+def test_missing_bindings_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from compiler.runtime import gpu_driver
+
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)  # import fails as if not installed
+    with pytest.raises(GpuUnavailableError, match=r"no GPU runtime: cuda-bindings is not installed "
+                                                  r"\(pip install 'cuda-bindings<13' for CUDA 12 drivers\)"):
+        gpu_driver.driver_api.__wrapped__()
+
+
+def test_a_driver_without_devices_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from compiler.runtime import gpu_driver
+
+    fake = types.SimpleNamespace(cuInit=lambda flags: (0,), cuDeviceGetCount=lambda: (0, 0),
+                                 cuGetErrorString=lambda err: (0, b""))
+    package = types.ModuleType("cuda.bindings")
+    package.driver = fake  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cuda.bindings", package)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake)  # type: ignore[arg-type]
+    with pytest.raises(GpuUnavailableError, match=r"no GPU: the NVIDIA driver reports no devices"):
+        gpu_driver.driver_api.__wrapped__()

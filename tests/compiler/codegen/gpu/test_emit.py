@@ -46,3 +46,18 @@ def test_vector_lanes_are_unrolled_with_constant_offsets() -> None:
     text = str(emit_kernel(op.lower(SM80, knobs)))
     assert "br label" not in text.split("entry:")[1].split("ret void")[0] or "loop" not in text
     assert text.count("store float") == 4
+
+
+def test_bool_tensors_are_refused() -> None:
+    import pytest
+
+    from compiler.errors import TensorExprError
+    from compiler.te import expr as E
+
+    flag = placeholder((8,), "bool", "flag")
+    s = Schedule(compute((8,), lambda i: E.if_then_else(flag[i], 1.0, 0.0), "out"))
+    s.bind("out", "i", "threadIdx.x")
+    with pytest.raises(TensorExprError, match=r"kernel k: tensor flag is bool; GPU kernels take "
+                                              r"numeric tensors "
+                                              r"only"):
+        emit_kernel(lower_gpu(s, SM80, "k"))

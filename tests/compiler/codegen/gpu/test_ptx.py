@@ -67,3 +67,13 @@ def _check(op: GpuOp, arch: str) -> None:
 @pytest.mark.parametrize("op", SAMPLE, ids=[f"{op.op}{i}" for i, op in enumerate(SAMPLE)])
 def test_every_sample_operator_assembles_within_bounds(op: GpuOp, arch: str) -> None:
     _check(op, arch)
+
+
+def test_a_missing_ptxas_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler.codegen.gpu import ptx
+
+    monkeypatch.setattr(ptx, "find_ptxas", lambda: None)
+    with pytest.raises(ToolchainError, match=r"ptxas not found: install the gpu extra "
+                                             r"\(nvidia-cuda-nvcc-cu12\) "
+                                             r"or put CUDA's bin on PATH"):
+        ptx.assemble(".version 8.0\n", "sm_80")
