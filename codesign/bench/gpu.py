@@ -45,10 +45,23 @@ def gpu_check(models: tuple[str, ...] = MODELS, repeat: int = 20, warmup: int = 
         target = device_target()
         report: dict[str, Any] = {"mode": "device", "device": target.to_json(), "models": {}}
         for name, path in paths.items():
-            report["models"][name] = _model(name, path, repeat, warmup)
+            report["models"][name] = _guarded(_model, name, path, repeat, warmup)
         if "resnet18" in paths:
-            report["largest_resnet18_conv"] = _largest_conv(paths["resnet18"], target, tune_points, repeat)
+            report["largest_resnet18_conv"] = _guarded(_largest_conv, paths["resnet18"], target, tune_points,
+                                                       repeat)
         return report
+
+
+def _guarded(part: Any, *args: Any) -> dict[str, Any]:
+    """One part of the report; an exception is recorded in it (the rest still runs: a device
+    session may have one try)."""
+    import traceback
+
+    try:
+        return part(*args)  # type: ignore[no-any-return]
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:500],
+                "traceback": traceback.format_exc().splitlines()[-6:]}
 
 
 def _save(name: str, folder: Path) -> Path:
@@ -89,9 +102,21 @@ def _model(name: str, path: Path, repeat: int, warmup: int) -> dict[str, Any]:
     out: dict[str, Any] = {"compile_s": round(compile_s, 2), "fallbacks": model.fallbacks(),
                            "kernels": len(model.kernels()), **_agreement(want, got)}
     out["gpu_ms"] = _median_ms(lambda: device.infer(feeds), repeat, warmup)
+    out["kernels_ms"] = _guarded(_kernel_times, model, repeat)
     out["onnxruntime_cpu_ms"] = _median_ms(lambda: reference.infer(feeds), repeat, warmup)
     out["pytorch"] = _torch_latency(name, path, feeds, repeat, warmup)
     return out
+
+
+def _kernel_times(model: Any, repeat: int) -> dict[str, Any]:
+    """Each kernel timed alone with CUDA events on the last run's tensors: their sum (the model's
+    time without copies, host steps and launch gaps) and the five slowest."""
+    executor = model.executor
+    times = [(step.name, step.op, executor.time_kernel(step.kernel, args, repeat))
+             for step, args in model.kernel_args()]
+    slowest = sorted(times, key=lambda t: -t[2])[:5]
+    return {"sum": round(sum(t[2] for t in times) * 1e3, 4),
+            "slowest": [{"step": n, "op": op, "ms": round(sec * 1e3, 4)} for n, op, sec in slowest]}
 
 
 def _agreement(want: np.ndarray, got: np.ndarray) -> dict[str, Any]:

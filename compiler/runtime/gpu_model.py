@@ -166,7 +166,21 @@ class GpuModel:
                                       host_s=time.perf_counter() - start))
         self.executor.synchronize()
         outputs = {name: self._host(env, name) for name in self.graph.outputs}
+        self.last_env = env
         return ModelResult(outputs, records)
+
+    def kernel_args(self) -> list[tuple[GpuStep, list[DeviceTensor]]]:
+        """Each GPU step with the device tensors its kernel ran on in the last run (inputs, then
+        the output), for timing kernels one by one (CudaExecutor.time_kernel)."""
+        env = getattr(self, "last_env", None)
+        if env is None:
+            raise RuntimeError("kernel_args needs a run first")
+        out = []
+        for step, extra in zip(self.steps, self.extras, strict=True):
+            if step.where == "gpu":
+                args = [self._device(env, a) for a in step.args] + extra
+                out.append((step, [*args, self.buffers[step.outputs[0]]]))
+        return out
 
     def _execute(self, step: GpuStep, env: dict[str, Value], extra: list[DeviceTensor]) -> None:
         out_name = step.outputs[0]

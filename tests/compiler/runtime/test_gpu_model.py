@@ -41,6 +41,17 @@ def test_digits_runs_every_node_on_the_gpu_target(tmp_path) -> None:  # type: ig
 def test_mlp_products_and_activations(tmp_path) -> None:  # type: ignore[no-untyped-def]
     model = _check("mlp", tmp_path, SimtExecutor())
     assert model.fallbacks() == [] and len(model.kernels()) == 5
+    launches = model.kernel_args()  # the last run's tensors, for timing kernels one by one
+    assert [step.op for step, _ in launches] == ["Gemm", "Relu", "Gemm", "Relu", "Gemm"]  # MatMul+Add: Gemm
+    for step, args in launches:
+        assert step.kernel is not None
+        func = step.kernel.ir.func
+        assert len(args) == len(func.inputs) + len(func.outputs)
+        sizes = [int(np.prod(t.shape)) for t in func.inputs + func.outputs]
+        assert [int(np.prod(a.shape)) for a in args] == sizes
+    fresh = GpuModel(model.graph, model.steps, SimtExecutor(), model.target)
+    with pytest.raises(RuntimeError, match=r"kernel_args needs a run first"):
+        fresh.kernel_args()
 
 
 @pytest.mark.slow
