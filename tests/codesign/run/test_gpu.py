@@ -64,3 +64,44 @@ def test_gpu_peak_states_its_model() -> None:
     peak = gpu_peak(gpu_preset("sm_80"))
     assert peak.gops == pytest.approx(19491.8, rel=1e-4)
     assert peak.source == "modeled: 108 SMs x 64 FP32 lanes x 2 x 1.41 GHz"
+
+
+def _simt_loader(path: str, input_shapes=None):  # type: ignore[no-untyped-def]
+    """load_gpu as a GPU machine runs it, with the kernels run by the SIMT executor."""
+    graph = import_onnx(path, input_shapes)
+    model = GpuModel.compile(graph, SimtExecutor(), gpu_preset("sm_90"))
+    return model, graph, Path(path).read_bytes(), 0.5
+
+
+@pytest.fixture
+def simt_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand in for a GPU: the availability check passes, models compile for the SIMT executor."""
+    from codesign.run import gpu as run_gpu
+
+    monkeypatch.setattr(run_gpu, "require_gpu", lambda what: None)
+    monkeypatch.setattr(run_gpu, "load_gpu", _simt_loader)
+
+
+def test_compare_puts_the_gpu_beside_onnxruntime(mlp: Path, simt_gpu: None) -> None:
+    from codesign.compare import CompareRequest, compare
+
+    report = compare(CompareRequest(str(mlp), backends=("gpu", "onnxruntime"), precisions=("fp32",),
+                                    repeat=2, warmup=0))
+    gpu, ort = report.results
+    assert (gpu.backend, gpu.precision, gpu.timing, gpu.device) == ("gpu:fp32", "fp32", "measured",
+                                                                    "gpu preset (sm_90)")
+    assert gpu.cosine == pytest.approx(1.0, abs=1e-6) and gpu.top1_agreement == 1.0
+    assert gpu.peak_source.startswith("modeled: 132 SMs x 128 FP32 lanes") and gpu.fallbacks == ()
+    assert ort.backend == "onnxruntime:fp32"
+
+
+def test_run_reports_the_gpu_like_a_host_backend(mlp: Path, simt_gpu: None) -> None:
+    from codesign.run.host import run_host
+    from hw.config import resolve
+
+    feeds = zoo.sample_inputs("mlp", 2, seed=1)
+    report = run_host(str(mlp), "gpu", "fp32", 1, feeds, resolve("vta"))
+    data = report.to_json()
+    assert data["backend"] == "gpu" and data["inputs"] == 2 and data["fallbacks"] == []
+    assert data["cosine"] == pytest.approx(1.0, abs=1e-6) and data["top1_agreement"] == 1.0
+    assert [row["where"] for row in data["operators"]] == ["gpu"] * 5
