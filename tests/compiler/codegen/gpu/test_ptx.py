@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.codegen.gpu import assemble, emit_kernel, find_ptxas, parse_ptxas, to_ptx
-from compiler.ops.gpu import SAMPLE, Eltwise, GpuOp
+from compiler.ops.gpu import SAMPLE, Conv2d, Eltwise, GpuOp, Knobs, MatMul
 from compiler.target.gpu import gpu_preset
 from hw.verilog import ToolchainError
 
@@ -49,9 +49,9 @@ def test_ptxas_rejects_bad_ptx_with_its_message() -> None:
         assemble(".version 8.0\n.target sm_80\n.address_size 64\nthis is not ptx\n", "sm_80")
 
 
-def _check(op: GpuOp, arch: str) -> None:
+def _check(op: GpuOp, arch: str, knobs: Knobs | None = None) -> None:
     target = gpu_preset(arch)
-    kernel = op.lower(target)
+    kernel = op.lower(target, knobs)
     cubin, infos = assemble(to_ptx(emit_kernel(kernel), target), arch)
     assert cubin and len(infos) == 1
     info = infos[0]
@@ -60,6 +60,22 @@ def _check(op: GpuOp, arch: str) -> None:
     assert 8 <= info.registers <= target.registers_per_thread, info
     assert info.registers * kernel.threads <= target.registers_per_block, (info, kernel.block)
     assert info.shared_bytes == kernel.shared_bytes <= target.shared_bytes_per_block
+
+
+OTHER_KINDS = [  # the schedule kind the sample's defaults do not take, with a vectorised variant
+    (Conv2d((1, 64, 56, 56), (64, 64, 3, 3), pad=(1, 1, 1, 1), bias=True), Knobs(threads=256, shared=False)),
+    (MatMul(1, 128, 128, 128), Knobs(threads=128, shared=False)),
+    (MatMul(1, 256, 256, 64), Knobs(tile_y=64, tile_x=64, thread_y=8, thread_x=16, tile_k=16, vector=4)),
+    (Eltwise("add", (1, 64, 56, 56), (1, 64, 56, 56)), Knobs(threads=256, vector=4)),
+]
+
+
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("op, knobs", OTHER_KINDS, ids=["conv2d-direct", "matmul-plain", "matmul-64x64",
+                                                         "eltwise-vector4"])
+def test_other_schedule_kinds_assemble_within_bounds(op: GpuOp, knobs: Knobs, arch: str) -> None:
+    _check(op, arch, knobs)
 
 
 @needs_ptxas
