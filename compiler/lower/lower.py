@@ -306,7 +306,8 @@ def _check_accelerator(sched: Schedule) -> None:
             raise ScheduleError(f"stage {st.name}: the accelerator computes on integers, not "
                                 f"{st.tensor.dtype}")
         for axis, kind in st.loop_kinds.items():
-            raise ScheduleError(f"{kind}({st.name}, {axis}) is a host record; the accelerator "
+            what = "a host" if kind == "vectorize" else "a GPU"
+            raise ScheduleError(f"{kind}({st.name}, {axis}) is {what} record; the accelerator "
                                 "lowering does not take it")
 
 

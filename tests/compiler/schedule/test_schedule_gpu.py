@@ -15,8 +15,8 @@ from compiler.te.tensor import compute, placeholder, reduce_axis, sum
 from hw.config import PRESETS
 
 
-def _matmul() -> Schedule:
-    a, b = placeholder((8, 4), "float32", "a"), placeholder((4, 8), "float32", "b")
+def _matmul(dtype: str = "float32") -> Schedule:
+    a, b = placeholder((8, 4), dtype, "a"), placeholder((4, 8), dtype, "b")
     k = reduce_axis(4, "k")
     return Schedule(compute((8, 8), lambda i, j: sum(a[i, k] * b[k, j], k), "out"))
 
@@ -79,7 +79,8 @@ def test_the_host_lowering_refuses_gpu_records() -> None:
 
 
 def test_the_accelerator_lowering_refuses_gpu_records() -> None:
-    s = _matmul()
-    s.unroll("out", "i")
-    with pytest.raises(ScheduleError, match=r"accelerator computes on integers|unroll\(out, i\) is a host"):
+    s = _matmul("int8")
+    s.bind("out", "i", "blockIdx.x")
+    with pytest.raises(ScheduleError, match=r"blockIdx.x\(out, i\) is a GPU record; the accelerator lowering "
+                                            r"does not take it"):
         lower(s, AcceleratorTarget(PRESETS["vta"]))
