@@ -305,6 +305,9 @@ def _check_accelerator(sched: Schedule) -> None:
         if E.is_float(st.tensor.dtype):
             raise ScheduleError(f"stage {st.name}: the accelerator computes on integers, not "
                                 f"{st.tensor.dtype}")
+        if st.scope in ("shared", "local"):
+            raise ScheduleError(f"stage {st.name} is in scope {st.scope}, a GPU scope; the accelerator's "
+                                "scopes are inp, wgt and acc")
         for axis, kind in st.loop_kinds.items():
             what = "a host" if kind == "vectorize" else "a GPU"
             raise ScheduleError(f"{kind}({st.name}, {axis}) is {what} record; the accelerator "

@@ -84,3 +84,11 @@ def test_the_accelerator_lowering_refuses_gpu_records() -> None:
     with pytest.raises(ScheduleError, match=r"blockIdx.x\(out, i\) is a GPU record; the accelerator lowering "
                                             r"does not take it"):
         lower(s, AcceleratorTarget(PRESETS["vta"]))
+
+
+def test_the_accelerator_lowering_refuses_gpu_scopes() -> None:
+    s = _matmul("int8")
+    s.cache_read("a", "shared", ["out"])
+    with pytest.raises(ScheduleError, match=r"stage a.shared is in scope shared, a GPU scope; the accelerator's "
+                                            r"scopes are inp, wgt and acc"):
+        lower(s, AcceleratorTarget(PRESETS["vta"]))
