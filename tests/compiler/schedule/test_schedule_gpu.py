@@ -89,6 +89,7 @@ def test_the_accelerator_lowering_refuses_gpu_records() -> None:
 def test_the_accelerator_lowering_refuses_gpu_scopes() -> None:
     s = _matmul("int8")
     s.cache_read("a", "shared", ["out"])
-    with pytest.raises(ScheduleError, match=r"stage a.shared is in scope shared, a GPU scope; the accelerator's "
+    with pytest.raises(ScheduleError, match=r"stage a.shared is in scope shared, a GPU scope; the "
+                                            r"accelerator's "
                                             r"scopes are inp, wgt and acc"):
         lower(s, AcceleratorTarget(PRESETS["vta"]))
