@@ -36,3 +36,9 @@ class IRError(RuntimeError):
     compiler bug, not bad input: it is not a ScheduleError, so schedule search does not take it
     for an infeasible point and the command line shows its traceback.
     """
+
+
+class GpuUnavailableError(WorkbenchError):
+    """A GPU is needed and none can be used: cuda-bindings is not installed, no driver loads, or
+    the device does not exist.  The message says which, so a command fails in one line and a
+    test skips with the reason."""

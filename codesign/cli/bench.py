@@ -1,4 +1,4 @@
-"""`codesign bench fsim|cosim|timing|fidelity|...|sweep-search [--json]`: benchmarks that print JSON."""
+"""`codesign bench fsim|cosim|timing|fidelity|...|sweep-search|gpu [--json]`: benchmarks that print JSON."""
 
 from __future__ import annotations
 
@@ -16,6 +16,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     group = sub.add_parser("bench", help="benchmarks").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
+    gpu = group.add_parser("gpu", help="the GPU target on a real GPU: models vs onnxruntime and PyTorch, "
+                           "the largest ResNet-18 convolution vs peak (--offline: PTX + ptxas only)")
+    gpu.add_argument("--models", default="resnet18,mobilenetv2,bert-tiny", metavar="M[,M...]")
+    gpu.add_argument("--repeat", type=int, default=20)
+    gpu.add_argument("--warmup", type=int, default=3)
+    gpu.add_argument("--tune-points", type=int, default=24, metavar="N",
+                     help="schedule points of the largest convolution timed on the device (default 24)")
+    gpu.add_argument("--offline", action="store_true", help="no GPU: compile and assemble every kernel")
+    gpu.add_argument("--arch", default="sm_80", help="the preset --offline compiles for (default sm_80)")
+    gpu.add_argument("--json", action="store_true", help="(the output is always JSON)")
+    gpu.set_defaults(run=_gpu)
     fsim = group.add_parser("fsim", help="functional simulator speed on a large blocked GEMM")
     add_config_args(fsim)
     fsim.add_argument("--repeats", type=int, default=3)
@@ -91,6 +102,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     area = group.add_parser("area-model", help="area model vs Yosys on held-out configs (logic GE)")
     area.add_argument("--json", action="store_true")
     area.set_defaults(run=_area_model)
+
+
+def _gpu(args: argparse.Namespace) -> int:
+    from codesign.bench import gpu
+
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+    if not models:
+        raise InputError(f"--models {args.models!r} names nothing")
+    report = gpu.gpu_check(models, args.repeat, args.warmup, args.tune_points, args.offline, args.arch)
+    print(json.dumps(report, indent=1))
+    return 0
 
 
 def _fsim(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", action="append", default=[], metavar="PRESET|FILE",
                    help="an accelerator design (repeatable: side by side; default vta)")
     p.add_argument("--backends", default="accel,cpu,onnxruntime", metavar="B[,B...]",
-                   help="accel, cpu, onnxruntime (default all three)")
+                   help="accel, cpu, onnxruntime, gpu (an NVIDIA GPU, fp32) (default the first three)")
     p.add_argument("--precision", default=None, metavar="P[,P...]",
                    help="fp32 and/or int8 for the cpu and onnxruntime backends (default both; the "
                         "accelerator runs int8)")

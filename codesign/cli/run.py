@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_args(run)
     run.add_argument("--backend", choices=(*NAMES, *HOST_BACKENDS), default="fsim",
                      help="a simulator of the accelerator, or a host backend: cpu (our own compiler's CPU "
-                          "target) or onnxruntime")
+                          "target), onnxruntime, or gpu (our own compiler's GPU target; needs an NVIDIA GPU)")
     _host_args(run)
     group = run.add_mutually_exclusive_group()
     group.add_argument("--inputs", type=int, default=1, metavar="N", help="N seeded inputs (default 1)")
@@ -151,6 +151,11 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"--inputs must be at least 1, not {args.inputs}")
     host = args.backend in HOST_BACKENDS
     precision, threads = _host_options(args, host, "--backend cpu or onnxruntime")
+    if args.backend == "gpu":  # refused before the model is read, where no GPU runs
+        from codesign.run.gpu import check_precision, require_gpu
+
+        check_precision(precision)
+        require_gpu("--backend gpu")
     if host:
         return _run_host(args, precision, threads)
     cfg, loaded = _load(args)

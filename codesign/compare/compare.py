@@ -32,7 +32,8 @@ from compiler.quant.accuracy import agreement
 from hw.config import AcceleratorConfig, resolve
 from hw.errors import InputError
 
-BACKENDS = ("accel", "cpu", "onnxruntime")
+BACKENDS = ("accel", "cpu", "onnxruntime")  # the default
+KNOWN_BACKENDS = (*BACKENDS, "gpu")  # gpu: fp32 on an NVIDIA GPU (codesign.run.gpu), asked for by name
 SIM_REPEAT = 3
 
 
@@ -57,10 +58,10 @@ class CompareRequest:
     def check(self) -> list[AcceleratorConfig]:
         """The resolved configs; InputError (ConfigError for a config) for anything wrong."""
         for b in self.backends:
-            if b not in BACKENDS:
-                raise InputError(f"unknown backend {b!r}; known: {', '.join(BACKENDS)}")
+            if b not in KNOWN_BACKENDS:
+                raise InputError(f"unknown backend {b!r}; known: {', '.join(KNOWN_BACKENDS)}")
         if not self.backends:
-            raise InputError(f"no backend to compare; known: {', '.join(BACKENDS)}")
+            raise InputError(f"no backend to compare; known: {', '.join(KNOWN_BACKENDS)}")
         for p in self.precisions:
             if p not in PRECISIONS:
                 raise InputError(f"unknown precision {p!r}; known: {', '.join(PRECISIONS)}")
@@ -70,6 +71,10 @@ class CompareRequest:
                 raise InputError(f"--{name} must be at least {low}, not {value}")
         if self.cpu_watts is not None and not (math.isfinite(self.cpu_watts) and self.cpu_watts > 0):
             raise InputError(f"--cpu-watts must be a positive number of watts, not {self.cpu_watts:g}")
+        if "gpu" in self.backends:  # refused before anything is compiled, where no GPU runs
+            from codesign.run.gpu import require_gpu
+
+            require_gpu("--backends gpu")
         if not Path(self.model).is_file():
             raise InputError(f"{self.model}: no such model file")
         if self.tuning_log:
@@ -140,6 +145,9 @@ def _devices(request: CompareRequest, graph: Graph, data: bytes, calibration: li
                                       accelerator_peak(cfg), time.perf_counter() - start, values=values,
                                       config=cfg))
             continue
+        if backend == "gpu":
+            entries.append(_gpu_entry(request, say))
+            continue
         assert host_peak is not None
         for precision in request.precisions:
             say(f"compiling {backend} {precision}")
@@ -158,6 +166,16 @@ def _devices(request: CompareRequest, graph: Graph, data: bytes, calibration: li
                 entries.append(_Entry(f"onnxruntime:{precision}", ort_device, precision, "measured",
                                       request.threads, host_peak, time.perf_counter() - start))
     return entries
+
+
+def _gpu_entry(request: CompareRequest, say: Callable[[str], None]) -> _Entry:
+    """Our GPU target, fp32 (the precisions asked for apply to the CPU backends)."""
+    from codesign.run.gpu import GpuDevice, gpu_peak, load_gpu
+
+    say("compiling gpu fp32")
+    model, _, _, seconds = load_gpu(request.model)
+    return _Entry("gpu:fp32", GpuDevice(model), "fp32", "measured", None, gpu_peak(model.target), seconds,
+                  tuple(model.fallbacks()))
 
 
 def _time(entries: list[_Entry], sample: dict[str, np.ndarray], request: CompareRequest) -> list[list[float]]:

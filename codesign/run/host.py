@@ -21,7 +21,7 @@ from compiler.runtime.cpu_model import CpuModel
 from compiler.target import AcceleratorTarget
 from hw.config import AcceleratorConfig
 
-HOST_BACKENDS = ("cpu", "onnxruntime")
+HOST_BACKENDS = ("cpu", "onnxruntime", "gpu")  # gpu: codesign.run.gpu (an NVIDIA GPU, fp32)
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,13 @@ def run_host(path: str, backend: str, precision: str, threads: int, inputs: list
     from codesign.run.ort_quant import ort_qdq
 
     device: Device
-    if backend == "cpu":
+    if backend == "gpu":
+        from codesign.run.gpu import GpuDevice, check_precision, load_gpu
+
+        check_precision(precision)
+        gpu, graph, data, compile_s = load_gpu(path, input_shapes)
+        device, fallbacks = GpuDevice(gpu), gpu.fallbacks()
+    elif backend == "cpu":
         model, graph, data, compile_s = load_cpu(path, precision, threads, cfg, input_shapes, quant,
                                                  tuning_log)
         device, fallbacks = CpuDevice(model), model.fallbacks()

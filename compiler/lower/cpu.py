@@ -79,6 +79,8 @@ def drop_unit_loops(node: S.Stmt, zero: dict[E.Var, E.Expr] | None = None) -> S.
         if node.extent == 1:
             return drop_unit_loops(node.body, {**zero, node.var: E.const(0)})
         return S.For(node.var, node.extent, drop_unit_loops(node.body, zero), node.kind)
+    if isinstance(node, S.Attr):  # the GPU's barrier marks
+        return S.Attr(node.key, node.value, node.stage, drop_unit_loops(node.body, zero))
     if isinstance(node, S.Store) and zero:
         indices = tuple(_simplified(E.substitute(i, zero)) for i in node.indices)
         return S.Store(node.tensor, indices, _simplified(E.substitute(node.value, zero)))
@@ -97,6 +99,8 @@ def fold_divisions(node: S.Stmt, ranges: dict[E.Var, int] | None = None) -> S.St
     if isinstance(node, S.For):
         return S.For(node.var, node.extent, fold_divisions(node.body, {**ranges, node.var: node.extent}),
                      node.kind)
+    if isinstance(node, S.Attr):  # the GPU's barrier marks
+        return S.Attr(node.key, node.value, node.stage, fold_divisions(node.body, ranges))
     if isinstance(node, S.Store):
         fold = _Folder(ranges).fold
         return S.Store(node.tensor, tuple(fold(i) for i in node.indices), fold(node.value))
@@ -160,6 +164,10 @@ def _check_host(sched: Schedule) -> None:
         if st.tensorize is not None:
             raise ScheduleError(f"tensorize({st.name}, {st.tensorize[0]}) is an accelerator "
                                 "record; the host lowering does not take it")
+        gpu = [(axis, kind) for axis, kind in st.loop_kinds.items() if kind != "vectorize"]
+        if gpu:
+            raise ScheduleError(f"{gpu[0][1]} on {st.name}.{gpu[0][0]} is a GPU record (bind or "
+                                "unroll); the host lowering does not take it")
         if st.vthreads:
             raise ScheduleError(f"virtual_thread on stage {st.name} is an accelerator record; the "
                                 "host lowering does not take it")

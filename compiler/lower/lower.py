@@ -102,7 +102,7 @@ class Lowering:
         full = [Domain(Affine({}, 0), a.extent) for a in st.axes]
         if st.attach is None:
             return full
-        symbolic = {lp.var for lp in outer}
+        symbolic = self.symbolic(st, outer)
         extents = {lp.var: lp.extent for sl in self.loops.values() for lp in sl.leaves}
         regions = []
         for reader in self.live:
@@ -121,6 +121,11 @@ class Lowering:
         for r in regions[1:]:
             out = [a.union(b, st.name) for a, b in zip(out, r, strict=True)]
         return out
+
+    def symbolic(self, st: Stage, outer: list[LoopAxis]) -> set[E.Var]:
+        """The loops around `st`'s attach point its region is computed per value of (all of them
+        here; the GPU's shared stages range over the block's threads: compiler.lower.gpu)."""
+        return {lp.var for lp in outer}
 
     def allocate(self) -> None:
         """Give the stages that are not outputs their buffers (per target)."""
@@ -300,8 +305,12 @@ def _check_accelerator(sched: Schedule) -> None:
         if E.is_float(st.tensor.dtype):
             raise ScheduleError(f"stage {st.name}: the accelerator computes on integers, not "
                                 f"{st.tensor.dtype}")
+        if st.scope in ("shared", "local"):
+            raise ScheduleError(f"stage {st.name} is in scope {st.scope}, a GPU scope; the accelerator's "
+                                "scopes are inp, wgt and acc")
         for axis, kind in st.loop_kinds.items():
-            raise ScheduleError(f"{kind}({st.name}, {axis}) is a host record; the accelerator "
+            what = "a host" if kind == "vectorize" else "a GPU"
+            raise ScheduleError(f"{kind}({st.name}, {axis}) is {what} record; the accelerator "
                                 "lowering does not take it")
 
 

@@ -13,8 +13,9 @@ from typing import Any, ClassVar, Union
 
 from compiler.errors import ScheduleError
 
-SCOPES = ("global", "inp", "wgt", "acc")
+SCOPES = ("global", "inp", "wgt", "acc", "shared", "local")  # shared, local: the GPU's
 PRAGMAS = ("dma_copy", "alu")
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 
 
 @dataclass(frozen=True)
@@ -167,14 +168,34 @@ class Vectorize:
     kind: ClassVar[str] = "vectorize"
 
 
+@dataclass(frozen=True)
+class Bind:
+    """GPU only: run loop `axis` of `stage` across `thread` (blockIdx.x/y/z or threadIdx.x/y/z)."""
+
+    stage: str
+    axis: str
+    thread: str
+    kind: ClassVar[str] = "bind"
+
+
+@dataclass(frozen=True)
+class Unroll:
+    """GPU only: unroll loop `axis` of `stage` completely (register tiles index with constants)."""
+
+    stage: str
+    axis: str
+    kind: ClassVar[str] = "unroll"
+
+
 Record = Union[Split, Reorder, Fuse, ComputeAt, ComputeInline, CacheRead, CacheWrite, SetScope,
-               Tensorize, VirtualThread, Pragma, Vectorize]
+               Tensorize, VirtualThread, Pragma, Vectorize, Bind, Unroll]
 RECORD_TYPES: dict[str, type] = {
     cls.kind: cls
     for cls in (Split, Reorder, Fuse, ComputeAt, ComputeInline, CacheRead, CacheWrite, SetScope,
-                Tensorize, VirtualThread, Pragma, Vectorize)
+                Tensorize, VirtualThread, Pragma, Vectorize, Bind, Unroll)
 }
 HOST_RECORDS = ("vectorize",)  # records only the host lowering takes
+GPU_RECORDS = ("bind", "unroll")  # records only the GPU lowering takes
 
 
 def describe(record: Record) -> str:

@@ -43,7 +43,8 @@ class Stage:
     pragmas: dict[str, str] = field(default_factory=dict)
     tensorize: tuple[str, str] | None = None  # (axis, intrinsic)
     vthreads: set[str] = field(default_factory=set)
-    loop_kinds: dict[str, str] = field(default_factory=dict)  # host: axis -> "vectorize"
+    loop_kinds: dict[str, str] = field(default_factory=dict)  # axis -> "vectorize", GPU: a thread
+    # tag (records.THREAD_TAGS) or "unroll"
 
     @property
     def reduce_axes(self) -> tuple[IterVar, ...]:
@@ -158,6 +159,12 @@ class Schedule:
 
     def vectorize(self, stage: str, axis: str) -> None:
         self.apply(R.Vectorize(stage, axis))
+
+    def bind(self, stage: str, axis: str, thread: str) -> None:
+        self.apply(R.Bind(stage, axis, thread))
+
+    def unroll(self, stage: str, axis: str) -> None:
+        self.apply(R.Unroll(stage, axis))
 
     # -- record handlers ----------------------------------------------------------------------------
     def _apply_split(self, rec: R.Split) -> None:
@@ -287,6 +294,30 @@ class Schedule:
         st = self.stage(rec.stage)
         st.check_leaf(rec, rec.axis)
         st.loop_kinds[rec.axis] = "vectorize"
+
+    def _apply_bind(self, rec: R.Bind) -> None:
+        st = self.stage(rec.stage)
+        st.check_leaf(rec, rec.axis)
+        if rec.thread not in R.THREAD_TAGS:
+            raise ScheduleError(f"{R.describe(rec)}: unknown thread {rec.thread!r}; known: "
+                                f"{', '.join(R.THREAD_TAGS)}")
+        if rec.axis in st.reduce_names:
+            raise ScheduleError(f"{R.describe(rec)}: a reduction axis cannot be bound to threads "
+                                "(they would add into the same output without synchronising)")
+        if rec.thread in st.loop_kinds.values():
+            raise ScheduleError(f"{R.describe(rec)}: stage {st.name} binds {rec.thread} already")
+        if rec.axis in st.loop_kinds:
+            raise ScheduleError(f"{R.describe(rec)}: {rec.axis} is marked "
+                                f"{st.loop_kinds[rec.axis]} already")
+        st.loop_kinds[rec.axis] = rec.thread
+
+    def _apply_unroll(self, rec: R.Unroll) -> None:
+        st = self.stage(rec.stage)
+        st.check_leaf(rec, rec.axis)
+        if rec.axis in st.loop_kinds:
+            raise ScheduleError(f"{R.describe(rec)}: {rec.axis} is marked "
+                                f"{st.loop_kinds[rec.axis]} already")
+        st.loop_kinds[rec.axis] = "unroll"
 
     # -- persistence ------------------------------------------------------------------------------
     def to_json(self) -> list[dict[str, Any]]:

@@ -57,7 +57,8 @@ def test_run_and_compile_on_the_cpu(mlp: Path, capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["compare", "{m}", "--backends", "accel,tpu"], "unknown backend 'tpu'; known: accel, cpu, onnxruntime"),
+    (["compare", "{m}", "--backends", "accel,tpu"],
+     "unknown backend 'tpu'; known: accel, cpu, onnxruntime, gpu"),
     (["compare", "{m}", "--backends", "accel", "--precision", "fp32"],
      "--precision applies to the cpu and onnxruntime backends; the accelerator runs int8"),
     (["compare", "{m}", "--threads", "0"], "--threads must be at least 1, not 0"),

@@ -72,7 +72,7 @@ def test_latency_statistics() -> None:
 
 
 @pytest.mark.parametrize(("request_", "message"), [
-    (dict(backends=("gpu",)), r"unknown backend 'gpu'; known: accel, cpu, onnxruntime"),
+    (dict(backends=("tpu",)), r"unknown backend 'tpu'; known: accel, cpu, onnxruntime, gpu"),
     (dict(precisions=("fp16",)), r"unknown precision 'fp16'; known: fp32, int8"),
     (dict(threads=0), r"--threads must be at least 1, not 0"),
     (dict(repeat=0), r"--repeat must be at least 1, not 0"),
@@ -81,7 +81,7 @@ def test_latency_statistics() -> None:
     (dict(cpu_watts=0.0), r"--cpu-watts must be a positive number of watts, not 0"),
     (dict(cpu_watts=float("nan")), r"--cpu-watts must be a positive number of watts, not nan"),
     (dict(configs=("nope",)), r"'nope' is neither a preset \(.*\) nor a config file"),
-    (dict(backends=()), r"no backend to compare; known: accel, cpu, onnxruntime"),
+    (dict(backends=()), r"no backend to compare; known: accel, cpu, onnxruntime, gpu"),
 ])
 def test_bad_requests(mlp: Path, request_: dict, message: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(WorkbenchError, match=message):
