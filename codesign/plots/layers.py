@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from codesign.plots.style import plain_axis, short
+from codesign.plots.style import plain_axis, tick_names
 
 # the stacked parts of a bar (they add up to the layer's cycles): field, legend, colour
 PARTS = (
@@ -100,7 +100,7 @@ def _panel(ax: Any, name: str, layers: Sequence[LayerCycles]) -> None:
     gemm = sum(layer.gemm_busy for layer in layers)
     ax.set_title(f"{name}: {total:,.0f} accelerator cycles, GEMM busy {gemm / max(total, 1):.0%} of them",
                  fontsize="medium")
-    ax.set_xticks(pos, [short(layer.name) for layer in layers], rotation=55, ha="right",
+    ax.set_xticks(pos, tick_names([layer.name for layer in layers]), rotation=55, ha="right",
                   fontsize="x-small" if len(layers) > 12 else "small")
     ax.set_xlim(-0.7, len(layers) - 0.3)
     ax.set_ylabel("cycles per inference")

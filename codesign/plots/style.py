@@ -65,6 +65,22 @@ def number(v: float) -> str:
     return f"{v:g}"
 
 
+def tick_names(names: Sequence[str], width: int = 26) -> list[str]:
+    """Tick labels for many layer names: the dotted parts (`encoder`, `layer`, `Add`, `2d`) that
+    three quarters of the names or more share are dropped where the rest stays distinct, then
+    each name is shortened (`short`)."""
+    parts = [short(n, 10**6).split(".") for n in names]
+    counts: dict[str, int] = {}
+    for p in parts:
+        for word in set(p):
+            counts[word] = counts.get(word, 0) + 1
+    common = {w for w, c in counts.items() if len(names) >= 4 and c >= 0.75 * len(names)}
+    kept = [".".join(w for w in p if w not in common) or ".".join(p) for p in parts]
+    if len(set(kept)) < len(set(names)):
+        kept = [".".join(p) for p in parts]
+    return [short(k, width) for k in kept]
+
+
 def short(name: str, width: int = 22) -> str:
     """A step's name for a tick label: a fused step by its first node (`conv+relu` -> `conv`)."""
     name = name.split("+")[0]
