@@ -69,16 +69,19 @@ def from_steps(steps: Iterable[Any]) -> list[LayerCycles]:
     return out
 
 
-def layers_figure(panels: Sequence[tuple[str, Sequence[LayerCycles]]], title: str = "") -> Figure:
+def layers_figure(panels: Sequence[tuple[str, Sequence[LayerCycles]]], title: str = "",
+                  summary: bool = True) -> Figure:
     """One panel per `(title, layers)`, the same y scale in every panel so designs compare at a
-    glance; each layer a stacked bar (PARTS) with the load and store busy cycles beside it."""
+    glance; each layer a stacked bar (PARTS) with the load and store busy cycles beside it.
+    `summary` adds each panel's total cycles and GEMM share to its title (leave it out where the
+    bars are alternatives, not parts of one run)."""
     import matplotlib.pyplot as plt
 
     widest = max((len(layers) for _, layers in panels), default=1)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(max(7.0, 0.45 * widest + 2.5), 2.9 * len(panels) + 1.3),
-                             layout="constrained", squeeze=False, sharey=True)
+    size = (max(10.0, 0.45 * widest + 2.5), 2.9 * len(panels) + 1.3)
+    fig, axes = plt.subplots(len(panels), 1, figsize=size, layout="constrained", squeeze=False, sharey=True)
     for ax, (name, layers) in zip(axes[:, 0], panels, strict=True):
-        _panel(ax, name, layers)
+        _panel(ax, name, layers, summary)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
     if title:
@@ -86,7 +89,7 @@ def layers_figure(panels: Sequence[tuple[str, Sequence[LayerCycles]]], title: st
     return fig
 
 
-def _panel(ax: Any, name: str, layers: Sequence[LayerCycles]) -> None:
+def _panel(ax: Any, name: str, layers: Sequence[LayerCycles], summary: bool) -> None:
     pos = np.arange(len(layers))
     bottom = np.zeros(len(layers))
     for key, text, colour in PARTS:
@@ -98,10 +101,11 @@ def _panel(ax: Any, name: str, layers: Sequence[LayerCycles]) -> None:
         ax.bar(pos + 0.23 + 0.12 * k, height, width=0.11, color=colour, label=text, gid="beside")
     total = sum(layer.cycles for layer in layers)
     gemm = sum(layer.gemm_busy for layer in layers)
-    ax.set_title(f"{name}: {total:,.0f} accelerator cycles, GEMM busy {gemm / max(total, 1):.0%} of them",
-                 fontsize="medium")
-    ax.set_xticks(pos, tick_names([layer.name for layer in layers]), rotation=55, ha="right",
-                  fontsize="x-small" if len(layers) > 12 else "small")
+    ax.set_title(f"{name}: {total:,.0f} accelerator cycles, GEMM busy {gemm / max(total, 1):.0%} of them"
+                 if summary else name, fontsize="medium")
+    few = len(layers) <= 6
+    ax.set_xticks(pos, tick_names([layer.name for layer in layers]), rotation=0 if few else 55,
+                  ha="center" if few else "right", fontsize="x-small" if len(layers) > 12 else "small")
     ax.set_xlim(-0.7, len(layers) - 0.3)
     ax.set_ylabel("cycles per inference")
     plain_axis(ax.yaxis)
