@@ -70,7 +70,7 @@ def from_steps(steps: Iterable[Any]) -> list[LayerCycles]:
 
 
 def layers_figure(panels: Sequence[tuple[str, Sequence[LayerCycles]]], title: str = "",
-                  summary: bool = True) -> Figure:
+                  summary: bool = True, ylabel: str = "cycles per inference") -> Figure:
     """One panel per `(title, layers)`, the same y scale in every panel so designs compare at a
     glance; each layer a stacked bar (PARTS) with the load and store busy cycles beside it.
     `summary` adds each panel's total cycles and GEMM share to its title (leave it out where the
@@ -82,6 +82,7 @@ def layers_figure(panels: Sequence[tuple[str, Sequence[LayerCycles]]], title: st
     fig, axes = plt.subplots(len(panels), 1, figsize=size, layout="constrained", squeeze=False, sharey=True)
     for ax, (name, layers) in zip(axes[:, 0], panels, strict=True):
         _panel(ax, name, layers, summary)
+        ax.set_ylabel(ylabel)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
     if title:
@@ -107,6 +108,5 @@ def _panel(ax: Any, name: str, layers: Sequence[LayerCycles], summary: bool) -> 
     ax.set_xticks(pos, tick_names([layer.name for layer in layers]), rotation=0 if few else 55,
                   ha="center" if few else "right", fontsize="x-small" if len(layers) > 12 else "small")
     ax.set_xlim(-0.7, len(layers) - 0.3)
-    ax.set_ylabel("cycles per inference")
     plain_axis(ax.yaxis)
     ax.grid(True, axis="y", alpha=0.3)

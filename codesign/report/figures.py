@@ -56,6 +56,16 @@ class Design:
         return float(self.result.metrics[name])
 
 
+# the same, short enough for a small panel
+SHORT_LABELS = {
+    "latency_cycles": "latency (cycles)",
+    "latency_ms": "latency (ms)",
+    "area_mm2": "area (mm²)",
+    "energy_uj": "energy (µJ)",
+    "edp": "EDP (µJ·ms)",
+}
+
+
 def label(metric: str) -> str:
     return LABELS.get(metric, metric)
 
@@ -101,7 +111,7 @@ def breakdown_figure(workloads: Sequence[tuple[str, WorkloadResult]]) -> Figure:
     other compute, compute stalled and compute idle, with the load and store busy cycles beside."""
     panels = [(f"{wl.name} on {name} ({wl.offloaded_macs_fraction:.0%} of MACs offloaded)",
                from_steps(wl.layers)) for name, wl in workloads]
-    return layers_figure(panels)
+    return layers_figure(panels, ylabel="cycles per run of the workload's batch")
 
 
 def roofline_figure(config: AcceleratorConfig, wl: WorkloadResult, name: str) -> Figure:
@@ -152,7 +162,7 @@ def effects_figure(designs: Sequence[Design], params: Sequence[str], objectives:
             if r == len(objectives) - 1:
                 ax.set_xlabel(param, fontsize="small")
             if c == 0:
-                ax.set_ylabel(label(objective).split(" (")[0], fontsize="small")
+                ax.set_ylabel(SHORT_LABELS.get(objective, objective), fontsize="small")
             ax.tick_params(axis="y", labelsize="x-small")
     fig.suptitle("Each parameter's effect on each objective (median and range over the designs)",
                  fontsize="medium")

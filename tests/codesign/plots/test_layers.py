@@ -49,3 +49,11 @@ def test_layers_figure_stacks_each_layer_to_its_cycles(tmp_path):
     assert len(fig.legends[0].get_texts()) == 6
     path = plots.save_as(fig, tmp_path / "sub" / "layers.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_alternatives_are_titled_without_a_total_and_the_unit_can_change():
+    layers = [LayerCycles.of(name, 1000, _stats(1000)) for name in ("default", "tile_h=2")]
+    fig = plots.layers_figure([("three schedules", layers)], summary=False, ylabel="cycles per run")
+    (ax,) = fig.axes
+    assert ax.get_title() == "three schedules" and ax.get_ylabel() == "cycles per run"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["default", "tile_h=2"]
