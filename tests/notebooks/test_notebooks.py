@@ -56,7 +56,7 @@ def test_notebook_runs_and_its_assertions_hold(path: Path, tmp_path: Path):
         pytest.skip("verilator is not installed (make verilator): this notebook runs the RTL")
     start = time.perf_counter()
     execute(path, tmp_path)
-    figures = sorted(p.name for p in (tmp_path / "figures").glob("*.png"))
+    figures = sorted(p.name for p in tmp_path.rglob("*.png"))
     assert figures, f"{path.name} drew no figure"
     print(f"{path.stem}: {time.perf_counter() - start:.1f} s, figures {figures}")
 
