@@ -48,7 +48,7 @@ def timeline_figure(cases: Sequence[tuple[str, Activity]],
     last = axes[-1, 0]
     last.set_xlabel("time (cycles from start)")
     plain_axis(last.xaxis)
-    longest = max((a.cycles for _, a in cases), default=1)
+    longest = max((a.cycles for _, a in cases), default=1) or 1
     last.set_xlim(*(window or (0, longest)))
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")

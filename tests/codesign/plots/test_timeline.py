@@ -42,3 +42,10 @@ def test_timeline_figure_draws_a_lane_per_track_and_the_overlap(tmp_path):
     assert "50% of load cycles" in second.get_title(loc="left")
     assert first.get_xlim() == (0, 100) and second.get_xlabel() == "time (cycles from start)"
     assert plots.save_as(fig, tmp_path / "t.svg").read_text().startswith("<?xml")
+
+
+def test_a_window_shows_only_those_cycles_and_an_empty_run_still_draws():
+    fig = plots.timeline_figure([("a", _activity(100, [(0, 20)], [(20, 90)]))], window=(10, 30))
+    assert fig.axes[0].get_xlim() == (10, 30)
+    empty = plots.timeline_figure([("none", Activity("timing", 0))])
+    assert empty.axes[0].get_xlim() == (0, 1)
