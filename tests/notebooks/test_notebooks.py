@@ -50,7 +50,8 @@ def test_notebook_holds_no_library_logic_and_ends_with_assertions(path: Path):
     assert all(not c.get("outputs") for c in nb.cells), "sources hold no outputs"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=[pytest.mark.rtl] if p.stem in RTL else [])
+                                  for p in NOTEBOOKS])
 def test_notebook_runs_and_its_assertions_hold(path: Path, tmp_path: Path):
     if path.stem in RTL and shutil.which("verilator") is None:
         pytest.skip("verilator is not installed (make verilator): this notebook runs the RTL")
