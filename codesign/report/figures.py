@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from codesign.plots.layers import from_steps, layers_figure
-from codesign.plots.style import log_axes, save, short
+from codesign.plots.style import log_axes, save, tick_names
 
 __all__ = ["LABELS", "Design", "breakdown_figure", "effect", "effects_figure", "label", "pareto_figure",
            "roofline_figure", "save"]
@@ -129,8 +129,9 @@ def roofline_figure(config: AcceleratorConfig, wl: WorkloadResult, name: str) ->
     ax.plot(grid, np.minimum(peak, grid * bandwidth), color="black", lw=1.5,
             label=f"roof: {peak:.0f} MACs/cycle, {bandwidth:.0f} B/cycle")
     ax.scatter(intensity, achieved, s=22, color="tab:blue", zorder=3, label="layers")
-    for x, y, layer in zip(intensity, achieved, layers, strict=True):
-        ax.annotate(short(layer.name), (x, y), fontsize="xx-small", xytext=(3, 3),
+    texts = tick_names([layer.name for layer in layers])
+    for i, (x, y, text) in enumerate(zip(intensity, achieved, texts, strict=True)):  # alternate: near points
+        ax.annotate(text, (x, y), fontsize="x-small", xytext=(5, 2 if i % 2 else -9),
                     textcoords="offset points")
     log_axes(ax, "xy")
     ax.set_xlabel("operational intensity (MACs per DRAM byte)")

@@ -64,6 +64,8 @@ def test_roofline_places_each_layer_at_its_intensity_and_rate():
     x, y = dots.get_offsets()[0]
     assert x == pytest.approx(10_000 / 1000)
     assert y == pytest.approx(10_000 / layer.cycles)
+    assert fig.axes[0].get_title() == f"Roofline of net on {d.point_id}"
+    assert [t.get_text() for t in fig.axes[0].texts] == ["conv1"]
 
 
 def test_breakdown_bars_add_up_to_each_layers_cycles():
