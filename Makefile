@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PACKAGES := hw sim compiler codesign
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all install verilator lint typecheck test test-slow demo bench clean
+.PHONY: all install verilator chromium lint typecheck test test-slow demo bench clean
 
 all: test
 
@@ -25,17 +25,25 @@ verilator:
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq verilator; }
 	@verilator --version
 
+# Debian's Chromium, for the test that renders the sweep report's page headless; that test is
+# skipped (with the reason) where it cannot be installed, so a failure here does not stop `make test`.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Chromium (Debian package, for the report page's browser test)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; } \
+		|| echo "chromium not installed: the report page's browser test will be skipped"
+
 # Formatting policy: the code is laid out by hand (no formatter runs), so formatter markers would
 # guard against nothing; ruff's lint rules (line length 110 included) are the check.
 lint: $(STAMP)
-	$(BIN)/ruff check $(PACKAGES) tests benchmarks
+	$(BIN)/ruff check $(PACKAGES) tests benchmarks notebooks
 	@if grep -rnE '# fmt: ?(skip|off|on)' $(PACKAGES) tests benchmarks; then \
 		echo "formatter markers above: no formatter runs here, remove them"; exit 1; fi
 
 typecheck: $(STAMP)
 	$(BIN)/mypy $(PACKAGES)
 
-test: install lint typecheck
+test: install chromium lint typecheck
 	$(BIN)/python -m pytest -q -n 2
 
 test-slow: install

@@ -54,3 +54,16 @@ def load_program(path: str) -> Program:
     if not Path(path).is_file():
         raise ProgramError(f"{path}: no such program file")
     return Program.load(path)
+
+
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def check_figure_path(path: str, flag: str) -> None:
+    """A figure file an option names, refused before anything runs: its format comes from its
+    suffix, and its folder must exist."""
+    target = Path(path)
+    if target.suffix.lower() not in FIGURE_SUFFIXES:
+        raise InputError(f"{flag} {path}: a figure file ends in {', '.join(FIGURE_SUFFIXES)}")
+    if not target.parent.is_dir():
+        raise InputError(f"{flag} {path}: no such folder {target.parent}")

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from codesign.cli.args import add_config_args, input_shapes, patterns
+from codesign.cli.args import add_config_args, check_figure_path, input_shapes, patterns
 from codesign.cli.output import emit, progress
 from codesign.run.host import HOST_BACKENDS
 from compiler.driver import PRECISIONS
 from hw.config import AcceleratorConfig, resolve
 from hw.errors import InputError
-from sim.backends import NAMES, make_backend
+from sim.backends import NAMES, capabilities, having, make_backend
 
 if TYPE_CHECKING:  # the model pipeline is imported when a command runs, not when the CLI starts
-    from codesign.run.model import Loaded
+    from codesign.run.model import Loaded, ModelReport
     from compiler.driver import QuantOptions
 
 
@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--input-file", metavar="X.npz",
                        help="inputs: one array per model input, samples first")
     _model_args(run)
+    run.add_argument("--plot", metavar="FILE.png",
+                     help="timing/rtl: draw each accelerator layer's cycles (GEMM busy, other compute, "
+                          "stalls; load and store busy beside) to this figure (.png, .svg or .pdf)")
     run.add_argument("--json", action="store_true")
     run.set_defaults(run=_run, config=None)  # a .cmodel carries its own config
     comp = sub.add_parser("compile", help="import, quantize and compile an ONNX model to one file")
@@ -156,6 +159,11 @@ def _run(args: argparse.Namespace) -> int:
 
         check_precision(precision)
         require_gpu("--backend gpu")
+    if args.plot:
+        if host or not capabilities(args.backend).cycles:
+            raise InputError(f"--plot needs --backend {' or '.join(having('cycles'))}: "
+                             f"{args.backend} counts no accelerator cycles")
+        check_figure_path(args.plot, "--plot")
     if host:
         return _run_host(args, precision, threads)
     cfg, loaded = _load(args)
@@ -166,11 +174,20 @@ def _run(args: argparse.Namespace) -> int:
         inputs = sample_inputs(graph, loaded.zoo_name, args.inputs, seed=0)
     shown = progress("running") if len(inputs) > 1 else None
     report = run(loaded, inputs, make_backend(args.backend, cfg), shown)
+    if args.plot:
+        _plot(report, args.plot)
     if args.json:
         emit(report.to_json(), True, indent=1)
     else:
         print_table(report)
     return 0
+
+
+def _plot(report: ModelReport, path: str) -> None:
+    from codesign.plots import from_steps, layers_figure, save_as
+
+    name = f"{report.model} on {report.config} ({report.backend})"
+    save_as(layers_figure([(name, from_steps(report.operators))]), path)
 
 
 def _run_host(args: argparse.Namespace, precision: str, threads: int) -> int:

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.cli.args import add_config_args, config_for, load_program
+from codesign.cli.args import add_config_args, check_figure_path, config_for, load_program
 from hw.config import resolve
 from hw.program import Program, ProgramError
 from sim.backends import NAMES, capabilities, having, make_backend, make_tracing_backend
 from sim.conformance import run_suite
+from sim.trace import Activity
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--vcd", help="rtl: also write a waveform of the run (signal-level mode)")
     run.add_argument("--trace", metavar="FILE.json",
                      help="timing/rtl: write a Chrome/Perfetto trace of every module's activity")
+    run.add_argument("--timeline", metavar="FILE.png",
+                     help="timing/rtl: draw the load/compute/store modules' activity over cycles "
+                          "(.png, .svg or .pdf)")
     run.add_argument("--json", action="store_true")
     run.set_defaults(run=_run)
 
@@ -85,25 +89,37 @@ def _inputs(args: argparse.Namespace, program: Program) -> dict[str, np.ndarray]
         return {k: data[k] for k in data.files}
 
 
+def _timeline(activity: Activity, program: str, config: str, path: str) -> None:
+    from codesign.plots import save_as, timeline_figure
+
+    save_as(timeline_figure([(f"{program} on {config}", activity)]), path)
+
+
 def _run(args: argparse.Namespace) -> int:
     program = load_program(args.program)
     cfg = config_for(program, args.config, args.set)
     can = capabilities(args.backend)
     if args.vcd and not can.signals:
         raise ProgramError(f"--vcd needs --backend {' or '.join(having('signals'))}")
-    if args.trace and not can.traces:
-        raise ProgramError(f"--trace needs --backend {' or '.join(having('traces'))} "
+    traced = [f"--{flag}" for flag in ("trace", "timeline") if getattr(args, flag)]
+    if traced and not can.traces:
+        raise ProgramError(f"{traced[0]} needs --backend {' or '.join(having('traces'))} "
                            "(fsim has no notion of time)")
-    if args.vcd and args.trace:
-        raise ProgramError("--vcd and --trace are separate runs: give one of them")
+    if args.vcd and traced:
+        raise ProgramError(f"--vcd and {traced[0]} are separate runs: give one of them")
+    if args.timeline:
+        check_figure_path(args.timeline, "--timeline")
     inputs = _inputs(args, program)
     if args.vcd:
         from sim.rtl.signal import run_with_vcd
 
         result = run_with_vcd(cfg, program, inputs, args.vcd)
-    elif args.trace:
+    elif traced:
         result, activity = make_tracing_backend(args.backend, cfg).run_traced(program, inputs)
-        activity.write(args.trace)
+        if args.trace:
+            activity.write(args.trace)
+        if args.timeline:
+            _timeline(activity, Path(args.program).name, cfg.name, args.timeline)
     else:
         result = make_backend(args.backend, cfg).run(program, inputs)
     if args.outputs:

@@ -1,25 +1,26 @@
 """The sweep report's figures, drawn with matplotlib (Agg) from evaluated designs.
 
 Each function takes typed records (`Design`, `WorkloadResult`) and returns a Figure; `save`
-writes it as PNG and SVG.  Nothing here reads a store or runs a model: the caller gathers the
-designs (codesign.report.build) and decides which are on the Pareto front.
+(codesign.plots.style's, re-exported: the shared style lives there) writes it as PNG and SVG.
+Nothing here reads a store or runs a model: the caller gathers the designs
+(codesign.report.build) and decides which are on the Pareto front.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
+from codesign.plots.layers import from_steps, layers_figure
+from codesign.plots.style import log_axes, save, tick_names
+
+__all__ = ["LABELS", "Design", "breakdown_figure", "effect", "effects_figure", "label", "pareto_figure",
+           "roofline_figure", "save"]
 from codesign.sweep.pareto import non_dominated
 from codesign.sweep.records import PointResult, WorkloadResult
 from hw.config import AcceleratorConfig
@@ -55,6 +56,16 @@ class Design:
         return float(self.result.metrics[name])
 
 
+# the same, short enough for a small panel
+SHORT_LABELS = {
+    "latency_cycles": "latency (cycles)",
+    "latency_ms": "latency (ms)",
+    "area_mm2": "area (mm²)",
+    "energy_uj": "energy (µJ)",
+    "edp": "EDP (µJ·ms)",
+}
+
+
 def label(metric: str) -> str:
     return LABELS.get(metric, metric)
 
@@ -85,7 +96,7 @@ def pareto_figure(designs: Sequence[Design], x: str, y: str, color: str | None =
     ax.step(xs[front], ys[front], where="post", color="crimson", lw=1, alpha=0.7,
             label=f"front of {label(y).split(' (')[0]} and {label(x).split(' (')[0]}")
     ax.legend(fontsize="small", loc="best")
-    _log(ax, "xy")
+    log_axes(ax, "xy")
     ax.set_xlabel(label(x))
     ax.set_ylabel(label(y))
     ax.set_title(f"Pareto front: {label(y).split(' (')[0]} vs {label(x).split(' (')[0]} "
@@ -96,30 +107,11 @@ def pareto_figure(designs: Sequence[Design], x: str, y: str, color: str | None =
 
 def breakdown_figure(workloads: Sequence[tuple[str, WorkloadResult]]) -> Figure:
     """Per-layer cycles of a workload on a few designs (one panel each, `(design label, result)`),
-    each accelerator layer's bar split into GEMM busy, other compute (ALU, micro-op fetch) and the
-    cycles compute was idle (memory not hidden)."""
-    fig, axes = plt.subplots(len(workloads), 1, figsize=(9, 2.6 * len(workloads) + 0.6),
-                             layout="constrained", squeeze=False)
-    for ax, (name, wl) in zip(axes[:, 0], workloads, strict=True):
-        layers = [layer for layer in wl.layers if layer.placement == "accel" and layer.stats]
-        total = np.array([float(layer.cycles or 0) * layer.count for layer in layers])
-        gemm = np.array([float(layer.stats.get("gemm_busy_cycles") or 0) * layer.count  # type: ignore[union-attr]
-                         for layer in layers])
-        compute = np.array([float(layer.stats.get("compute_busy_cycles") or 0) * layer.count  # type: ignore[union-attr]
-                            for layer in layers])
-        other = np.clip(compute - gemm, 0, None)
-        idle = np.clip(total - np.maximum(compute, gemm), 0, None)
-        pos = np.arange(len(layers))
-        ax.bar(pos, gemm, color="tab:green", label="GEMM busy")
-        ax.bar(pos, other, bottom=gemm, color="tab:orange", label="other compute")
-        ax.bar(pos, idle, bottom=gemm + other, color="tab:gray", label="compute idle (memory)")
-        ax.set_xticks(pos, [_short(layer.name) for layer in layers], rotation=60, ha="right",
-                        fontsize="x-small")
-        ax.set_ylabel("cycles")
-        ax.set_title(f"{wl.name} on {name}: {wl.cycles:,} cycles per run, "
-                     f"{wl.offloaded_macs_fraction:.0%} of MACs offloaded", fontsize="medium")
-        ax.legend(fontsize="x-small", loc="upper right")
-    return fig
+    drawn by `codesign.plots.layers_figure`: each accelerator layer's bar split into GEMM busy,
+    other compute, compute stalled and compute idle, with the load and store busy cycles beside."""
+    panels = [(f"{wl.name} on {name} ({wl.offloaded_macs_fraction:.0%} of MACs offloaded)",
+               from_steps(wl.layers)) for name, wl in workloads]
+    return layers_figure(panels, ylabel="cycles per run of the workload's batch")
 
 
 def roofline_figure(config: AcceleratorConfig, wl: WorkloadResult, name: str) -> Figure:
@@ -137,10 +129,11 @@ def roofline_figure(config: AcceleratorConfig, wl: WorkloadResult, name: str) ->
     ax.plot(grid, np.minimum(peak, grid * bandwidth), color="black", lw=1.5,
             label=f"roof: {peak:.0f} MACs/cycle, {bandwidth:.0f} B/cycle")
     ax.scatter(intensity, achieved, s=22, color="tab:blue", zorder=3, label="layers")
-    for x, y, layer in zip(intensity, achieved, layers, strict=True):
-        ax.annotate(_short(layer.name), (x, y), fontsize="xx-small", xytext=(3, 3),
+    texts = tick_names([layer.name for layer in layers])
+    for i, (x, y, text) in enumerate(zip(intensity, achieved, texts, strict=True)):  # alternate: near points
+        ax.annotate(text, (x, y), fontsize="x-small", xytext=(5, 2 if i % 2 else -9),
                     textcoords="offset points")
-    _log(ax, "xy")
+    log_axes(ax, "xy")
     ax.set_xlabel("operational intensity (MACs per DRAM byte)")
     ax.set_ylabel("achieved MACs per cycle")
     ax.set_title(f"Roofline of {wl.name} on {name}", fontsize="medium")
@@ -165,12 +158,12 @@ def effects_figure(designs: Sequence[Design], params: Sequence[str], objectives:
             hi = np.array([np.max(groups[k]) for k in keys])
             ax.vlines(pos, lo, hi, color="tab:gray", lw=3, alpha=0.5)
             ax.plot(pos, med, "o-", color="tab:blue", ms=4)
-            _log(ax, "y")
+            log_axes(ax, "y")
             ax.set_xticks(pos, [_value(k) for k in keys], fontsize="x-small", rotation=45)
             if r == len(objectives) - 1:
                 ax.set_xlabel(param, fontsize="small")
             if c == 0:
-                ax.set_ylabel(label(objective).split(" (")[0], fontsize="small")
+                ax.set_ylabel(SHORT_LABELS.get(objective, objective), fontsize="small")
             ax.tick_params(axis="y", labelsize="x-small")
     fig.suptitle("Each parameter's effect on each objective (median and range over the designs)",
                  fontsize="medium")
@@ -186,45 +179,9 @@ def effect(designs: Sequence[Design], param: str, objective: str) -> dict[Any, l
     return dict(sorted(groups.items()))
 
 
-def save(fig: Figure, directory: Path, stem: str) -> list[Path]:
-    """`fig` written as `stem`.png and `stem`.svg in `directory`; the figure is closed."""
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = [directory / f"{stem}.{ext}" for ext in ("png", "svg")]
-    for path in paths:
-        fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return paths
-
-
-def _log(ax: Any, axes: str) -> None:
-    """Log scale on `axes` ("x", "y" or "xy") with plain tick labels: matplotlib's default
-    mathtext labels (10^k on every minor tick) cost most of a figure's drawing time."""
-    plain = FuncFormatter(lambda v, _: _number(v))
-    for name in axes:
-        axis = ax.xaxis if name == "x" else ax.yaxis
-        getattr(ax, f"set_{name}scale")("log")
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        axis.set_major_formatter(plain)
-        axis.set_minor_locator(NullLocator())
-
-
-def _number(v: float) -> str:
-    """A tick label: 2k, 1.5M, 0.02."""
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= scale:
-            return f"{v / scale:g}{suffix}"
-    return f"{v:g}"
-
-
 def _dram_bytes(stats: Mapping[str, Any]) -> int:
     keys = ("inp_load_bytes", "wgt_load_bytes", "acc_load_bytes", "uop_load_bytes", "out_store_bytes")
     return sum(int(stats.get(k) or 0) for k in keys)
-
-
-def _short(name: str, width: int = 18) -> str:
-    """A step's name for a tick label: a fused step by its first node (`conv+relu` -> `conv`)."""
-    name = name.split("+")[0]
-    return name if len(name) <= width else "…" + name[-(width - 1):]
 
 
 def _value(v: Any) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,7 +22,7 @@ from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph
 from compiler.quant.accuracy import Agreement, agreement
 from compiler.runtime import serialize
-from compiler.runtime.model import CompiledModel, ModelResult, reference_boundary
+from compiler.runtime.model import CompiledModel, ModelResult, StepRecord, reference_boundary
 from compiler.target import AcceleratorTarget
 from hw.config import AcceleratorConfig
 from hw.errors import InputError
@@ -69,7 +69,8 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
 
 @dataclass(frozen=True)
 class OperatorRow:
-    """One step of a model run, averaged over the inputs."""
+    """One step of a model run, averaged over the inputs; `stats` (the step's counters, averaged;
+    None off the accelerator or without cycles) feeds figures and is left out of the JSON."""
 
     name: str
     op: str
@@ -79,9 +80,12 @@ class OperatorRow:
     gemm_uops: int | None
     utilization: float | None
     host_ms: float
+    stats: dict[str, float] | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["stats"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -215,8 +219,17 @@ def _operators(results: list[ModelResult], timed: bool) -> list[OperatorRow]:
             cycles=None if cycles is None else int(cycles), gemm_uops=gemm,
             utilization=gemm / cycles if cycles and gemm is not None else None,
             host_ms=sum(s.host_s for s in steps) / n * 1e3,
+            stats=_mean_stats(steps) if cycles is not None else None,
         ))
     return rows
+
+
+def _mean_stats(steps: list[StepRecord]) -> dict[str, float] | None:
+    """The steps' numeric counters averaged (None where a step has none)."""
+    if any(s.stats is None for s in steps):
+        return None
+    keys = [k for k, v in (steps[0].stats or {}).items() if isinstance(v, int | float)]
+    return {k: sum(float((s.stats or {}).get(k) or 0) for s in steps) / len(steps) for k in keys}
 
 
 def print_table(report: ModelReport, out: TextIO | None = None) -> None:

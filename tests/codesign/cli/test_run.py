@@ -269,3 +269,24 @@ def test_a_second_compile_loads_its_host_kernels_from_the_disk_cache(tmp_path: P
     written = len(list((tmp_path / "kernels").glob("*.o")))
     assert reports[0]["kernels_from_disk_cache"] == 0 and written > 0
     assert reports[1]["kernels_from_disk_cache"] == written
+
+
+def test_plot_draws_the_per_layer_cycles(mlp: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    figure = tmp_path / "layers.png"
+    report = _json(capsys, ["run", str(mlp), "--config", "tiny", "--backend", "timing", "--plot", str(figure),
+                            "--json"])
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert all("stats" not in r for r in report["operators"])  # the counters feed the figure only
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--plot", "x.png"], "--plot needs --backend timing or rtl: fsim counts no accelerator cycles"),
+    (["--backend", "onnxruntime", "--plot", "x.png"],
+     "--plot needs --backend timing or rtl: onnxruntime counts no accelerator cycles"),
+    (["--backend", "timing", "--plot", "x.txt"], "--plot x.txt: a figure file ends in .png, .svg, .pdf"),
+    (["--backend", "timing", "--plot", "nowhere/x.png"], "--plot nowhere/x.png: no such folder nowhere"),
+])
+def test_bad_plot_requests(mlp: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
+                           message: str) -> None:
+    assert message in _error(capsys, ["run", str(mlp), *extra])

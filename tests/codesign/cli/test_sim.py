@@ -67,3 +67,23 @@ def test_rtl_trace_equals_the_timing_trace(capsys, program, tmp_path):
         traces[backend] = [e for e in json.loads(path.read_text())["traceEvents"]
                            if e["ph"] == "C" or (e["ph"] == "X" and e["tid"] != 4)]
     assert traces["rtl"] == traces["timing"] and len(traces["rtl"]) > 20
+
+
+def test_timeline_draws_the_modules_activity(capsys, program, tmp_path):
+    trace, figure = tmp_path / "t.json", tmp_path / "t.png"
+    code, _, _ = run(capsys, "sim", "run", str(program), "--backend", "timing", "--trace", str(trace),
+                     "--timeline", str(figure))
+    assert code == 0 and trace.exists()  # one traced run gives both
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--timeline", "t.png"], "--timeline needs --backend timing or rtl (fsim has no notion of time)"),
+    (["--backend", "timing", "--timeline", "t.json"],
+     "--timeline t.json: a figure file ends in .png, .svg, .pdf"),
+    (["--backend", "rtl", "--timeline", "t.png", "--vcd", "w.vcd", "--random-inputs", "1"],
+     "--vcd and --timeline are separate runs: give one of them"),
+])
+def test_bad_timeline_requests(capsys, program, extra, message):
+    code, _, err = run(capsys, "sim", "run", str(program), *extra)
+    assert code == 2 and message in err and err.count("\n") == 1

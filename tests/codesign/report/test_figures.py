@@ -64,13 +64,15 @@ def test_roofline_places_each_layer_at_its_intensity_and_rate():
     x, y = dots.get_offsets()[0]
     assert x == pytest.approx(10_000 / 1000)
     assert y == pytest.approx(10_000 / layer.cycles)
+    assert fig.axes[0].get_title() == f"Roofline of net on {d.point_id}"
+    assert [t.get_text() for t in fig.axes[0].texts] == ["conv1"]
 
 
 def test_breakdown_bars_add_up_to_each_layers_cycles():
     d = _designs(1)[0]
     wl = d.result.workloads[0]
     fig = figures.breakdown_figure([("A", wl)])
-    heights = [p.get_height() for p in fig.axes[0].patches]
+    heights = [p.get_height() for p in fig.axes[0].patches if p.get_gid() == "stacked"]
     assert sum(heights) == pytest.approx(wl.layers[0].cycles * wl.layers[0].count)
 
 

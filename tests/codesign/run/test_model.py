@@ -53,3 +53,27 @@ def test_the_reference_quantizes_the_floats_the_run_quantized():
     assert matches_reference(g, feeds, ModelResult(outputs, [], run_ints, run_floats))
     wrong = ModelResult(outputs, [], {"rq": np.array([[2, 7]], np.int8)}, run_floats)
     assert not matches_reference(g, feeds, wrong)  # the Quantize itself is still checked exactly
+
+
+def test_operator_rows_keep_the_counters_a_figure_splits(tmp_path) -> None:
+    import onnx
+
+    from codesign import plots, zoo
+    from codesign.run.inputs import sample_inputs
+    from codesign.run.model import load_model, run
+    from hw.config import preset
+    from sim.backends import make_backend
+
+    onnx.save(zoo.build("mlp"), tmp_path / "mlp.onnx")
+    cfg = preset("tiny")
+    loaded = load_model(str(tmp_path / "mlp.onnx"), cfg)
+    inputs = sample_inputs(loaded.model.graph, loaded.zoo_name, 2, seed=0)
+    report = run(loaded, inputs, make_backend("timing", cfg))
+    layers = plots.from_steps(report.operators)
+    accel = [r for r in report.operators if r.where == "accel"]
+    assert [x.name for x in layers] == [r.name for r in accel] and layers
+    for layer, row in zip(layers, accel, strict=True):
+        assert row.stats is not None and layer.cycles == row.cycles == row.stats["cycles"]
+        assert layer.gemm_busy == row.stats["gemm_busy_cycles"] > 0
+        assert layer.gemm_busy + layer.other_compute + layer.compute_stall + layer.compute_idle == row.cycles
+        assert "stats" not in row.to_json()
