@@ -23,7 +23,7 @@ import numpy as np
 
 from codesign.bench.sweep_eval import random_points
 from codesign.sweep.evaluate import Evaluator
-from codesign.sweep.operators import at_batch, batch_for, is_shallow, make_operator, model_batch
+from codesign.sweep.operators import is_shallow, make_operator, padded
 from codesign.sweep.programs import ProgramCache
 from codesign.sweep.records import WorkloadSpec
 from codesign.sweep.schedules import ranking
@@ -92,7 +92,7 @@ def _point_rows(evaluator: Evaluator, cfg: Any, cache: ProgramCache, window: flo
     for step in evaluator.workloads[0].steps_for(cfg.block_in):
         if step.name not in chosen or step.spec is None or is_shallow(step, target):
             continue
-        spec = at_batch(step.spec, batch_for(model_batch(step.spec), cfg.batch))
+        spec = padded(step.spec, evaluator.workloads[0].batch, cfg.batch)
         if spec in seen:
             continue
         seen.add(spec)

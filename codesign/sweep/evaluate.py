@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from codesign.sweep.operators import Spec, Step, at_batch, batch_for, is_shallow, make_operator, model_batch
+from codesign.sweep.operators import Spec, Step, batch_for, is_shallow, make_operator, padded
 from codesign.sweep.prepare import Prepared, prepare
 from codesign.sweep.ranker import Ranker
 from codesign.sweep.records import LayerResult, WorkloadResult, WorkloadSpec
@@ -107,13 +107,12 @@ class Evaluator:
         start = time.perf_counter()
         steps = prepared.steps_for(point.target.block_in)
         point.timer.add("quantize", start)
-        batches = {model_batch(s.spec) for s in steps if s.spec is not None}
-        own = max(batches) if batches else 1
+        own = prepared.batch
         run_batch = batch_for(own, point.target.batch)
         layers: list[LayerResult] = []
         where: dict[Spec, int] = {}  # spec at the run's batch -> index of its layer
         for step in steps:
-            spec = at_batch(step.spec, run_batch) if step.spec is not None else None
+            spec = padded(step.spec, own, point.target.batch) if step.spec is not None else None
             if spec is not None and spec in where:
                 i = where[spec]
                 layers[i] = replace(layers[i], count=layers[i].count + 1)

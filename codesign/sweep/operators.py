@@ -107,6 +107,18 @@ def model_batch(spec: Spec) -> int:
     return spec.m if isinstance(spec, DenseSpec) else spec.batch
 
 
+def padded(spec: Spec, own: int, core_batch: int) -> Spec:
+    """`spec`, a layer of a model of batch `own`, as it runs when the model runs at its padded
+    batch (the next multiple of the core's): a convolution's batch and a dense layer's rows (a
+    sequence model's are its batch times its sequence length) scale alike.  A layer whose rows
+    are not a multiple of the model's batch has its rows padded alone."""
+    run = batch_for(own, core_batch)
+    rows = model_batch(spec)
+    if run == own:
+        return spec
+    return at_batch(spec, rows // own * run if rows % own == 0 else batch_for(rows, core_batch))
+
+
 def at_batch(spec: Spec, batch: int) -> Spec:
     """`spec` with its batch (a dense layer's rows) set to `batch`."""
     if isinstance(spec, DenseSpec):

@@ -50,6 +50,12 @@ class Prepared:
         return _quantize(self.graph, self.calibration, self.shallow_key(block_in))
 
     @property
+    def batch(self) -> int:
+        """The model's batch: its inputs' leading dimension (1 for an input of rank 0)."""
+        dims = [self.graph.values[name].shape[:1] for name in self.graph.inputs]
+        return max((d[0] for d in dims if d), default=1)
+
+    @property
     def zoo_name(self) -> str | None:
         """The zoo model the workload names, whose sample inputs a run uses (None for a file)."""
         from codesign import zoo

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from codesign.sweep.evaluate import Evaluator
-from codesign.sweep.operators import at_batch, batch_for, make_operator, model_batch
+from codesign.sweep.operators import make_operator, padded
 from codesign.sweep.records import WorkloadSpec
 from compiler.errors import ScheduleError
 from compiler.ops.accel import compile_op, knobs_from_json
@@ -35,7 +35,8 @@ def _ops(evaluator: Evaluator, cfg, index: int):
     """(layer name, operator at the run's batch) of workload `index`'s accelerator steps."""
     steps = evaluator.workloads[index].steps_for(cfg.block_in)
     target = AcceleratorTarget(cfg)
-    return {s.name: make_operator(at_batch(s.spec, batch_for(model_batch(s.spec), cfg.batch)), target)
+    own = evaluator.workloads[index].batch
+    return {s.name: make_operator(padded(s.spec, own, cfg.batch), target)
             for s in steps if s.spec is not None}
 
 
@@ -141,3 +142,13 @@ def test_a_layer_nothing_fits_says_so():
     (layer,) = [x for x in result.layers if x.name == "relu2"]
     assert layer.placement == "host"
     assert layer.reason == "no schedule of its space compiles for this core (conv2d)"
+
+
+def test_a_sequence_model_counts_one_inference_per_run():
+    """bert-tiny's dense layers have 128 rows per inference: its batch is its input's (1), not
+    its rows', and the pooler's one row is not run as 128."""
+    bert = Evaluator([WorkloadSpec("bert", "bert-tiny")], block_ins=(16,))
+    (result,), _ = bert(PRESETS["vta"])
+    assert result.batch == 1
+    own = {s.name: s.spec for s in bert.workloads[0].steps_for(16) if s.spec is not None}
+    assert {own[x.name].m for x in result.layers if x.placement == "accel"} >= {1, 128}
