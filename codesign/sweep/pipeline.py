@@ -68,6 +68,14 @@ def _energy_of(space: Space) -> Callable[[Stats, AcceleratorConfig], float] | No
     return energy_pj
 
 
+def make_proxy(evaluation: Evaluation, space: Space) -> Callable[[AcceleratorConfig], dict[str, float]]:
+    """The compiler's cheap estimates of a point's latency and energy (codesign/sweep/proxy.py),
+    from the workloads `evaluation` prepared, for a model-guided strategy."""
+    from codesign.sweep.proxy import Proxy
+
+    return Proxy(evaluation.evaluator.workloads, space.batch_policy)
+
+
 def make_area() -> Callable[[AcceleratorConfig], float]:
     """The analytical area model, mm2 of a config."""
     from codesign.ppa.area import area_model
@@ -78,4 +86,4 @@ def make_area() -> Callable[[AcceleratorConfig], float]:
     return area_mm2
 
 
-__all__ = ["make_area", "make_evaluate"]
+__all__ = ["make_area", "make_evaluate", "make_proxy"]
