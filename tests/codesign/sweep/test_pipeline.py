@@ -1,0 +1,23 @@
+"""The pipeline's area model is the analytical model's, computed once per config."""
+
+import dataclasses
+
+from codesign.ppa import area
+from codesign.sweep import pipeline
+from hw.config import PRESETS
+
+
+def test_the_area_is_the_models_and_each_config_is_computed_once(monkeypatch):
+    calls = []
+    model = area.area_model
+
+    def counted(cfg, **kwargs):
+        calls.append(cfg)
+        return model(cfg, **kwargs)
+
+    monkeypatch.setattr(area, "area_model", counted)
+    area_mm2 = pipeline.make_area()
+    cfg, other = PRESETS["tiny"], dataclasses.replace(PRESETS["tiny"], wgt_bytes=8192)
+    values = [area_mm2(cfg), area_mm2(other), area_mm2(cfg), area_mm2(dataclasses.replace(other))]
+    assert values[0] == values[2] == model(cfg).total_mm2 and values[1] == values[3] != values[0]
+    assert calls == [cfg, other]
