@@ -47,7 +47,7 @@ from codesign.sweep.pareto import non_dominated
 from codesign.sweep.space import Point, Space, sram_bytes
 from codesign.sweep.strategy import Failure, Known, Outcome
 from hw.config import AcceleratorConfig
-from hw.errors import InputError
+from hw.errors import InputError, WorkbenchError
 
 MAX_TRAIN = 256  # points a GP is fitted on (the nearest the front first): fits stay ~1 s
 PROXY_LIMIT = 1024  # the most candidates the proxy estimates (~0.07 s each for ResNet-18)
@@ -144,11 +144,15 @@ class SurrogateStrategy:
 
     def _prior(self, configs: list[AcceleratorConfig]) -> np.ndarray:
         """The proxy's log estimate of each predicted metric (n x predicted; 0 where it has none);
-        sets `proxied`, the metrics it estimates for every candidate."""
+        sets `proxied`, the metrics it estimates (positive) for every candidate (none when it
+        raises a WorkbenchError for any)."""
         prior = np.zeros((len(configs), len(self.predicted)))
         if self.proxy is None or not configs or len(configs) > PROXY_LIMIT:
             return prior
-        rows = [self.proxy(cfg) for cfg in configs]
+        try:
+            rows = [self.proxy(cfg) for cfg in configs]
+        except WorkbenchError:  # a proxy that cannot estimate every candidate is not used
+            return prior
         self.proxied = tuple(m for m in self.predicted
                              if all(isinstance(r.get(m), float | int) and r[m] > 0 for r in rows))
         for m in self.proxied:
@@ -182,8 +186,8 @@ class SurrogateStrategy:
         if len(rows) < want:
             rest = open_rows.copy()
             rest[rows] = False
-            if rest.any():
-                more = want - len(rows)
+            if rest.any():  # the model's batches are as small as without a proxy
+                more = min(want - len(rows), max(self.batch, len(self.results) // 16))
                 rows += (self._from_model(rest, more) if len(self.results) >= 2
                          else self._from_design(rest, more))
         return rows

@@ -156,3 +156,16 @@ def test_a_proxy_of_some_metrics_is_a_feature_only_and_above_the_limit_none(smal
     limited = SurrogateStrategy(small, 0, known=known_area, proxy=latency_only)
     plain = SurrogateStrategy(small, 0, known=known_area)
     assert [p.id for p in limited.ask(8)] == [p.id for p in plain.ask(8)] and calls == []
+
+
+def test_a_proxy_that_fails_on_a_candidate_is_not_used(small):
+    from hw.errors import WorkbenchError
+
+    def failing(cfg):
+        if cfg.block_in == 32 and cfg.acc_bytes == 131072:
+            raise WorkbenchError("no estimate")
+        return synthetic.proxy_metrics(cfg)
+
+    broken = SurrogateStrategy(small, 0, known=known_area, proxy=failing)
+    plain = SurrogateStrategy(small, 0, known=known_area)
+    assert [p.id for p in broken.ask(8)] == [p.id for p in plain.ask(8)] and broken.proxied == ()
