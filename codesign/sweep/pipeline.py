@@ -69,12 +69,14 @@ def _energy_of(space: Space) -> Callable[[Stats, AcceleratorConfig], float] | No
     return energy_pj
 
 
-def make_proxy(evaluation: Evaluation, space: Space) -> Callable[[AcceleratorConfig], dict[str, float]]:
+def make_proxy(evaluation: Any, space: Space) -> Callable[[AcceleratorConfig], dict[str, float]] | None:
     """The compiler's cheap estimates of a point's latency and energy (codesign/sweep/proxy.py),
-    from the workloads `evaluation` prepared, for a model-guided strategy."""
+    from the workloads an `Evaluation` prepared, for a model-guided strategy (None for an
+    evaluation without them, such as a stand-in)."""
     from codesign.sweep.proxy import Proxy
 
-    return Proxy(evaluation.evaluator.workloads, space.batch_policy)
+    evaluator = getattr(evaluation, "evaluator", None)
+    return None if evaluator is None else Proxy(evaluator.workloads, space.batch_policy)
 
 
 def make_area() -> Callable[[AcceleratorConfig], float]:
