@@ -9,6 +9,11 @@ front's, on log-normalised objectives in a box fixed by the table (from each obj
 smallest value to 1.1 x its largest), so fractions of different runs compare.  Reported per
 strategy: the mean fraction at given shares of the table, the evaluations needed to reach
 `target` (98%) per seed and their mean, and that mean's ratio to random search's.
+
+Strategies get the table's known metrics (the area model's area, looked up) and, unless
+`--no-proxy`, the proxy's estimates of every point (codesign/sweep/proxy.py; the synthetic
+stand-in's cruder model on a synthetic table), computed once per table; their cost per point
+is reported (`proxy_s_per_point`), since a sweep pays it before its first ask.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +49,8 @@ class Table:
     outcomes: dict[str, Outcome]
     source: str
     known_metrics: tuple[str, ...] = ()
+    proxies: dict[str, dict[str, float]] = field(default_factory=dict)  # each point's proxy estimates
+    proxy_s: float = 0.0  # seconds the proxy took for all of them (workloads prepared apart)
 
     @property
     def feasible(self) -> int:
@@ -72,6 +79,29 @@ class Table:
             return {m: found.metrics[m] if isinstance(found, PointResult) else math.nan for m in names}
 
         return lookup
+
+    def proxy(self) -> Known | None:
+        """The proxy's estimates before a point runs (codesign/sweep/proxy.py), computed once
+        for the table (None without them)."""
+        if not self.proxies:
+            return None
+        proxies = self.proxies
+        return lambda cfg: proxies.get(point_id(cfg), {})
+
+    def with_proxies(self) -> Table:
+        """This table with every feasible point's proxy estimates: the compiler's estimates of
+        the space's workloads (prepared here: quantized once), or the synthetic stand-in's own
+        cruder model for a synthetic table."""
+        if self.source.startswith("synthetic"):
+            estimate: Known = synthetic.proxy_metrics
+        else:
+            from codesign.sweep.prepare import prepare
+            from codesign.sweep.proxy import Proxy
+
+            estimate = Proxy([prepare(w) for w in self.space.workloads], self.space.batch_policy)
+        start = time.perf_counter()
+        proxies = {p.id: estimate(p.config) for p in self.space if p.id in self.outcomes}
+        return replace(self, proxies=proxies, proxy_s=time.perf_counter() - start)
 
 
 def synthetic_table(space: Space) -> Table:
@@ -123,7 +153,7 @@ def replay(table: Table, strategy: str, seed: int, *, stop_at: float = TARGET, a
     hypervolume (and at least `at_least` evaluations) or the table runs out."""
     box = table.box()
     total = box.hypervolume(table.values()[non_dominated(table.values())])
-    search = make_strategy(strategy, table.space, seed, known=table.known())
+    search = make_strategy(strategy, table.space, seed, known=table.known(), proxy=table.proxy())
     found: list[str] = []
     fractions: list[float] = []
     fraction, search_s = 0.0, 0.0
@@ -166,6 +196,7 @@ class SearchBench:
     known: tuple[str, ...]
     budget_fraction: float
     runs: dict[str, tuple[Run, ...]] = field(default_factory=dict)
+    proxy_s_per_point: float | None = None  # None: replayed without the proxy
 
     def summary(self, name: str) -> dict[str, Any]:
         runs = self.runs[name]
@@ -187,6 +218,8 @@ class SearchBench:
         out: dict[str, Any] = {"source": self.source, "space": self.space, "feasible_points": self.feasible,
                                "metrics": list(self.metrics), "known_metrics": list(self.known),
                                "target": TARGET, "budget_fraction": self.budget_fraction,
+                               "proxy": self.proxy_s_per_point is not None,
+                               "proxy_s_per_point": self.proxy_s_per_point,
                                "seeds": len(next(iter(self.runs.values()), ())), "strategies": summaries}
         if DEFAULT_STRATEGY in summaries and random_mean:
             default = summaries[DEFAULT_STRATEGY]
@@ -218,7 +251,8 @@ def run(table: Table, *, strategies: Sequence[str] | None = None, seeds: int = 5
     if not table.space.metrics or table.values().shape[0] == 0:
         raise InputError(f"{table.source}: the table has no evaluated point with the space's objectives")
     bench = SearchBench(table.source, table.space.name, table.feasible, table.space.metrics,
-                        table.known_metrics, budget_fraction)
+                        table.known_metrics, budget_fraction,
+                        proxy_s_per_point=table.proxy_s / table.feasible if table.proxies else None)
     at_least = max(1, int(max(CHECKPOINTS) * table.feasible))
     for name in names:
         bench.runs[name] = tuple(replay(table, name, seed, at_least=at_least) for seed in range(seeds))
@@ -230,8 +264,10 @@ def table_text(result: SearchBench) -> str:
     data = result.to_json()
     head = (f"{'strategy':<10}{'evals to 98%':>14}{'share':>8}{'vs random':>11}{'hv@budget':>11}"
             f"{'search s':>10}")
+    proxy = (f"proxy {data['proxy_s_per_point']:.3f} s/point" if data["proxy"] else "no proxy")
     lines = [f"{data['source']}: {data['feasible_points']} feasible points, objectives "
-             f"{', '.join(data['metrics'])} (known: {', '.join(data['known_metrics']) or 'none'})", head]
+             f"{', '.join(data['metrics'])} (known: {', '.join(data['known_metrics']) or 'none'}; "
+             f"{proxy})", head]
     for name, s in data["strategies"].items():
         hv = next(v for k, v in s.items() if k.startswith("hv_fraction_at_") and k != "hv_fraction_at_share")
         ratio = f"{s['ratio_to_random']:.2f}" if s["ratio_to_random"] is not None else "-"

@@ -97,6 +97,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--budget-fraction", type=float, default=0.1,
                         help="share of the table the default strategy may use (default 0.1)")
     search.add_argument("--strategies", default=None, metavar="A,B", help="default: all but grid")
+    search.add_argument("--no-proxy", action="store_true",
+                        help="replay without the compiler's estimates (codesign/sweep/proxy.py)")
     search.add_argument("--json", action="store_true")
     search.set_defaults(run=_sweep_search)
     area = group.add_parser("area-model", help="area model vs Yosys on held-out configs (logic GE)")
@@ -232,6 +234,7 @@ def _sweep_search(args: argparse.Namespace) -> int:
         raise InputError("sweep-search needs one table: --table STORE.db or --synthetic [SPACE]")
     table = (bench.read_table(args.table) if args.table is not None
              else bench.synthetic_table(load_space(resolve_space_path(args.synthetic))))
+    table = table if args.no_proxy else table.with_proxies()
     strategies = args.strategies.split(",") if args.strategies else None
     result = bench.run(table, strategies=strategies, seeds=args.seeds, budget_fraction=args.budget_fraction)
     if args.json:

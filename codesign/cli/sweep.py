@@ -60,7 +60,8 @@ def _run(args: argparse.Namespace) -> int:
     progress = None if bar is None else (lambda done, total, note: bar.update("sweep", done, total, note))
     summary = run_sweep(space, args.store, evaluate, strategy=args.strategy, budget=args.budget,
                         workers=args.workers, timeout_s=args.timeout, resume=args.resume, seed=args.seed,
-                        progress=progress, known=_known_area(area, space.metrics))
+                        progress=progress, known=_known_area(area, space.metrics),
+                        proxy=pipeline.make_proxy(evaluate, space))
     confirmed = []
     if args.confirm:
         confirmed = confirm_best(args.store, space.metrics, evaluate.confirm, args.confirm,

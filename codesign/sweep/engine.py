@@ -115,15 +115,17 @@ class SweepSummary:
 def run_sweep(space: Space, store: str | Path, evaluate: Evaluate, *, strategy: str = DEFAULT_STRATEGY,
               budget: int | None = None, workers: int | None = None, timeout_s: float = 600.0,
               resume: bool = False, seed: int = 0, progress: Progress | None = None,
-              batch: int | None = None, known: Known | None = None) -> SweepSummary:
+              batch: int | None = None, known: Known | None = None,
+              proxy: Known | None = None) -> SweepSummary:
     """Evaluate up to `budget` points of `space` (all its feasible points when None; points stored
     by an earlier run count) with `evaluate` in `workers` processes (default the core count; 0:
     in this process, with no time limit), storing each outcome in the store at `store`.
-    `known` gives metrics exact before a point runs (the area model's), for the strategy."""
+    `known` gives metrics exact before a point runs (the area model's), `proxy` cheap estimates
+    of others (codesign/sweep/proxy.py), both for the strategy."""
     workers = (os.cpu_count() or 1) if workers is None else workers
     check_options(budget, workers, timeout_s, batch)
     start = time.monotonic()
-    search = make_strategy(strategy, space, seed, known=known)
+    search = make_strategy(strategy, space, seed, known=known, proxy=proxy)
     with SweepStore.open(store, space, strategy=strategy, seed=seed, resume=resume) as db:
         evaluated = _replay(db, search)
         loop = _Loop(space, db, search, progress, _total(space, budget), evaluated)

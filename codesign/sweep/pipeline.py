@@ -8,6 +8,7 @@ The modules are imported here, inside the functions, so the engine and its tests
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -68,14 +69,27 @@ def _energy_of(space: Space) -> Callable[[Stats, AcceleratorConfig], float] | No
     return energy_pj
 
 
+def make_proxy(evaluation: Any, space: Space) -> Callable[[AcceleratorConfig], dict[str, float]] | None:
+    """The compiler's cheap estimates of a point's latency and energy (codesign/sweep/proxy.py),
+    from the workloads an `Evaluation` prepared, for a model-guided strategy (None for an
+    evaluation without them, such as a stand-in)."""
+    from codesign.sweep.proxy import Proxy
+
+    evaluator = getattr(evaluation, "evaluator", None)
+    return None if evaluator is None else Proxy(evaluator.workloads, space.batch_policy)
+
+
 def make_area() -> Callable[[AcceleratorConfig], float]:
-    """The analytical area model, mm2 of a config."""
+    """The analytical area model, mm2 of a config, remembered per config: a sweep asks it of
+    every combination when it checks max_area_mm2 and again of every feasible point when a
+    strategy takes it as a known metric (~1 ms each: 10^4-point spaces pay it once)."""
     from codesign.ppa.area import area_model
 
+    @functools.cache
     def area_mm2(cfg: AcceleratorConfig) -> float:
         return float(area_model(cfg).total_mm2)
 
     return area_mm2
 
 
-__all__ = ["make_area", "make_evaluate"]
+__all__ = ["make_area", "make_evaluate", "make_proxy"]

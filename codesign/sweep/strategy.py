@@ -10,6 +10,9 @@ same points.  An adaptive strategy (NSGA-II, a surrogate) reads the metrics it m
 
 `known`, when given, computes metrics that are cheap and exact before a point runs (the area
 model's `area_mm2`): a model-guided strategy uses them as they are instead of predicting them.
+`proxy`, when given, computes cheap *estimates* of metrics before a point runs (the compiler's
+analytical estimates, codesign/sweep/proxy.py): a model-guided strategy starts from them and
+learns what they miss; the others ignore both.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class GridStrategy(_Ordered):
 
     name = "grid"
 
-    def __init__(self, space: Space, seed: int = 0, *, known: Known | None = None) -> None:
+    def __init__(self, space: Space, seed: int = 0, *, known: Known | None = None,
+                 proxy: Known | None = None) -> None:
         super().__init__(space, iter(range(space.size)))
 
 
@@ -84,35 +88,39 @@ class RandomStrategy(_Ordered):
 
     name = "random"
 
-    def __init__(self, space: Space, seed: int = 0, *, known: Known | None = None) -> None:
+    def __init__(self, space: Space, seed: int = 0, *, known: Known | None = None,
+                 proxy: Known | None = None) -> None:
         order = list(range(space.size))
         random.Random(seed).shuffle(order)
         super().__init__(space, iter(order))
 
 
-def _nsga2(space: Space, seed: int = 0, *, known: Known | None = None) -> Strategy:
+def _nsga2(space: Space, seed: int = 0, *, known: Known | None = None,
+           proxy: Known | None = None) -> Strategy:
     from codesign.sweep.nsga2 import Nsga2Strategy
 
     return Nsga2Strategy(space, seed, known=known)
 
 
-def _surrogate(space: Space, seed: int = 0, *, known: Known | None = None) -> Strategy:
-    from codesign.sweep.surrogate import SurrogateStrategy  # scikit-learn loads only when used
+def _surrogate(space: Space, seed: int = 0, *, known: Known | None = None,
+               proxy: Known | None = None) -> Strategy:
+    from codesign.sweep.surrogate import SurrogateStrategy  # scipy loads only when used
 
-    return SurrogateStrategy(space, seed, known=known)
+    return SurrogateStrategy(space, seed, known=known, proxy=proxy)
 
 
-# Each strategy's maker: (space, seed, known=...) -> Strategy.
+# Each strategy's maker: (space, seed, known=..., proxy=...) -> Strategy.
 STRATEGIES: dict[str, Callable[..., Strategy]] = {
     "grid": GridStrategy, "random": RandomStrategy, "nsga2": _nsga2, "surrogate": _surrogate}
 DEFAULT_STRATEGY = "surrogate"
 
 
-def make_strategy(name: str, space: Space, seed: int, *, known: Known | None = None) -> Strategy:
+def make_strategy(name: str, space: Space, seed: int, *, known: Known | None = None,
+                  proxy: Known | None = None) -> Strategy:
     """The strategy called `name` over `space`; InputError for an unknown name."""
     if name not in STRATEGIES:
         raise InputError(f"unknown strategy {name!r} (one of {', '.join(STRATEGIES)})")
-    return STRATEGIES[name](space, seed, known=known)
+    return STRATEGIES[name](space, seed, known=known, proxy=proxy)
 
 
 __all__ = ["DEFAULT_STRATEGY", "STRATEGIES", "Failure", "GridStrategy", "Known", "Outcome", "RandomStrategy",

@@ -85,10 +85,21 @@ def test_a_table_without_results(space):
 
 def test_the_command(capsys, store):
     code = main(["bench", "sweep-search", "--table", str(store), "--seeds", "1",
-                 "--strategies", "random,nsga2", "--json"])
+                 "--strategies", "random,nsga2", "--no-proxy", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and set(data["strategies"]) == {"random", "nsga2"} and "must_show_3" not in data
+    assert data["proxy"] is False and data["proxy_s_per_point"] is None
     assert main(["bench", "sweep-search", "--seeds", "1"]) == 2
     err = capsys.readouterr().err
     assert "sweep-search needs one table: --table STORE.db or --synthetic [SPACE]" in err
     assert err.count("\n") == 1
+
+
+def test_a_table_with_proxies_gives_them_to_the_strategies(space):
+    table = bench.synthetic_table(space).with_proxies()
+    assert set(table.proxies) == set(table.outcomes) and table.proxy_s > 0
+    point = next(iter(space))
+    assert table.proxy()(point.config) == synthetic.proxy_metrics(point.config)
+    assert bench.synthetic_table(space).proxy() is None
+    data = bench.run(table, strategies=["random", "surrogate"], seeds=1).to_json()
+    assert data["proxy"] is True and data["proxy_s_per_point"] == pytest.approx(table.proxy_s / len(space))

@@ -52,3 +52,16 @@ def test_the_default_is_a_known_strategy_and_known_metrics_reach_it(tiny_space):
     assert DEFAULT_STRATEGY in STRATEGIES
     strategy = make_strategy("surrogate", tiny_space, 0, known=lambda cfg: {"area_mm2": 1.0})
     assert strategy.known_metrics == ("area_mm2",)
+
+
+@pytest.mark.parametrize("name", ["grid", "random", "nsga2", "surrogate"])
+def test_every_strategy_takes_a_proxy_and_the_surrogate_uses_it(tiny_space, name):
+    calls = []
+
+    def proxy(cfg):
+        calls.append(cfg)
+        return {"latency_cycles": 1e6 / cfg.macs_per_cycle}
+
+    strategy = make_strategy(name, tiny_space, 0, known=lambda cfg: {"area_mm2": 1.0}, proxy=proxy)
+    assert len(strategy.ask(2)) == 2
+    assert len(calls) == (len(tiny_space) if name == "surrogate" else 0)

@@ -3,7 +3,8 @@ import random
 import numpy as np
 import pytest
 
-from codesign.sweep import synthetic
+from codesign.sweep import surrogate, synthetic
+from codesign.sweep.pareto import non_dominated
 from codesign.sweep.space import load_space, resolve_space_path
 from codesign.sweep.strategy import Failure, RandomStrategy
 from codesign.sweep.surrogate import SurrogateStrategy, features, maximin_order
@@ -106,3 +107,65 @@ def test_four_objectives_are_searched_by_a_proxy(tmp_path):
     space = space_from_text(text, path=tmp_path / "four.toml")
     asked, values = run(SurrogateStrategy(space, 0, initial=3), space, 6)
     assert len({p.id for p in asked}) == len(values) == 6
+
+
+def test_with_a_proxy_the_front_is_found_within_a_tenth_of_the_space(small):
+    budget = len(small) // 10
+    with_proxy = [hv_fraction(small, run(SurrogateStrategy(small, s, known=known_area,
+                                                           proxy=synthetic.proxy_metrics), small, budget)[1])
+                  for s in range(2)]
+    without = hv_fraction(small, run(SurrogateStrategy(small, 0, known=known_area), small, budget)[1])
+    assert min(with_proxy) >= 0.98 and min(with_proxy) > without
+
+
+def test_the_proxys_front_runs_first_in_one_batch(small):
+    strategy = SurrogateStrategy(small, 0, known=known_area, proxy=synthetic.proxy_metrics)
+    first = strategy.ask(16)
+    assert strategy.proxied == ("latency_cycles", "energy_uj") and len(first) == 16
+    # Each pick is on the front the proxy predicts for the points (known area exact).
+    every = list(small)
+    estimate = np.log([[synthetic.area_mm2(p.config), synthetic.proxy_metrics(p.config)["latency_cycles"],
+                        synthetic.proxy_metrics(p.config)["energy_uj"]] for p in every])
+    front = {p.id for p, keep in zip(every, non_dominated(estimate), strict=True) if keep}
+    assert {p.id for p in first} <= front
+
+
+def test_a_proxy_strategy_rebuilt_from_its_tells_asks_what_it_would_have(small):
+    make = lambda: SurrogateStrategy(small, 3, known=known_area, proxy=synthetic.proxy_metrics)
+    going = make()
+    asked, _ = run(going, small, 30)
+    rebuilt = make()
+    for point in reversed(asked):  # the order of tells does not matter
+        rebuilt.tell(point, synthetic.evaluate(point))
+    assert [p.id for p in rebuilt.ask(16)] == [p.id for p in going.ask(16)]
+
+
+def test_a_proxy_of_some_metrics_is_a_feature_only_and_above_the_limit_none(small, monkeypatch):
+    calls = []
+
+    def latency_only(cfg):
+        calls.append(cfg)
+        return {"latency_cycles": synthetic.proxy_metrics(cfg)["latency_cycles"]}
+
+    partial = SurrogateStrategy(small, 0, known=known_area, proxy=latency_only)
+    asked, values = run(partial, small, 12)
+    assert partial.proxied == ("latency_cycles",) and not partial._proxy_design()
+    assert len(calls) == len(small) and len({p.id for p in asked}) == len(values) == 12
+    monkeypatch.setattr(surrogate, "PROXY_LIMIT", len(small) - 1)
+    calls.clear()
+    limited = SurrogateStrategy(small, 0, known=known_area, proxy=latency_only)
+    plain = SurrogateStrategy(small, 0, known=known_area)
+    assert [p.id for p in limited.ask(8)] == [p.id for p in plain.ask(8)] and calls == []
+
+
+def test_a_proxy_that_fails_on_a_candidate_is_not_used(small):
+    from hw.errors import WorkbenchError
+
+    def failing(cfg):
+        if cfg.block_in == 32 and cfg.acc_bytes == 131072:
+            raise WorkbenchError("no estimate")
+        return synthetic.proxy_metrics(cfg)
+
+    broken = SurrogateStrategy(small, 0, known=known_area, proxy=failing)
+    plain = SurrogateStrategy(small, 0, known=known_area)
+    assert [p.id for p in broken.ask(8)] == [p.id for p in plain.ask(8)] and broken.proxied == ()

@@ -43,3 +43,11 @@ def test_evaluate_gives_the_points_result():
     result = synthetic.evaluate(point)
     assert result.point_id == point.id and result.metrics == synthetic.metrics(point.config)
     assert set(result.fidelity.values()) == {"estimate"}
+
+
+def test_the_proxy_leaves_costs_out_so_it_never_exceeds_the_stand_in():
+    for point in load_space(resolve_space_path("small")):
+        cheap, full = synthetic.proxy_metrics(point.config), synthetic.metrics(point.config)
+        assert 0 < cheap["latency_cycles"] <= full["latency_cycles"]
+        assert 0 < cheap["energy_uj"] < full["energy_uj"]
+        assert cheap["edp"] == cheap["energy_uj"] * cheap["latency_ms"]

@@ -1,0 +1,35 @@
+"""The pipeline's area model is the analytical model's, computed once per config."""
+
+import dataclasses
+
+from codesign.ppa import area
+from codesign.sweep import pipeline
+from hw.config import PRESETS
+
+
+def test_the_area_is_the_models_and_each_config_is_computed_once(monkeypatch):
+    calls = []
+    model = area.area_model
+
+    def counted(cfg, **kwargs):
+        calls.append(cfg)
+        return model(cfg, **kwargs)
+
+    monkeypatch.setattr(area, "area_model", counted)
+    area_mm2 = pipeline.make_area()
+    cfg, other = PRESETS["tiny"], dataclasses.replace(PRESETS["tiny"], wgt_bytes=8192)
+    values = [area_mm2(cfg), area_mm2(other), area_mm2(cfg), area_mm2(dataclasses.replace(other))]
+    assert values[0] == values[2] == model(cfg).total_mm2 and values[1] == values[3] != values[0]
+    assert calls == [cfg, other]
+
+
+def test_the_proxy_estimates_the_evaluations_workloads_and_a_stand_in_has_none(tiny_space):
+    from types import SimpleNamespace
+
+    from codesign.sweep.proxy import Proxy
+
+    workloads = ["prepared"]
+    proxy = pipeline.make_proxy(SimpleNamespace(evaluator=SimpleNamespace(workloads=workloads)), tiny_space)
+    assert isinstance(proxy, Proxy) and proxy.workloads == workloads
+    assert proxy.batch_policy == tiny_space.batch_policy
+    assert pipeline.make_proxy(lambda point: None, tiny_space) is None
