@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.sweep.operators import Spec, at_batch, batch_for, is_shallow, make_operator, model_batch
+from codesign.sweep.operators import Spec, batch_for, is_shallow, make_operator, padded
 from codesign.sweep.prepare import Prepared
 from codesign.sweep.schedules import ranking
 from compiler.errors import ScheduleError
@@ -113,15 +113,14 @@ class Proxy:
         """One workload's summed counters on `target` and the inferences one run serves (as
         `evaluate._summary` reports its batch)."""
         steps = prepared.steps_for(target.block_in)
-        batches = {model_batch(s.spec) for s in steps if s.spec is not None}
-        own = max(batches) if batches else 1
+        own = prepared.batch
         run_batch = batch_for(own, target.batch)
         total = _Counts()
         seen: dict[Spec, _Counts | None] = {}
         for step in steps:
             if step.spec is None or is_shallow(step, target):
                 continue
-            spec = at_batch(step.spec, run_batch)
+            spec = padded(step.spec, own, target.batch)
             if spec not in seen:
                 seen[spec] = _op_counts(spec, target)
             found = seen[spec]
