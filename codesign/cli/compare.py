@@ -99,4 +99,11 @@ def print_table(report: CompareReport, out: TextIO | None = None) -> None:
     for r in report.results:
         if r.energy_source:
             print(f"energy {r.backend}: {r.energy_mj:.3f} mJ ({r.energy_source})", file=stream)
-    print(f"fastest: {report.fastest}", file=stream)
+    from codesign.compare.records import FAITHFUL_COSINE
+
+    for r in report.results:
+        if not r.faithful:
+            print(f"warning: {r.backend}'s outputs are off (cosine {r.cosine:.3f} against onnxruntime fp32, "
+                  f"below {FAITHFUL_COSINE}): its latency is not comparable, and it is not ranked",
+                  file=stream)
+    print(f"fastest: {report.fastest or 'none with faithful outputs'}", file=stream)

@@ -32,13 +32,20 @@ def compare_figure(report: CompareReport) -> Figure:
     xs = range(len(rows))
     medians = [r.latency.median_ms for r in rows]
     colors = ["tab:orange" if r.timing == "simulated" else "tab:blue" for r in rows]
-    ax.bar(xs, medians, color=colors)
+    bars = ax.bar(xs, medians, color=colors)
+    for bar, r in zip(bars, rows, strict=True):
+        if not r.faithful:  # outputs off: hatched and labelled, not ranked
+            bar.set_hatch("//")
+            bar.set_alpha(0.45)
     lower = [m - r.latency.min_ms for m, r in zip(medians, rows, strict=True)]
     upper = [r.latency.max_ms - m for m, r in zip(medians, rows, strict=True)]
     ax.errorbar(xs, medians, yerr=[lower, upper], fmt="none", ecolor="black", capsize=4)
     fastest = min(medians) if medians else 0.0
     for x, m, r in zip(xs, medians, rows, strict=True):  # above the whisker, clear of it
-        ax.annotate(f"{m:.2f} ms\n{m / fastest:.2f}x" if fastest else f"{m:.2f} ms", (x, r.latency.max_ms),
+        label = f"{m:.2f} ms\n{m / fastest:.2f}x" if fastest else f"{m:.2f} ms"
+        if not r.faithful:
+            label += f"\noutputs off\n(cosine {r.cosine:.2f})"
+        ax.annotate(label, (x, r.latency.max_ms),
                     ha="center", va="bottom", fontsize=8, xytext=(0, 4), textcoords="offset points")
     ax.set_ylim(0, max((r.latency.max_ms for r in rows), default=1.0) * 1.18)
     ax.set_xticks(list(xs))

@@ -31,6 +31,10 @@ class Latency:
         return asdict(self)
 
 
+FAITHFUL_COSINE = 0.95  # mean cosine against onnxruntime fp32 below which outputs are called off
+# (int8 on bert-tiny's two logits: 0.98-0.99; onnxruntime's quantizer over every operator: 0.64)
+
+
 @dataclass(frozen=True)
 class BackendResult:
     """One backend on one model. `timing`: "simulated" (the accelerator: its timing model's
@@ -58,8 +62,15 @@ class BackendResult:
     energy_mj: float | None = None
     energy_source: str | None = None
 
+    @property
+    def faithful(self) -> bool:
+        """Its outputs agree with onnxruntime fp32 (cosine at least FAITHFUL_COSINE, or not
+        compared): a backend that computes something else has no place in a race."""
+        return self.cosine is None or self.cosine >= FAITHFUL_COSINE
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        out["faithful"] = self.faithful
         out["latency"] = self.latency.to_json()
         out["top1_ci95"] = list(self.top1_ci95) if self.top1_ci95 else None
         out["fallbacks"] = list(self.fallbacks)
@@ -80,7 +91,9 @@ class CompareReport:
 
     @property
     def fastest(self) -> str:
-        return min(self.results, key=lambda r: r.latency.median_ms).backend if self.results else ""
+        """The backend with the lowest median latency among those whose outputs are faithful."""
+        faithful = [r for r in self.results if r.faithful]
+        return min(faithful, key=lambda r: r.latency.median_ms).backend if faithful else ""
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "macs": self.macs, "inputs": self.inputs, "repeat": self.repeat,

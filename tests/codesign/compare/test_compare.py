@@ -98,3 +98,28 @@ def test_cpu_energy_is_latency_times_the_stated_power(mlp: Path) -> None:
     (r,) = report.results
     assert r.energy_mj == pytest.approx(r.latency.median_ms / 1e3 * 12.5 * 1e3)  # s x W = J, in mJ
     assert r.energy_source == "estimate: median latency x 12.5 W stated with --cpu-watts"
+
+
+def test_a_backend_whose_outputs_are_off_is_flagged_and_not_ranked(mlp: Path, tmp_path: Path) -> None:
+    """A backend that computes something else (cosine below FAITHFUL_COSINE) is marked in the
+    JSON, the table and the figure, and `fastest` names the fastest faithful backend."""
+    import dataclasses
+    import io
+
+    from codesign.cli.compare import print_table
+    from codesign.compare import write_figure
+    from codesign.compare.records import FAITHFUL_COSINE
+
+    report = compare(CompareRequest(str(mlp), (), backends=("cpu", "onnxruntime"), repeat=2, warmup=0,
+                                    inputs=1, precisions=("fp32",)))
+    quick = min(report.results, key=lambda r: r.latency.median_ms)
+    off = dataclasses.replace(quick, cosine=FAITHFUL_COSINE - 0.35)
+    bad = dataclasses.replace(report, results=tuple(off if r is quick else r for r in report.results))
+    assert not off.faithful and off.to_json()["faithful"] is False
+    assert bad.fastest != off.backend and bad.fastest in {r.backend for r in bad.results}
+    table = io.StringIO()
+    print_table(bad, table)
+    assert (f"warning: {off.backend}'s outputs are off (cosine 0.600 against onnxruntime fp32, below 0.95): "
+            "its latency is not comparable, and it is not ranked") in table.getvalue()
+    assert f"fastest: {bad.fastest}" in table.getvalue()
+    assert all(p.stat().st_size > 0 for p in write_figure(bad, tmp_path))
