@@ -214,10 +214,12 @@ def _zero_point(ctx: ImportContext, scale: Value, dtype: str) -> str:
     return ctx.add_const(ctx.temp("zero_point"), np.zeros(scale.shape, dtype))
 
 
-def _quant_axis(ctx: ImportContext, x: Value) -> int:
+def _quant_axis(ctx: ImportContext, x: Value, scale: Value) -> int:
+    """The channel axis of a per-axis scale; 0 for a per-tensor (scalar) one, whose axis ONNX
+    ignores."""
     if ctx.int_attr("block_size", 0):
         ctx.fail("blocked quantization (block_size) is not supported")
-    return _axis(ctx, ctx.int_attr("axis", 1), x.rank) if x.rank else 0
+    return _axis(ctx, ctx.int_attr("axis", 1), x.rank) if x.rank and scale.rank else 0
 
 
 @converter("QuantizeLinear", note="kept as an op; a missing zero point becomes an explicit zero")
@@ -226,11 +228,11 @@ def _quantize(ctx: ImportContext) -> None:
     out_type = ctx.int_attr("output_dtype", 0)
     dtype = ctx.dtype_of(out_type) if out_type else "uint8"
     zero = _zero_point(ctx, scale, dtype)
-    ctx.emit("QuantizeLinear", [x.name, scale.name, zero], {"axis": _quant_axis(ctx, x)})
+    ctx.emit("QuantizeLinear", [x.name, scale.name, zero], {"axis": _quant_axis(ctx, x, scale)})
 
 
 @converter("DequantizeLinear", note="kept as an op; a missing zero point becomes an explicit zero")
 def _dequantize(ctx: ImportContext) -> None:
     x, scale = ctx.value(0), ctx.value(1)
     zero = _zero_point(ctx, scale, x.dtype)
-    ctx.emit("DequantizeLinear", [x.name, scale.name, zero], {"axis": _quant_axis(ctx, x)})
+    ctx.emit("DequantizeLinear", [x.name, scale.name, zero], {"axis": _quant_axis(ctx, x, scale)})
