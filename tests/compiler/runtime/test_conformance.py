@@ -5,6 +5,7 @@ the suite's tolerances, except `EXCLUDED`'s reviewed patterns (each skip says wh
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from compiler.runtime.conformance import (
     SuiteReport,
     backend_test,
     cases,
+    node_tests,
     subject,
     supported_table,
 )
@@ -38,13 +40,11 @@ def test_every_exclusion_pattern_matches_a_claimed_case() -> None:
 def test_excluded_cases_do_fail() -> None:
     """An excluded case of supported operators is refused by the backend (an exclusion never
     hides a case that would pass): sampled, one per pattern."""
-    import onnx.backend.test.loader as loader
-
-    by_name = {tc.name: tc for tc in loader.load_model_tests(kind="node")}
+    by_name = node_tests()
     for e in EXCLUDED:
         case = next(c for c in cases(("node",)) if re.search(e.pattern, c.name)
                     and all(op in SUPPORTED for op in c.ops) and c.name in by_name)
-        tc = by_name[case.name]
+        tc: Any = by_name[case.name]
         with pytest.raises(Exception):  # noqa: B017  (an import error or a wrong output)
             rep = WorkbenchBackend.prepare(tc.model)
             for inputs, refs in tc.data_sets:
@@ -53,7 +53,7 @@ def test_excluded_cases_do_fail() -> None:
                     np.testing.assert_allclose(out, _array(ref), rtol=tc.rtol, atol=tc.atol)
 
 
-def _array(value: object) -> object:
+def _array(value: Any) -> Any:
     from onnx import numpy_helper
 
     return numpy_helper.to_array(value) if hasattr(value, "raw_data") else value
