@@ -5,6 +5,7 @@ the suite's tolerances, except `EXCLUDED`'s reviewed patterns (each skip says wh
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -80,3 +81,13 @@ def test_supported_table_shows_counts() -> None:
     table = supported_table(report)
     assert "| Relu | Relu | 3 / 3 (1) |" in table
     assert "3 node cases pass, 0 fail, 1 excluded" in table
+
+
+def test_readme_table_has_every_supported_operator() -> None:
+    """The README's table (regenerate it with `python -m compiler.runtime.conformance`) lists
+    exactly the supported operators, with the suite's counts."""
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    start = readme.index("| ONNX operator | graph IR | ONNX suite")
+    rows = readme[start:].split("\n\n")[0].splitlines()[2:]
+    assert [r.split(" | ")[0].lstrip("| ") for r in rows] == sorted(SUPPORTED)
+    assert f"by `EXCLUDED`'s {len(EXCLUDED)} reviewed patterns" in readme
