@@ -134,6 +134,16 @@ def _nearest(x: np.ndarray, mode: str) -> np.ndarray:
     return np.floor(x) if mode == "floor" else np.ceil(x)
 
 
+def nearest_index(attrs: Attrs, axis: int, n_in: int) -> np.ndarray:
+    """The input index each output index of `axis` reads, for a nearest Resize."""
+    sizes, scales = attr_ints(attrs, "sizes"), attrs["scales"]
+    assert isinstance(scales, tuple)
+    n_out = sizes[axis]
+    src = source_coords(np.arange(n_out, dtype=np.float64), n_in, n_out, float(scales[axis]),
+                        attr_str(attrs, "coordinate_transformation_mode"))
+    return np.clip(_nearest(src, attr_str(attrs, "nearest_mode")), 0, n_in - 1).astype(np.int64)
+
+
 def _resize(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     """Separable: one axis at a time (n-linear interpolation is linear along each axis in turn)."""
     x = xs[0]
@@ -144,11 +154,10 @@ def _resize(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     for axis, (n_in, n_out, scale) in enumerate(zip(x.shape, sizes, scales, strict=True)):
         if n_in == n_out and scale == 1.0:
             continue
-        src = source_coords(np.arange(n_out, dtype=np.float64), n_in, n_out, float(scale), coord)
         if mode == "nearest":
-            idx = np.clip(_nearest(src, attr_str(attrs, "nearest_mode")), 0, n_in - 1).astype(np.int64)
-            y = np.take(y, idx, axis=axis)
+            y = np.take(y, nearest_index(attrs, axis, n_in), axis=axis)
             continue
+        src = source_coords(np.arange(n_out, dtype=np.float64), n_in, n_out, float(scale), coord)
         src = np.clip(src, 0, n_in - 1)
         lo = np.floor(src).astype(np.int64)
         hi = np.minimum(lo + 1, n_in - 1)

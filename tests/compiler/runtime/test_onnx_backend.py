@@ -106,3 +106,21 @@ def test_cli_runs_a_minus_one_batch_model(tmp_path: Path, capsys: pytest.Capture
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["cosine"] > 0.9999
+
+
+def test_native_path_runs_resize_and_prelu_natively() -> None:
+    """A detection neck's nearest 2x upsampling and a PRelu: native kernels, not the interpreter."""
+    slope = numpy_helper.from_array(np.full((4, 1, 1), 0.25, np.float32), "slope")
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    nodes = [helper.make_node("PRelu", ["x", "slope"], ["p"]),
+             helper.make_node("Resize", ["p", "", "scales"], ["y"], mode="nearest")]
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 8])
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "neck", [x_info], [y_info], [slope, scales])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    rep = WorkbenchBackend.prepare(model, native=True)
+    assert rep.static is not None and rep.static.cpu is not None
+    assert [s.where for s in rep.static.cpu.steps] == ["host", "host"]
+    x = np.random.default_rng(3).standard_normal((1, 4, 6, 8)).astype(np.float32)
+    (y,) = rep.run([x])
+    np.testing.assert_array_equal(y, ort_run(model, {"x": x})["y"])
