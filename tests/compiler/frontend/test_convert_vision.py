@@ -218,3 +218,29 @@ def test_split_sizes_must_cut_the_axis() -> None:
     with pytest.raises(ModelImportError, match=message):
         import_and_simplify(model)
 
+
+
+def test_conv_transpose_refusals() -> None:
+    b = Builder(NEWEST_OPSET)
+    y = b.op("ConvTranspose", ["x", b.weight("w", [2, 2, 3, 3])], kernel_shape=[2, 2])
+    with pytest.raises(ModelImportError, match=r"kernel_shape \(2, 2\) differs from the weight's \(3, 3\)"):
+        import_and_simplify(b.model({"x": [1, 2, 4, 4]}, [y]))
+    b = Builder(NEWEST_OPSET)
+    y = b.op("ConvTranspose", ["x", b.weight("w", [2, 2, 3, 3])], strides=[2])
+    with pytest.raises(ModelImportError, match=r"strides \(2,\), dilations \(1, 1\), output_padding \(0, 0\) "
+                       r"do not fit kernel \(3, 3\)"):
+        import_and_simplify(b.model({"x": [1, 2, 4, 4]}, [y]))
+
+
+@pytest.mark.parametrize(("inputs", "attrs", "message"), [
+    (["x", "", "", "SIZES"], {"axes": [2]}, r"sizes \(1, 1, 4, 4\) do not fit axes \(2,\)"),
+    (["x", "", "SCALES"], {}, r"scales \[1.0, 1.0, 2.0\] do not fit axes \(0, 1, 2, 3\)"),
+    (["x", "", "", ""], {}, "needs scales or sizes"),
+])
+def test_resize_parameter_refusals(inputs: list[str], attrs: dict[str, Any], message: str) -> None:
+    b = Builder(NEWEST_OPSET)
+    names = {"SIZES": b.ints([1, 1, 4, 4]), "SCALES": b.floats([1, 1, 2])}
+    y = b.op("Resize", [names.get(i, i) for i in inputs], **attrs)
+    model = b.model({"x": [1, 1, 2, 2]}, [y])
+    with pytest.raises(ModelImportError, match=message):
+        import_and_simplify(model)
