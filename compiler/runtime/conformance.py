@@ -184,8 +184,7 @@ class SuiteReport:
                 "ops": {op: vars(c) for op, c in sorted(self.ops.items())}}
 
 
-def run_suite(kinds: Sequence[str] = ("node", "simple", "pytorch-converted", "pytorch-operator")
-              ) -> SuiteReport:
+def run_suite(kinds: Sequence[str] = KINDS) -> SuiteReport:
     """Run the suite's `kinds` and count the results (what the README table shows)."""
     suite = unittest.TestSuite()
     for cls in backend_test(kinds).values():

@@ -89,7 +89,7 @@ def test_conv_transpose_random(c: int, m: int, g: int, k: int, s: int, d: int, p
                                bias: bool) -> None:
     b = Builder(NEWEST_OPSET)
     inputs = ["x", b.weight("w", [c * g, m, k, k])] + ([b.weight("b", [m * g])] if bias else [])
-    extra = min(s - 1, d - 1 + 0) if s > 1 else 0
+    extra = min(s, d) - 1  # output_padding below both the stride and the dilation
     y = b.op("ConvTranspose", inputs, strides=[s, s], dilations=[d, d], pads=[p, 0, 0, p], group=g,
              output_padding=[extra, 0])
     _check(b.model({"x": [2, c * g, hw, hw + 1]}, [y]))
