@@ -138,15 +138,18 @@ def subject(name: str, ops: Sequence[str]) -> str:
 # -- running the suite ----------------------------------------------------------------------------
 
 
-def backend_test(kinds: Iterable[str] = KINDS, module: str | None = None) -> dict[str, type]:
-    """The suite's unittest classes over `WorkbenchBackend`, each excluded case skipped with its
-    reason, each group not in `kinds` left out."""
-    from compiler.runtime.onnx_backend import WorkbenchBackend
+def backend_test(kinds: Iterable[str] = KINDS, module: str | None = None,
+                 native: bool = False) -> dict[str, type]:
+    """The suite's unittest classes over `WorkbenchBackend` (`NativeBackend` with `native`, the
+    classes' names prefixed with Native), each excluded case skipped with its reason, each group
+    not in `kinds` left out."""
+    from compiler.runtime.onnx_backend import NativeBackend, WorkbenchBackend
 
     by_name = {c.name: c for c in cases()}
     wanted = {CATEGORY[k] for k in kinds}
     classes = {}
-    for cls_name, cls in BackendTest(WorkbenchBackend, module).test_cases.items():
+    backend = NativeBackend if native else WorkbenchBackend
+    for cls_name, cls in BackendTest(backend, module).test_cases.items():
         if cls_name.removeprefix("OnnxBackend").removesuffix("ModelTest") not in wanted:
             continue
         for attr in [a for a in vars(cls) if a.startswith("test_")]:
@@ -155,6 +158,8 @@ def backend_test(kinds: Iterable[str] = KINDS, module: str | None = None) -> dic
                 delattr(cls, attr)
             elif case is not None and case.exclusion is not None:
                 setattr(cls, attr, unittest.skip(case.exclusion)(getattr(cls, attr)))
+        if native:
+            cls.__name__ = cls.__qualname__ = cls_name = f"Native{cls_name}"
         classes[cls_name] = cls
     return classes
 

@@ -91,7 +91,7 @@ def _global_avg_pool(graph: Graph, node: Node) -> Spec:
 
 def _last_axis(graph: Graph, node: Node, name: str) -> Spec:
     shape = _shape(graph, node)
-    if node.int_attr("axis") % len(shape) != len(shape) - 1:
+    if node.int_attr("axis") % len(shape) != len(shape) - 1 or _dtype(graph, node) != "float32":
         return None
     return name, {"shape": shape}, 1
 
@@ -101,7 +101,7 @@ def _softmax(graph: Graph, node: Node) -> Spec:
 
 
 def _gelu(graph: Graph, node: Node) -> Spec:
-    if node.attrs.get("approximate", "none") != "none":
+    if node.attrs.get("approximate", "none") != "none" or _dtype(graph, node) != "float32":
         return None
     return "gelu", {"shape": _shape(graph, node)}, 1
 

@@ -194,3 +194,12 @@ def _output(graph: Graph, name: str, outputs: Mapping[str, np.ndarray]) -> np.nd
     if data is None:
         raise ModelImportError(f"graph output {name!r} was not computed")
     return data
+
+
+class NativeBackend(WorkbenchBackend):
+    """`WorkbenchBackend` with `native=True` by default: every node a native host kernel where
+    one covers it (what the conformance suite's slow run checks)."""
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> WorkbenchRep:
+        return super().prepare(model, device, **{"native": True, **kwargs})

@@ -29,6 +29,10 @@ from compiler.runtime.onnx_backend import WorkbenchBackend
 # expected outputs onnx computes with its slow reference evaluator, only under -m slow).
 globals().update(backend_test(("node", "simple", "pytorch-converted", "pytorch-operator"), __name__))
 globals().update({name: pytest.mark.slow(cls) for name, cls in backend_test(("real",), __name__).items()})
+# ... and the node and small model cases with every node a native host kernel where one covers it
+# (compiling the kernels of 700 small models takes minutes)
+globals().update({name: pytest.mark.slow(cls) for name, cls in backend_test(
+    ("node", "simple", "pytorch-converted", "pytorch-operator"), __name__, native=True).items()})
 
 
 def test_every_exclusion_pattern_matches_a_claimed_case() -> None:
