@@ -19,8 +19,8 @@ import os
 import re
 import unittest
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 
 import onnx
@@ -164,19 +164,25 @@ def backend_test(kinds: Iterable[str] = KINDS, module: str | None = None,
     return classes
 
 
-@dataclass
+@dataclass(frozen=True)
 class OpCounts:
+    """One operator's node cases: how many passed, failed (named) and were excluded."""
+
     passed: int = 0
     failed: int = 0
     excluded: int = 0
-    failures: list[str] = field(default_factory=list)
+    failures: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {"passed": self.passed, "failed": self.failed, "excluded": self.excluded,
+                "failures": list(self.failures)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class SuiteReport:
     onnx_version: str
-    ops: dict[str, OpCounts]  # by subject operator, node cases only
-    models: dict[str, dict[str, int]]  # by kind: passed, failed, excluded
+    ops: Mapping[str, OpCounts]  # by subject operator, node cases only
+    models: Mapping[str, Mapping[str, int]]  # by kind: passed, failed, excluded
 
     def total(self, what: str) -> int:
         return sum(getattr(c, what) for c in self.ops.values())
@@ -185,8 +191,8 @@ class SuiteReport:
         return {"onnx": self.onnx_version,
                 "node": {"passed": self.total("passed"), "failed": self.total("failed"),
                          "excluded": self.total("excluded")},
-                "models": self.models,
-                "ops": {op: vars(c) for op, c in sorted(self.ops.items())}}
+                "models": {k: dict(v) for k, v in self.models.items()},
+                "ops": {op: c.to_json() for op, c in sorted(self.ops.items())}}
 
 
 def run_suite(kinds: Sequence[str] = KINDS) -> SuiteReport:
@@ -198,19 +204,21 @@ def run_suite(kinds: Sequence[str] = KINDS) -> SuiteReport:
     suite.run(result)
     failed = {_case_name(t) for t, _ in result.failures + result.errors}
     skipped = {_case_name(t) for t, _ in result.skipped}
-    ops: dict[str, OpCounts] = {}
+    statuses: dict[str, Counter[str]] = {}
+    failures: dict[str, list[str]] = {}
     models: dict[str, Counter[str]] = {}
     for case in cases():
         if case.kind not in kinds:
             continue
         status = "failed" if case.name in failed else "excluded" if case.name in skipped else "passed"
         if case.kind == "node":
-            counts = ops.setdefault(case.subject, OpCounts())
-            setattr(counts, status, getattr(counts, status) + 1)
+            statuses.setdefault(case.subject, Counter())[status] += 1
             if status == "failed":
-                counts.failures.append(case.name)
+                failures.setdefault(case.subject, []).append(case.name)
         else:
             models.setdefault(case.kind, Counter())[status] += 1
+    ops = {op: OpCounts(c["passed"], c["failed"], c["excluded"], tuple(failures.get(op, ())))
+           for op, c in statuses.items()}
     return SuiteReport(onnx.__version__, ops, {k: dict(v) for k, v in models.items()})
 
 
