@@ -48,7 +48,6 @@ _LOW_PRECISION = "FLOAT8|E4M3|E5M2|E8M0|INT4|INT2|FLOAT4|BFLOAT16|int4|int2|e4m3
 EXCLUDED: tuple[Exclusion, ...] = (
     Exclusion(rf"({_LOW_PRECISION})", "element type (float8, float4, int4, int2, bfloat16) not supported"),
     Exclusion(r"^test_identity_(sequence|opt)$", "sequence and optional types are not tensors"),
-    Exclusion(r"^test_layer_normalization_", "reads the Mean/InvStdDev outputs: only Y is supported"),
     Exclusion(r"dropout.*mask|^test_training_dropout",
               "training-mode Dropout (random masks, the mask output): inference only"),
     Exclusion(r"^test_batchnorm_.*training_mode$", "training-mode BatchNormalization: inference only"),

@@ -211,6 +211,12 @@ def layer_norm(b: Builder) -> onnx.ModelProto:
     return b.model({"x": [2, 4, 6]}, [y, z])
 
 
+@case(17, NEWEST)
+def layer_norm_mean_and_inv_std_dev(b: Builder) -> onnx.ModelProto:
+    y = b.op("LayerNormalization", ["x", b.weight("g", [4, 6])], n_out=3, axis=1, epsilon=1e-3)
+    return b.model({"x": [2, 4, 6]}, [y, f"{y}_extra1", f"{y}_extra2"])
+
+
 @case(9, NEWEST)
 def max_pool(b: Builder) -> onnx.ModelProto:
     return _x(b, "MaxPool", [1, 2, 7, 7], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
