@@ -17,6 +17,8 @@ import numpy as np
 from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph, Node
 from compiler.graph.passes import simplify
+from compiler.graph.passes.lower_conv_transpose import lower_conv_transpose
+from compiler.graph.passes.split_groups import split_groups
 from compiler.quant import quantize
 from compiler.quant.fuse_residual import fuse_residual_adds
 from compiler.quant.qdq import import_qdq
@@ -93,6 +95,8 @@ def quantize_graph(graph: Graph, calibration: Sequence[Inputs], *, quant: QuantO
                              "--float-layers applies to a float model")
         qgraph = import_qdq(graph, calib, precise=True)
     else:
+        if target is not None:  # grouped and transposed convolutions as convolutions it runs
+            graph = split_groups(lower_conv_transpose(simplify(graph)), target.block_in)
         # a shallow convolution that stays on the host stays float there: int8 buys it nothing
         shallow = None if offload_shallow or target is None else functools.partial(is_shallow, target=target)
         keep = float_layer_rule(graph, quant.float_layers, shallow)

@@ -22,6 +22,16 @@ from compiler.graph.ir import Graph, Node, Value, const
 from compiler.graph.opdefs import OPS, make_node
 
 
+class ParameterNotConstant(ModelImportError):
+    """A parameter input (a shape, axes, pads, bounds) that neither constants nor static shapes
+    determine; `name` is the value it reads. A caller holding that value's data (the ONNX
+    backend, at run time) can bind it as a constant and import again."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 class ImportContext:
     """State of one import: the graph under construction and the ONNX node being converted."""
 
@@ -96,7 +106,11 @@ class ImportContext:
             return None
         data = self.evaluate(name)
         if data is None:
-            self.fail(f"{what} (input {name!r}) is not a constant and cannot be computed from static shapes")
+            raise ParameterNotConstant(
+                f"{self.where()}: {what} (input {name!r}) is not a constant and cannot be computed "
+                "from static shapes",
+                name,
+            )
         return data
 
     def evaluate(self, name: str) -> np.ndarray | None:

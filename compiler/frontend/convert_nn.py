@@ -115,16 +115,31 @@ def _batch_norm(ctx: ImportContext) -> None:
     )
 
 
-@converter("LayerNormalization", note="opset 17+; only the Y output")
+@converter("LayerNormalization", note="opset 17+; the Mean and InvStdDev outputs, where read, "
+           "as ReduceMean, Sub, Mul, Add, Sqrt, Div")
 def _layer_norm(ctx: ImportContext) -> None:
-    ctx.unused_extra_outputs()
     x = ctx.value(0)
     inputs = [x.name, ctx.value(1).name] + ([b] if (b := ctx.input(2)) else [])
-    ctx.emit(
-        "LayerNormalization",
-        inputs,
-        {"axis": _axis(ctx, ctx.int_attr("axis", -1), x.rank), "epsilon": ctx.float_attr("epsilon", 1e-5)},
-    )
+    axis, eps = _axis(ctx, ctx.int_attr("axis", -1), x.rank), ctx.float_attr("epsilon", 1e-5)
+    ctx.emit("LayerNormalization", inputs, {"axis": axis, "epsilon": eps})
+    extra = [o if o in ctx.used else "" for o in list(ctx.node.output[1:3])]
+    if any(extra):
+        _layer_norm_stats(ctx, x.name, tuple(range(axis, x.rank)), eps, extra)
+
+
+def _layer_norm_stats(ctx: ImportContext, x: str, axes: tuple[int, ...], eps: float, outs: list[str]) -> None:
+    """LayerNormalization's Mean and InvStdDev outputs (`outs`, "" where unread), in float32."""
+    dtype = ctx.graph.values[x].dtype
+    mean = ctx.emit("ReduceMean", [x], {"axes": axes, "keepdims": 1}, output=outs[0] or ctx.temp("mean"))
+    if len(outs) < 2 or not outs[1]:
+        return
+    d = ctx.emit("Sub", [x, mean], output=ctx.temp("centered"))
+    var = ctx.emit("ReduceMean", [ctx.emit("Mul", [d, d], output=ctx.temp("squared"))],
+                   {"axes": axes, "keepdims": 1}, output=ctx.temp("var"))
+    eps_c = ctx.add_const(ctx.temp("eps"), np.array(eps, dtype))
+    var_eps = ctx.emit("Add", [var, eps_c], output=ctx.temp("var_eps"))
+    std = ctx.emit("Sqrt", [var_eps], output=ctx.temp("std"))
+    ctx.emit("Div", [ctx.add_const(ctx.temp("one"), np.array(1, dtype)), std], output=outs[1])
 
 
 @converter(
@@ -214,10 +229,12 @@ def _zero_point(ctx: ImportContext, scale: Value, dtype: str) -> str:
     return ctx.add_const(ctx.temp("zero_point"), np.zeros(scale.shape, dtype))
 
 
-def _quant_axis(ctx: ImportContext, x: Value) -> int:
+def _quant_axis(ctx: ImportContext, x: Value, scale: Value) -> int:
+    """The channel axis of a per-axis scale; 0 for a per-tensor (scalar) one, whose axis ONNX
+    ignores."""
     if ctx.int_attr("block_size", 0):
         ctx.fail("blocked quantization (block_size) is not supported")
-    return _axis(ctx, ctx.int_attr("axis", 1), x.rank) if x.rank else 0
+    return _axis(ctx, ctx.int_attr("axis", 1), x.rank) if x.rank and scale.rank else 0
 
 
 @converter("QuantizeLinear", note="kept as an op; a missing zero point becomes an explicit zero")
@@ -226,11 +243,11 @@ def _quantize(ctx: ImportContext) -> None:
     out_type = ctx.int_attr("output_dtype", 0)
     dtype = ctx.dtype_of(out_type) if out_type else "uint8"
     zero = _zero_point(ctx, scale, dtype)
-    ctx.emit("QuantizeLinear", [x.name, scale.name, zero], {"axis": _quant_axis(ctx, x)})
+    ctx.emit("QuantizeLinear", [x.name, scale.name, zero], {"axis": _quant_axis(ctx, x, scale)})
 
 
 @converter("DequantizeLinear", note="kept as an op; a missing zero point becomes an explicit zero")
 def _dequantize(ctx: ImportContext) -> None:
     x, scale = ctx.value(0), ctx.value(1)
     zero = _zero_point(ctx, scale, x.dtype)
-    ctx.emit("DequantizeLinear", [x.name, scale.name, zero], {"axis": _quant_axis(ctx, x)})
+    ctx.emit("DequantizeLinear", [x.name, scale.name, zero], {"axis": _quant_axis(ctx, x, scale)})

@@ -16,7 +16,7 @@ import onnx
 from onnx import numpy_helper
 
 from compiler.errors import GraphError, ModelImportError
-from compiler.frontend import convert_nn, convert_tensor  # noqa: F401  (they register converters)
+from compiler.frontend import convert_nn, convert_tensor, convert_vision  # noqa: F401  (they register converters)
 from compiler.frontend.context import ImportContext
 from compiler.frontend.onnx_load import Source, default_opset, load_model
 from compiler.frontend.onnx_shapes import bind_inputs, infer_types, numpy_dtype

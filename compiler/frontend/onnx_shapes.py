@@ -81,11 +81,18 @@ def bind_inputs(
 
 
 def _declared(vi: onnx.ValueInfoProto) -> list[int | str] | None:
-    """The declared dims: ints, names of symbolic dims ('?' when unnamed), None if no shape."""
+    """The declared dims: ints, names of symbolic dims ('?' when unnamed, '-1' for the negative
+    size some exporters write for a dynamic dimension), None if no shape."""
     tensor = vi.type.tensor_type
     if not tensor.HasField("shape"):
         return None
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
+    return [_dim(d) for d in tensor.shape.dim]
+
+
+def _dim(d: onnx.TensorShapeProto.Dimension) -> int | str:
+    if d.HasField("dim_value"):
+        return d.dim_value if d.dim_value >= 0 else str(d.dim_value)
+    return d.dim_param or "?"
 
 
 def _input_shape(vi: onnx.ValueInfoProto, given: Sequence[int] | None, label: str) -> tuple[int, ...]:

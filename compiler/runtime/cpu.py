@@ -91,7 +91,7 @@ def _global_avg_pool(graph: Graph, node: Node) -> Spec:
 
 def _last_axis(graph: Graph, node: Node, name: str) -> Spec:
     shape = _shape(graph, node)
-    if node.int_attr("axis") % len(shape) != len(shape) - 1:
+    if node.int_attr("axis") % len(shape) != len(shape) - 1 or _dtype(graph, node) != "float32":
         return None
     return name, {"shape": shape}, 1
 
@@ -101,7 +101,7 @@ def _softmax(graph: Graph, node: Node) -> Spec:
 
 
 def _gelu(graph: Graph, node: Node) -> Spec:
-    if node.attrs.get("approximate", "none") != "none":
+    if node.attrs.get("approximate", "none") != "none" or _dtype(graph, node) != "float32":
         return None
     return "gelu", {"shape": _shape(graph, node)}, 1
 
@@ -280,3 +280,29 @@ _MAPPINGS.update({"Gemm": _gemm, "Tanh": _float_unary("tanh"),
 # A first convolution the quantizer keeps in float, and its activation: Conv within float32
 # rounding of numpy's (another summation order, compiler.ops.cpu.convf), Clip and Relu bit for bit.
 _MAPPINGS.update({"Conv": _conv, "Clip": _float_unary("clip", "min", "max"), "Relu": _float_unary("relu")})
+
+
+def _resize(graph: Graph, node: Node) -> Spec:
+    """Nearest Resize by integer factors whose interpreter index table is i // factor."""
+    from compiler.graph.opdefs.vision import nearest_index
+
+    shape, out = _shape(graph, node), graph.values[node.outputs[0]].shape
+    if node.attrs["mode"] != "nearest" or _dtype(graph, node) != "float32" or len(shape) > 5:
+        return None
+    if any(o % n for n, o in zip(shape, out, strict=True)):
+        return None
+    factors = tuple(o // n for n, o in zip(shape, out, strict=True))
+    for axis, f in enumerate(factors):
+        if not np.array_equal(nearest_index(node.attrs, axis, shape[axis]), np.arange(out[axis]) // f):
+            return None
+    return "resize_nearest", {"shape": shape, "factors": factors}, 1
+
+
+def _prelu(graph: Graph, node: Node) -> Spec:
+    if _dtype(graph, node) != "float32" or _dtype(graph, node, 1) != "float32":
+        return None
+    return "prelu", {"shape": _shape(graph, node), "slope_shape": _shape(graph, node, 1) or (1,)}, 2
+
+
+# Vision ops on large activations (compiler.ops.cpu.resample), bit for bit as the interpreter.
+_MAPPINGS.update({"Resize": _resize, "PRelu": _prelu})

@@ -35,6 +35,7 @@ from compiler.ops.cpu.pool import AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from compiler.ops.cpu.qconv import QConv2d
 from compiler.ops.cpu.qops import QAdd, QGemm, QGlobalAvgPool
 from compiler.ops.cpu.quant import Dequantize, Quantize, Requantize
+from compiler.ops.cpu.resample import PRelu, ResizeNearest
 from compiler.ops.cpu.tensor import Cast, Gather, Transpose
 from compiler.ops.cpu.unary import Clip, HardSigmoid, HardSwish, Relu, Tanh
 from compiler.schedule.schedule import Schedule
@@ -45,7 +46,7 @@ HOST_OPS: dict[str, type[HostOp]] = {
     for cls in (MaxPool2d, AvgPool2d, GlobalAvgPool2d, Softmax, LayerNorm, Gelu, Quantize,
                 Dequantize, Requantize, Add, Mul, Pack, Unpack, Conv2dInt8, QConv2d, QGemm, QAdd,
                 QGlobalAvgPool, Sub, Div, Transpose, Gather, Cast, MatMul, Gemm, Tanh, HardSigmoid,
-                HardSwish, Conv2d, Clip, Relu)
+                HardSwish, Conv2d, Clip, Relu, ResizeNearest, PRelu)
 }
 
 _KERNELS: dict[tuple[HostOp, int], HostKernel] = {}
@@ -88,6 +89,6 @@ def build_host(sched: Schedule, name: str = "main", inputs: Sequence[Tensor] | N
 
 __all__ = ["HOST_OPS", "Add", "AvgPool2d", "Cast", "Clip", "Conv2d", "Conv2dInt8", "Dequantize", "Div",
            "Gather", "Gelu", "Gemm", "GlobalAvgPool2d", "HardSigmoid", "HardSwish", "HostKernel", "HostOp",
-           "LayerNorm", "MatMul", "MaxPool2d", "Mul", "Pack", "QAdd", "QConv2d", "QGemm", "QGlobalAvgPool",
-           "Quantize", "Relu", "Requantize", "Softmax", "Sub", "Tanh", "Transpose", "Unpack", "build_host",
-           "compile_host_op", "host_op"]
+           "LayerNorm", "MatMul", "MaxPool2d", "Mul", "PRelu", "Pack", "QAdd", "QConv2d", "QGemm",
+           "QGlobalAvgPool", "Quantize", "Relu", "Requantize", "ResizeNearest", "Softmax", "Sub", "Tanh",
+           "Transpose", "Unpack", "build_host", "compile_host_op", "host_op"]

@@ -117,11 +117,12 @@ def test_no_default_opset() -> None:
 
 def test_unsupported_operator() -> None:
     b = Builder(13)
-    y = b.op("Resize", [b.op("Relu", ["x"]), "", b.floats([1, 1, 2, 2])], "y")
+    y = b.op("GridSample", [b.op("Relu", ["x"]), b.floats(np.zeros((1, 2, 2, 2)))], "y")
     b.op("LSTM", [y], "z")
     _fails(
         b.model({"x": [1, 1, 2, 2]}, [y]),
-        r"^<model>: unsupported operator Resize \(node 'Resize_y', opset 13; 1 more unsupported node\)$",
+        r"^<model>: unsupported operator GridSample \(node 'GridSample_y', opset 13; "
+        r"1 more unsupported node\)$",
     )
 
 

@@ -15,7 +15,7 @@ def test_every_operator_of_issue_8_is_registered():
         "max_pool2d", "avg_pool2d", "global_avg_pool2d", "softmax", "layer_norm", "gelu", "quantize",
         "dequantize", "requantize", "add", "mul", "pack", "unpack", "conv2d_int8", "qconv2d", "qgemm",
         "qadd", "qglobal_avg_pool", "sub", "div", "transpose", "gather", "cast", "matmul", "gemm",
-        "tanh", "hard_sigmoid", "hard_swish", "conv2d", "clip", "relu"}
+        "tanh", "hard_sigmoid", "hard_swish", "conv2d", "clip", "relu", "resize_nearest", "prelu"}
 
 
 def test_repeated_parameters_give_the_same_kernel():
