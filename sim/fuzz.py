@@ -23,6 +23,7 @@ disagreement.  `minimize` drops mutations while the case still fails.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -358,7 +359,8 @@ def _as_rtl(runs: dict[str, Outcome]) -> Outcome:
 def save(case: FuzzCase, directory: Path, why: str) -> Path:
     """Write `case` into the corpus `directory` (named by its content), with why it failed."""
     text = json.dumps({**case.to_json(), "why": why.splitlines()[0][:300]}, indent=1, sort_keys=True)
-    path = directory / f"{case.config}-{case.base_seed}-{abs(hash(text)) % 10**8:08d}.json"
+    digest = hashlib.sha256(json.dumps(case.to_json(), sort_keys=True).encode()).hexdigest()[:8]
+    path = directory / f"{case.config}-{case.base_seed}-{digest}.json"
     directory.mkdir(parents=True, exist_ok=True)
     path.write_text(text + "\n")
     return path
