@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 
 import numpy as np
 import pytest
@@ -271,3 +272,37 @@ def test_trace_agrees_with_the_counters(cfg, tmp_path):
     assert per_dma == act.busy_cycles("dram read")  # every read beat belongs to one DMA
     assert all(e["dur"] > 0 for e in events if e["ph"] == "X")
     assert {e["name"] for e in events if e["ph"] == "C"} == {f"tokens {q}" for q in QUEUES}
+
+
+def _fake_build(calls):
+    def fake(cxx, tmp):
+        calls.append(tmp)
+        (tmp / build.LIBRARY_NAME).write_bytes(b"\x7fELF library bytes")
+
+    return fake
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "foreign"])
+def test_a_damaged_library_is_rebuilt(tmp_path, monkeypatch, how):
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
+    calls: list = []
+    monkeypatch.setattr(build, "_build", _fake_build(calls))
+    path = build.library()
+    if how == "foreign":  # another build's library (same size), moved into this key
+        path.write_bytes(b"\x7fELF other lib bytes")
+    else:
+        path.write_bytes(path.read_bytes()[:4] if how == "truncated" else b"")
+    os.utime(path, ns=(1, 1))
+    assert build.library() == path and len(calls) == 2
+    assert path.read_bytes() == b"\x7fELF library bytes"
+
+
+@pytest.mark.slow
+def test_a_truncated_library_is_rebuilt_for_real(tmp_path, monkeypatch):
+    """Before the manifest, a truncated libtiming.so was loaded (a crash in ctypes)."""
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
+    path = build.library()
+    path.write_bytes(path.read_bytes()[:4096])
+    assert build.library() == path and path.stat().st_size > 4096
+    rp = random_program(PRESETS["tiny"], 1)
+    assert TimingSimulator(PRESETS["tiny"]).run(rp.program).stats.cycles
