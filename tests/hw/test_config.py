@@ -130,3 +130,9 @@ def test_overrides():
         parse_override("bogus=1")
     with pytest.raises(ConfigError, match="batch needs a number, not 'two'"):
         parse_override("batch=two")
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), float("-inf")])
+def test_non_finite_clock_is_refused(value):
+    with pytest.raises(ConfigError, match=rf"^clock_mhz must be finite, not {value}$"):
+        PRESETS["tiny"].with_params(clock_mhz=value)
