@@ -85,6 +85,19 @@ def _check_tokens(program: Program, cfg: AcceleratorConfig) -> None:
         raise InvalidProgramError(f"token protocol: {exc}") from None
 
 
+def check_cycles(program: Program, cfg: AcceleratorConfig, max_cycles: int, backend: str) -> None:
+    """Refuse before running a program that cannot finish within `max_cycles`: the compute
+    module runs at most one micro-op per cycle, so it needs at least as many cycles as it has
+    micro-op iterations."""
+    from sim.timing import decode
+
+    needed = int(_iterations(decode.columns(program, cfg)).sum())
+    if needed > max_cycles:
+        raise InvalidProgramError(
+            f"{backend}: the program runs {needed} micro-op iterations, so it needs at least "
+            f"{needed} cycles, more than max_cycles={max_cycles}")
+
+
 def describe(program: Program, cfg: AcceleratorConfig, index: int) -> str:
     lo, hi = (int(w) for w in program.insns[index])
     try:

@@ -24,7 +24,7 @@ from sim.rtl import trace
 from sim.rtl.build import library_for
 from sim.rtl.ports import COUNTER_FIELDS
 from sim.trace import Activity
-from sim.validate import check_program
+from sim.validate import check_cycles, check_program
 
 DEFAULT_MAX_CYCLES = 50_000_000
 
@@ -110,6 +110,7 @@ class RtlSimulator:
         program.check_config(self.config)
         if self.validate:
             check_program(program, self.config, self.limits)
+            check_cycles(program, self.config, self.max_cycles, "rtl")
         dram = program.initial_dram(inputs)
         insns = program.insn_region
         result = self.run_image(dram, insns.offset, insns.shape[0])
@@ -121,6 +122,7 @@ class RtlSimulator:
         check_dram(program, dram)
         if self.validate:
             check_program(program, self.config, self.limits)
+            check_cycles(program, self.config, self.max_cycles, "rtl")
         insns = program.insn_region
         return self.run_image(dram, insns.offset, insns.shape[0])
 

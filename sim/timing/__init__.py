@@ -34,7 +34,7 @@ from sim.rtl.backend import check_positive
 from sim.timing import build, decode
 from sim.timing.trace import activity
 from sim.trace import Activity
-from sim.validate import check_program, describe
+from sim.validate import check_cycles, check_program, describe
 
 DEFAULT_MAX_CYCLES = 1 << 40
 _PARAMS = ("bus_bytes", "max_burst", "inflight", "latency", "bytes_per_cycle", "queue_depth",
@@ -153,6 +153,8 @@ class TimingSimulator:
         cfg = self.config
         prepared = self._prepare(program)
         cols, rows = prepared.cols, prepared.rows
+        if self.validate:
+            check_cycles(program, cfg, self.max_cycles, "timing")
         params = np.array([
             cfg.bus_bytes, cfg.max_burst_beats, cfg.mem_inflight, self.dram_latency_cycles,
             self.dram_bytes_per_cycle, cfg.cmd_queue_depth, (1 << cfg.token_counter_bits) - 1,

@@ -16,7 +16,7 @@ from hw import isa
 from hw.config import PRESETS
 from hw.program import ProgramBuilder
 from sim import backends
-from sim.backend import SimulationError
+from sim.backend import InvalidProgramError, SimulationError
 from sim.fsim import FunctionalSimulator
 from sim.random_programs import random_program
 from sim.timing import TimingSimulator, build, decode
@@ -129,8 +129,12 @@ def test_finish_before_other_instructions_is_an_error():
 def test_cycle_limit():
     cfg = PRESETS["tiny"]
     work = blocked_gemm(cfg, GemmTiling(4, 4, 4, 2, 2, 2, 2))
-    with pytest.raises(SimulationError, match="timing: no FINISH within max_cycles=50"):
-        TimingSimulator(cfg, max_cycles=50).run(work.program)
+    with pytest.raises(SimulationError, match="timing: no FINISH within max_cycles=100"):
+        TimingSimulator(cfg, max_cycles=100).run(work.program)  # 80 micro-ops: it could finish
+    with pytest.raises(InvalidProgramError, match=r"^timing: the program runs 80 micro-op iterations, "
+                                                  r"so it needs at least 80 cycles, more than "
+                                                  r"max_cycles=79$"):
+        TimingSimulator(cfg, max_cycles=79).run(work.program)  # refused before it starts
 
 
 def _one(cfg, insn, *, region_elems=64):

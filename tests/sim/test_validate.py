@@ -144,3 +144,12 @@ def test_loop_extents_past_the_limits_are_refused_before_any_work():
 def test_limits_must_be_positive_ints(value):
     with pytest.raises(InputError, match=rf"^limit insn_uops must be a positive int, not {value!r}$"):
         Limits(insn_uops=value)
+
+
+@pytest.mark.skipif("rtl" not in BACKENDS, reason="needs Verilator")
+def test_the_rtl_refuses_a_program_longer_than_its_cycle_limit_before_running():
+    program = _with(_gemm_program(), 3, "iter_out", 300, "gemm")
+    with pytest.raises(InvalidProgramError, match=r"^rtl: the program runs 300 micro-op iterations, so "
+                                                  r"it needs at least 300 cycles, more than "
+                                                  r"max_cycles=299$"):
+        make_backend("rtl", TINY, max_cycles=299).run(program, _inputs())
