@@ -26,6 +26,7 @@ time what it can (a deadlock of its own queues, a run past its cycle limit).
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,8 +47,21 @@ _LOAD, _STORE, _GEMM, _ALU = (int(o) for o in (isa.Opcode.LOAD, isa.Opcode.STORE
                                               isa.Opcode.ALU))
 
 
+_PASSED: weakref.WeakKeyDictionary[Program, set[tuple[str, Limits]]] = weakref.WeakKeyDictionary()
+
+
 def check_program(program: Program, cfg: AcceleratorConfig, limits: Limits = DEFAULT_LIMITS) -> None:
-    """Raise SimulationError for the first instruction of `program` that breaks a rule above."""
+    """Raise InvalidProgramError for the first instruction of `program` that breaks a rule
+    above.  A Program is immutable: one that passed for a config and limits is not checked again
+    (a model runs each of its Programs once per input)."""
+    key = (cfg.fingerprint(), limits)
+    if key in _PASSED.get(program, ()):
+        return
+    _check(program, cfg, limits)
+    _PASSED.setdefault(program, set()).add(key)
+
+
+def _check(program: Program, cfg: AcceleratorConfig, limits: Limits) -> None:
     from sim.timing import decode  # (sim.timing imports the rtl backend, which imports this)
 
     cols = decode.columns(program, cfg)
@@ -85,13 +99,14 @@ def _check_tokens(program: Program, cfg: AcceleratorConfig) -> None:
         raise InvalidProgramError(f"token protocol: {exc}") from None
 
 
-def check_cycles(program: Program, cfg: AcceleratorConfig, max_cycles: int, backend: str) -> None:
+def check_cycles(program: Program, cfg: AcceleratorConfig, max_cycles: int, backend: str,
+                 uops: int | None = None) -> None:
     """Refuse before running a program that cannot finish within `max_cycles`: the compute
     module runs at most one micro-op per cycle, so it needs at least as many cycles as it has
-    micro-op iterations."""
+    micro-op iterations (`uops`, counted here when not given)."""
     from sim.timing import decode
 
-    needed = int(_iterations(decode.columns(program, cfg)).sum())
+    needed = int(iterations(decode.columns(program, cfg)).sum()) if uops is None else uops
     if needed > max_cycles:
         raise InvalidProgramError(
             f"{backend}: the program runs {needed} micro-op iterations, so it needs at least "
@@ -150,7 +165,8 @@ def _table_problems(cols: Columns, cfg: AcceleratorConfig, program: Program) -> 
     return found
 
 
-def _iterations(cols: Columns) -> np.ndarray:
+def iterations(cols: Columns) -> np.ndarray:
+    """Micro-op iterations of each instruction (0 but for GEMM and ALU; reset GEMMs count)."""
     c = cols
     loop = (c["opcode"] == _GEMM) | (c["opcode"] == _ALU)
     per = c["iter_out"] * c["iter_in"] * np.maximum(c["uop_end"] - c["uop_bgn"], 0)
@@ -158,7 +174,7 @@ def _iterations(cols: Columns) -> np.ndarray:
 
 
 def _limit_problems(cols: Columns, limits: Limits) -> list[Problem]:
-    per = _iterations(cols)
+    per = iterations(cols)
     found: list[Problem] = []
     over = np.flatnonzero(per > limits.insn_uops)
     if over.size:
@@ -181,7 +197,7 @@ def _uop_problems(cols: Columns, cfg: AcceleratorConfig, program: Program, stop:
     c = cols
     op, mt = c["opcode"], c["memory_type"]
     uop_load = (op == _LOAD) & (mt == isa.MemType.UOP) & (c["x_size"] > 0)
-    work = np.flatnonzero((uop_load | (((op == _GEMM) | (op == _ALU)) & (_iterations(c) > 0)))
+    work = np.flatnonzero((uop_load | (((op == _GEMM) | (op == _ALU)) & (iterations(c) > 0)))
                           [:stop])
     if not work.size:
         return []

@@ -34,7 +34,7 @@ from sim.rtl.backend import check_positive
 from sim.timing import build, decode
 from sim.timing.trace import activity
 from sim.trace import Activity
-from sim.validate import check_cycles, check_program, describe
+from sim.validate import check_cycles, check_program, describe, iterations
 
 DEFAULT_MAX_CYCLES = 1 << 40
 _PARAMS = ("bus_bytes", "max_burst", "inflight", "latency", "bytes_per_cycle", "queue_depth",
@@ -78,6 +78,7 @@ class _Prepared:
     cols: decode.Columns
     rows: np.ndarray
     functional: dict[str, int]
+    uops: int  # micro-op iterations, reset GEMMs included: a lower bound on the cycles
 
 
 class TimingSimulator:
@@ -145,7 +146,8 @@ class TimingSimulator:
             else:  # the checks the model itself needs (ranges it would index with)
                 decode.check(cols, cfg, program.dram_bytes, lambda i: describe(program, cfg, i))
             rows = np.ascontiguousarray(decode.rows(cols, cfg))
-            prepared = _Prepared(cols, rows, decode.functional_stats(cols, cfg))
+            prepared = _Prepared(cols, rows, decode.functional_stats(cols, cfg),
+                                 int(iterations(cols).sum()))
             self._prepared[program] = prepared
         return prepared
 
@@ -154,7 +156,7 @@ class TimingSimulator:
         prepared = self._prepare(program)
         cols, rows = prepared.cols, prepared.rows
         if self.validate:
-            check_cycles(program, cfg, self.max_cycles, "timing")
+            check_cycles(program, cfg, self.max_cycles, "timing", prepared.uops)
         params = np.array([
             cfg.bus_bytes, cfg.max_burst_beats, cfg.mem_inflight, self.dram_latency_cycles,
             self.dram_bytes_per_cycle, cfg.cmd_queue_depth, (1 << cfg.token_counter_bits) - 1,
