@@ -38,7 +38,7 @@ from hw import isa
 from hw.config import AcceleratorConfig
 from hw.errors import WorkbenchError
 from hw.program import Program, Region
-from sim.backend import Backend, InvalidProgramError, SimulationError, Stats
+from sim.backend import Backend, InvalidProgramError, RunResult, SimulationError, Stats
 from sim.differential import first_difference
 from sim.limits import Limits
 from sim.random_programs import RandomProgram, random_program
@@ -274,6 +274,8 @@ def judge(rp: RandomProgram, cfg: AcceleratorConfig, runs: dict[str, Outcome],
 def _fsim_vs_rtl(rp: RandomProgram, cfg: AcceleratorConfig, f: Outcome, r: Outcome) -> str | None:
     if f.kind != r.kind:
         return f"fsim {f.kind} but rtl {r.kind}: {f.message or r.message}"
+    if f.kind == "failed" and f.where != r.where:
+        return f"fsim failed at #{f.where} but rtl at #{r.where}: {f.message}"
     if f.kind != "ok":
         return None
     return _differs(rp, cfg, f, r)
@@ -284,8 +286,6 @@ def _differs(rp: RandomProgram, cfg: AcceleratorConfig, a: Outcome, b: Outcome) 
         return f"{a.kind} vs {b.kind}"
     if a.kind != "ok":
         return None
-    from sim.backend import RunResult
-
     return first_difference(rp.program, cfg, RunResult(a.outputs or {}, a.stats or Stats(), a.dram),  # type: ignore[arg-type]
                             RunResult(b.outputs or {}, b.stats or Stats(), b.dram))  # type: ignore[arg-type]
 
