@@ -186,3 +186,17 @@ def test_an_unwritable_cache_directory_is_a_clear_error(tmp_path):
     with pytest.raises(cache.CacheError, match=rf"^cache directory {blocker}/area cannot be written"):
         cache.write_checked(blocker / "area" / "k.json", "{}")
     assert issubclass(cache.CacheError, WorkbenchError)
+
+
+def test_two_processes_meeting_a_damaged_entry_rebuild_it_once(tmp_path):
+    entry = CacheEntry(tmp_path / "rtl" / "key", "lib.so")
+    entry.get_or_build(_writer("stale", []))
+    _damage(entry, "truncated", tmp_path)
+    context = multiprocessing.get_context("spawn")
+    log = tmp_path / "builds.log"
+    with context.Manager() as manager, context.Pool(2) as pool:
+        barrier = manager.Barrier(2)
+        jobs = [pool.apply_async(_race, (str(tmp_path), str(log), barrier)) for _ in range(2)]
+        assert [job.get(timeout=120) for job in jobs] == [str(entry.path)] * 2
+    assert len(log.read_text().splitlines()) == 1 and entry.path.read_text() == "built"
+    assert entry.is_complete()
