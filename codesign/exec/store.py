@@ -63,7 +63,7 @@ def _open(path: Path) -> sqlite3.Connection:
         db.close()
         if "not a database" in str(exc) or "malformed" in str(exc):
             raise sqlite3.DatabaseError(str(exc)) from None
-        raise CacheError(f"tuning cache {path} cannot be written ({exc}); set {CACHE_ENV} to a "
+        raise CacheError(f"tuning cache {path} cannot be opened ({exc}); set {CACHE_ENV} to a "
                          "writable directory") from None
     except sqlite3.DatabaseError:
         db.close()

@@ -15,7 +15,7 @@ from hw import isa
 from hw.config import PRESETS
 from hw.errors import InputError
 from hw.program import Program, ProgramBuilder
-from sim.backend import InvalidProgramError
+from sim.backend import InvalidProgramError, SimulationError
 from sim.backends import make_backend
 from sim.fuzz import apply
 from sim.limits import Limits
@@ -153,3 +153,30 @@ def test_the_rtl_refuses_a_program_longer_than_its_cycle_limit_before_running():
                                                   r"it needs at least 300 cycles, more than "
                                                   r"max_cycles=299$"):
         make_backend("rtl", TINY, max_cycles=299).run(program, _inputs())
+
+
+def test_a_micro_op_load_needs_a_table_and_a_store_may_not_overwrite_it():
+    program = _gemm_program()
+    table = program.regions_with_role("uops")[0]
+    bad = _with(program, 4, "dram_base", table.offset // TINY.out_elem_bytes)
+    _refused(bad, rf"^instruction #4 .*: STORE writes DRAM bytes {table.offset}..\d+, over the "
+                  rf"program's micro-op table \(bytes {table.offset}..{table.offset + table.nbytes - 1}\)$")
+    b = ProgramBuilder(TINY)
+    b.region("A", (4,), np.int32, "input")
+    b.emit(isa.Load(memory_type=isa.MemType.UOP, dram_base=0, y_size=1, x_size=1, x_stride=1))
+    b.finish()
+    _refused(b.build(), r"^instruction #0 .*: LOAD UOP reads DRAM bytes 0..3, outside the program's "
+                        r"micro-op table \(none: the program has no micro-op table\)$")
+
+
+@pytest.mark.skipif("rtl" not in BACKENDS, reason="needs Verilator")
+def test_the_rtl_reports_finish_before_other_instructions():
+    """Unreachable through sim.validate (it refuses such a program); the RTL's own check."""
+    b = ProgramBuilder(TINY)
+    b.finish()
+    b.nop(isa.Module.STORE)
+    program = b.build(check_tokens=False)
+    with pytest.raises(SimulationError, match=r"^rtl: FINISH executed before other instructions "
+                                              r"\(1 of 2 retired\); they are not ordered before "
+                                              r"FINISH by dependency tokens$"):
+        make_backend("rtl", TINY, validate=False).run(program, {})
