@@ -15,6 +15,7 @@ cached by config fingerprint and design digest, like the Verilog.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hw.cache import cache_root, write_atomic
+from hw.cache import cache_root, read_checked, write_checked
 from hw.config import AcceleratorConfig
 from hw.errors import InputError
 from hw.verilog import DesignFactory, ToolchainError, cache_key, verilog_for
@@ -74,11 +75,12 @@ def area_for(cfg: AcceleratorConfig, design: DesignFactory | None = None, *,
     if effort not in EFFORTS:
         raise InputError(f"area effort must be one of {', '.join(EFFORTS)}, not {effort!r}")
     path = cache_root() / "area" / f"{cache_key(cfg, design)}-{effort}.json"
-    if path.exists():
-        data = json.loads(path.read_text())
-        return AreaReport(**{**data, "config": cfg.name})
+    text = read_checked(path)  # None when missing, damaged, or another config's
+    if text is not None:
+        with contextlib.suppress(ValueError, TypeError):
+            return AreaReport(**{**json.loads(text), "config": cfg.name})
     report = synthesize(cfg, verilog_for(cfg, design), effort=effort)
-    write_atomic(path, json.dumps(report.to_json(), indent=2) + "\n")
+    write_checked(path, json.dumps(report.to_json(), indent=2) + "\n")
     return report
 
 

@@ -8,12 +8,22 @@ marker file exists.  A builder fills a temporary directory beside the entry whil
 entry's lock file, and one atomic rename publishes it, so a reader that sees the marker sees the
 whole build, and concurrent builders of one key (pytest-xdist workers, parallel sweeps) build it
 once.  Single files (the Verilog, area reports) are written with `write_atomic` instead.
+
+Nothing in the cache is trusted because it exists.  A built entry holds a manifest (its key,
+and the size and SHA-256 of its marker file) written inside the temporary directory, so it is
+renamed into place with the build; a single file written by `write_checked` has a sidecar with
+its key and SHA-256.  An entry or file that is truncated, empty, or another key's (copied or
+renamed into place) fails the check and is rebuilt; a check that passed is remembered per
+process by the file's inode, size and modification time.  A cache directory that cannot be
+written is a `CacheError` naming it, never a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -21,11 +31,40 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from hw.errors import WorkbenchError
+
 CACHE_ENV = "CODESIGN_CACHE"
+MANIFEST = ".manifest.json"
+_VERIFIED: dict[Path, tuple[int, int, int]] = {}  # marker -> (inode, size, mtime) checked here
 
 
 class IncompleteBuildError(ValueError):
     """A cache entry's build returned without writing the entry's marker file."""
+
+
+class CacheError(WorkbenchError):
+    """The cache directory cannot be written (permissions, a full disk, a file in the way)."""
+
+
+def _unwritable(path: Path, exc: OSError) -> CacheError:
+    return CacheError(f"cache directory {path} cannot be written ({exc.strerror or exc}); set "
+                      f"{CACHE_ENV} to a writable directory")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def cache_root() -> Path:
@@ -41,8 +80,12 @@ def locked(path: Path) -> Iterator[None]:
     The lock file is left in place afterwards: deleting it could let a third process lock a new
     file while a second still waits on the old one.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "w")  # noqa: SIM115 -- closed by the with below
+    except OSError as exc:
+        raise _unwritable(path.parent, exc) from None
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -71,7 +114,22 @@ class CacheEntry:
         return self.directory.with_name(f".{self.directory.name}.lock")
 
     def is_complete(self) -> bool:
-        return self.path.exists()
+        """The marker exists and matches the manifest: this entry's key, size and checksum."""
+        signature = _signature(self.path)
+        if signature is None:
+            return False
+        if _VERIFIED.get(self.path) == signature:
+            return True
+        try:
+            manifest = json.loads((self.directory / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return False
+        valid = isinstance(manifest, dict) and manifest.get("key") == self.directory.name and \
+            manifest.get("marker") == self.marker and manifest.get("size") == signature[1] and \
+            manifest.get("sha256") == sha256_of(self.path)
+        if valid:
+            _VERIFIED[self.path] = signature
+        return valid
 
     def get_or_build(self, build: Callable[[Path], None]) -> Path:
         """`self.path`, after calling `build(tmp)` to fill the entry if it is not complete.
@@ -95,7 +153,10 @@ class CacheEntry:
         return self.path
 
     def _build(self, build: Callable[[Path], None]) -> None:
-        tmp = Path(tempfile.mkdtemp(dir=self.directory.parent, prefix=f".build-{self.directory.name}-"))
+        try:
+            tmp = Path(tempfile.mkdtemp(dir=self.directory.parent, prefix=f".build-{self.directory.name}-"))
+        except OSError as exc:
+            raise _unwritable(self.directory.parent, exc) from None
         try:
             build(tmp)
             if not (tmp / self.marker).exists():
@@ -103,7 +164,11 @@ class CacheEntry:
                     f"the build of cache entry {self.directory} finished without writing its "
                     f"marker file {self.marker}"
                 )
-            if self.directory.exists():  # incomplete: renaming onto a non-empty directory fails
+            marker = tmp / self.marker
+            manifest = {"key": self.directory.name, "marker": self.marker,
+                        "size": marker.stat().st_size, "sha256": sha256_of(marker)}
+            (tmp / MANIFEST).write_text(json.dumps(manifest) + "\n")
+            if self.directory.exists():  # incomplete or damaged: a rename onto it would fail
                 shutil.rmtree(self.directory)
             os.rename(tmp, self.directory)
         finally:
@@ -115,8 +180,35 @@ def write_atomic(path: Path, text: str) -> None:
 
     No lock: concurrent writers of one path write the same text, and the last rename wins.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:
+        raise _unwritable(path.parent, exc) from None
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
     os.replace(tmp, path)
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(f".{path.name}.sha256")
+
+
+def write_checked(path: Path, text: str) -> None:
+    """`write_atomic`, plus a sidecar with the file's key (its folder and name) and SHA-256, so
+    `read_checked` can tell it from a damaged or foreign file."""
+    write_atomic(path, text)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    write_atomic(_sidecar(path), f"{digest} {path.parent.name}/{path.name}\n")
+
+
+def read_checked(path: Path) -> str | None:
+    """The text `write_checked` wrote at `path`, or None when it is missing, damaged, or another
+    key's file (the caller then rebuilds it)."""
+    try:
+        text = path.read_text()
+        expected = _sidecar(path).read_text().split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return text if expected == [digest, f"{path.parent.name}/{path.name}"] else None

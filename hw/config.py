@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -317,6 +318,8 @@ def _validate(cfg: AcceleratorConfig) -> None:
             f"acc_bits must be at least inp_bits + wgt_bits = {cfg.inp_bits + cfg.wgt_bits} "
             f"so one product fits, not {cfg.acc_bits}"
         )
+    if not math.isfinite(cfg.clock_mhz):
+        raise ConfigError(f"clock_mhz must be finite, not {cfg.clock_mhz}")
     if not cfg.clock_mhz > 0:
         raise ConfigError(f"clock_mhz must be positive, not {cfg.clock_mhz}")
     _validate_buffers(cfg)

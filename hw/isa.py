@@ -413,6 +413,10 @@ def decode_insn(word: int, cfg: AcceleratorConfig) -> Insn:
     if opcode not in _BY_OPCODE:
         raise EncodingError(f"unknown opcode {opcode} in instruction word {word:#034x}")
     cls = _BY_OPCODE[opcode]
+    reserved = word & reserved_mask(cfg, opcode)
+    if reserved:
+        raise EncodingError(f"{Opcode(opcode).name} sets reserved bits {reserved:#034x} in "
+                            f"instruction word {word:#034x}")
     kwargs: dict[str, object] = {}
     for name, offset, mask, sign_bit, convert in _decoder(cfg, cls):
         raw = (word >> offset) & mask
@@ -420,6 +424,19 @@ def decode_insn(word: int, cfg: AcceleratorConfig) -> Insn:
             raw -= sign_bit << 1
         kwargs[name] = _typed(cls, name, raw, word) if convert else raw
     return cls(**kwargs)  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=256)
+def reserved_mask(cfg: AcceleratorConfig, opcode: int) -> int:
+    """The bits of an instruction word of `opcode` that no field of its class holds: padding
+    between fields, the unused tail, and (FINISH) every loop field; they must be 0."""
+    cls: Any = _BY_OPCODE[opcode]
+    names = {f.name for f in dataclasses.fields(cls)} | {"opcode"}
+    held = 0
+    for f in layouts(cfg)[cls.layout_key].fields:
+        if f.name in names:
+            held |= ((1 << f.width) - 1) << f.offset
+    return ((1 << INSN_BITS) - 1) & ~held
 
 
 @functools.lru_cache(maxsize=256)

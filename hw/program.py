@@ -18,8 +18,10 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from hw.errors import WorkbenchError
+from hw.npz import read_npz
 
 FORMAT_VERSION = 1
+MAX_DRAM_BYTES = 1 << 32  # what a 32-bit DRAM address reaches
 ROLES = ("input", "output", "constant", "scratch", "insns", "uops")
 
 
@@ -153,28 +155,68 @@ class Program:
 
     @classmethod
     def load(cls, path: str | Path) -> Program:
+        """The Program saved at `path`; ProgramError for anything that is not one (no pickles,
+        sizes bounded: hw.npz), or whose metadata does not describe its arrays."""
+        data = read_npz(path, error=ProgramError, what="a program file")
         try:
-            with np.load(path, allow_pickle=False) as data:
-                meta = json.loads(str(data["meta"]))
-                insns = np.array(data["insns"], dtype=np.uint64)
-                constants = {
-                    k.removeprefix("const__"): np.array(data[k])
-                    for k in data.files
-                    if k.startswith("const__")
-                }
-        except (OSError, ValueError, KeyError) as exc:
+            meta = json.loads(str(data.pop("meta")))
+            insns = np.array(data.pop("insns"), dtype=np.uint64)
+        except (KeyError, ValueError, TypeError) as exc:
             raise ProgramError(f"{path}: not a program file ({exc})") from None
-        if meta.get("format_version") != FORMAT_VERSION:
+        if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
+            version = meta.get("format_version") if isinstance(meta, dict) else None
             raise ProgramError(
-                f"{path}: program format version {meta.get('format_version')}, "
+                f"{path}: program format version {version}, "
                 f"this workbench reads version {FORMAT_VERSION}"
             )
-        regions = tuple(
-            Region(r["name"], r["offset"], tuple(r["shape"]), r["dtype"], r["role"])
-            for r in meta["regions"]
-        )
-        return cls(meta["fingerprint"], insns, regions, constants, meta["dram_bytes"],
-                   meta.get("config_name", ""))
+        constants = {k.removeprefix("const__"): v for k, v in data.items() if k.startswith("const__")}
+        try:
+            program = cls(str(meta["fingerprint"]), insns, _regions(meta["regions"]), constants,
+                          _dram_bytes(meta["dram_bytes"]), str(meta.get("config_name", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProgramError(f"{path}: malformed program metadata ({type(exc).__name__}: {exc})") from None
+        _check_layout(program, path)
+        return program
+
+
+_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")
+
+
+def _regions(raw: Any) -> tuple[Region, ...]:
+    regions = []
+    for r in raw:
+        shape = tuple(int(s) for s in r["shape"])
+        if r["dtype"] not in _DTYPES or r["role"] not in ROLES or min(shape, default=0) < 0 or \
+                int(r["offset"]) < 0:
+            raise ValueError(f"region {r.get('name')!r} has dtype {r['dtype']!r}, role "
+                             f"{r['role']!r}, offset {r['offset']}, shape {list(shape)}")
+        regions.append(Region(str(r["name"]), int(r["offset"]), shape, r["dtype"], r["role"]))
+    return tuple(regions)
+
+
+def _dram_bytes(raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= MAX_DRAM_BYTES:
+        raise ValueError(f"dram_bytes {raw!r} is not an int in [0, {MAX_DRAM_BYTES}] (a 32-bit "
+                         "DRAM address reaches 4 GiB)")
+    return raw
+
+
+def _check_layout(program: Program, path: str | Path) -> None:
+    """Regions inside the DRAM image, one instruction region holding the (N, 2) words, each
+    constant of its region's shape and dtype."""
+    for r in program.regions:
+        if r.offset + r.nbytes > program.dram_bytes:
+            raise ProgramError(f"{path}: region {r.name!r} (bytes {r.offset}..{r.offset + r.nbytes - 1}) "
+                               f"is outside the {program.dram_bytes}-byte DRAM image")
+        data = program.constants.get(r.name)
+        if data is not None and (data.shape != r.shape or data.dtype != np.dtype(r.dtype)):
+            raise ProgramError(f"{path}: constant {r.name!r} is {data.dtype}{list(data.shape)}, its "
+                               f"region {r.dtype}{list(r.shape)}")
+    insns = program.regions_with_role("insns")
+    if len(insns) != 1 or program.insns.ndim != 2 or program.insns.shape[1:] != (2,) or \
+            insns[0].shape != program.insns.shape:
+        raise ProgramError(f"{path}: the instructions ({list(program.insns.shape)}) do not match one "
+                           "instruction region of shape [N, 2]")
 
 
 # -- building -----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hw.cache import cache_root, write_atomic
+from hw.cache import cache_root, read_checked, write_checked
 from hw.config import AcceleratorConfig
 
 MODULE_NAME = "accel"
@@ -91,7 +91,7 @@ def verilog_for(cfg: AcceleratorConfig, design: DesignFactory | None = None) -> 
     design = design or default_design()
     directory = cache_root() / "verilog" / cache_key(cfg, design)
     path = directory / f"{MODULE_NAME}.v"
-    if not path.exists():
+    if read_checked(path) is None:  # missing, damaged, or another config's
         text = generate(cfg, design)
-        write_atomic(path, text)
+        write_checked(path, text)
     return path

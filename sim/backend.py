@@ -20,6 +20,11 @@ class SimulationError(WorkbenchError):
     """A program fails at run time: deadlock, out-of-range access, malformed instruction."""
 
 
+class InvalidProgramError(SimulationError):
+    """A Program every backend refuses before running it (`sim.validate.check_program`): the
+    same message, naming the same instruction, on each."""
+
+
 @dataclass
 class Stats:
     """Counters of one run, with the same keys on every backend.

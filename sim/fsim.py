@@ -25,7 +25,9 @@ from hw.program import Program
 from sim import alu
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
 from sim.gemm import GemmUnit
+from sim.limits import DEFAULT_LIMITS, Limits
 from sim.scratchpads import Scratchpads, sram_of
+from sim.validate import check_program
 
 _ORDER = (isa.Module.LOAD, isa.Module.COMPUTE, isa.Module.STORE)
 # GEMM products are small: BLAS threads only add contention (50x slower on a loaded 2-core host).
@@ -38,12 +40,19 @@ class FunctionalSimulator:
     name = "fsim"
     capabilities = Capabilities(values=True, cycles=False, seeded=True)
 
-    def __init__(self, config: AcceleratorConfig, *, seed: int | None = None) -> None:
+    def __init__(self, config: AcceleratorConfig, *, seed: int | None = None,
+                 limits: Limits = DEFAULT_LIMITS, validate: bool = True) -> None:
+        """`limits` bound the work `sim.validate` lets through; `validate=False` skips those
+        checks (tests of the run-time detectors: deadlock, FINISH too early)."""
         self.config = config
         self.seed = seed
+        self.limits = limits
+        self.validate = validate
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult:
         program.check_config(self.config)
+        if self.validate:
+            check_program(program, self.config, self.limits)
         dram = program.initial_dram(inputs)
         stats = self._execute(program, dram)
         return RunResult(program.read_outputs(dram), stats, dram)
@@ -52,6 +61,8 @@ class FunctionalSimulator:
         """Run `program` against the caller's DRAM image, updated in place (sim.backend)."""
         program.check_config(self.config)
         check_dram(program, dram)
+        if self.validate:
+            check_program(program, self.config, self.limits)
         return self._execute(program, dram)
 
     def _execute(self, program: Program, dram: np.ndarray) -> Stats:

@@ -41,6 +41,16 @@ def elem_layout(cfg: AcceleratorConfig, memory_type: isa.MemType) -> tuple[Any, 
     return layouts[memory_type]
 
 
+def range_problem(cfg: AcceleratorConfig, memory_type: isa.MemType, what: str, low: int,
+                  high: int) -> str | None:
+    """Why element indices low..high (inclusive) of `memory_type` leave its SRAM, or None."""
+    depth = cfg.depth(memory_type)
+    if low < 0 or high >= depth:
+        return (f"{what} reaches {memory_type.name} index {high if high >= depth else low}, "
+                f"outside the {memory_type.name} buffer of {depth} elements")
+    return None
+
+
 def sram_of(memory_type: isa.MemType) -> isa.MemType:
     """The buffer a LOAD of `memory_type` writes (ACC_8BIT loads into acc)."""
     return isa.MemType.ACC if memory_type == isa.MemType.ACC_8BIT else memory_type
@@ -67,16 +77,15 @@ class Scratchpads:
 
     def check_range(self, memory_type: isa.MemType, what: str, low: int, high: int) -> None:
         """Raise unless element indices low..high (inclusive) lie inside the SRAM."""
-        depth = self.cfg.depth(memory_type)
-        if low < 0 or high >= depth:
-            raise SimulationError(
-                f"{what} reaches {memory_type.name} index {high if high >= depth else low}, "
-                f"outside the {memory_type.name} buffer of {depth} elements"
-            )
+        text = range_problem(self.cfg, memory_type, what, low, high)
+        if text:
+            raise SimulationError(text)
 
     def _dram_window(self, insn: isa.MemInsn, memory_type: isa.MemType) -> np.ndarray:
         """A (y_size, x_size, elem_bytes) view of the DRAM bytes `insn` touches, bounds-checked."""
         elem = self.cfg.elem_bytes(memory_type)
+        if insn.y_size == 0:  # no row: no DRAM byte is touched, wherever dram_base points
+            return np.zeros((0, insn.x_size, elem), dtype=np.uint8)
         last = insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size - 1
         if (last + 1) * elem > self.dram.size:
             raise SimulationError(
@@ -115,6 +124,8 @@ class Scratchpads:
     def store(self, insn: isa.Store) -> int:
         """Execute a STORE of the out buffer (acc truncated); returns the bytes written."""
         count = insn.y_size * insn.x_size
+        if count == 0:
+            return 0
         self.check_range(isa.MemType.OUT, "STORE", insn.sram_base, insn.sram_base + count - 1)
         window = self._dram_window(insn, isa.MemType.OUT)
         dtype, _ = elem_layout(self.cfg, isa.MemType.OUT)

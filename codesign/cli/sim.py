@@ -10,6 +10,7 @@ import numpy as np
 
 from codesign.cli.args import add_config_args, check_figure_path, config_for, load_program
 from hw.config import resolve
+from hw.npz import read_npz
 from hw.program import Program, ProgramError
 from sim.backends import NAMES, capabilities, having, make_backend, make_tracing_backend
 from sim.conformance import run_suite
@@ -85,8 +86,7 @@ def _inputs(args: argparse.Namespace, program: Program) -> dict[str, np.ndarray]
         return {}
     if not Path(args.inputs).is_file():
         raise ProgramError(f"{args.inputs}: no such inputs file")
-    with np.load(args.inputs) as data:
-        return {k: data[k] for k in data.files}
+    return read_npz(args.inputs, error=ProgramError, what="an npz file of inputs")  # no pickles
 
 
 def _timeline(activity: Activity, program: str, config: str, path: str) -> None:

@@ -9,15 +9,17 @@ parameter (the DRAM model too) and the knobs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
 from codesign.tune.records import Measurement
-from hw.cache import cache_root
+from hw.cache import CACHE_ENV, CacheError, cache_root, locked
 
 _ROOT = Path(__file__).resolve().parents[2]
 # What a Program depends on (compiler side) and what its measurement depends on (per backend).
@@ -43,18 +45,48 @@ def source_digest(backend: str | None = None, features: bool = False) -> str:
     return digest.hexdigest()[:16]
 
 
+def _open(path: Path) -> sqlite3.Connection:
+    """The store at `path`, created if missing; sqlite3.DatabaseError when the file is not one."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=60)
+    except (OSError, sqlite3.OperationalError) as exc:
+        raise CacheError(f"tuning cache {path} cannot be opened ({exc}); set {CACHE_ENV} to a "
+                         "writable directory") from None
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        for table in ("measurements", "features"):
+            db.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value TEXT)")
+        db.commit()
+    except sqlite3.OperationalError as exc:
+        db.close()
+        if "not a database" in str(exc) or "malformed" in str(exc):
+            raise sqlite3.DatabaseError(str(exc)) from None
+        raise CacheError(f"tuning cache {path} cannot be opened ({exc}); set {CACHE_ENV} to a "
+                         "writable directory") from None
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    return db
+
+
 class Store:
     """Key -> JSON value, for measurements and features; safe to share between processes."""
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else cache_root() / "tune" / "cache.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=60)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        for table in ("measurements", "features"):
-            self.db.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value TEXT)")
-        self.db.commit()
+        try:
+            self.db = _open(self.path)
+        except sqlite3.DatabaseError:  # not a database (truncated, overwritten): start afresh
+            with locked(self.path.with_name(f".{self.path.name}.lock")):
+                try:
+                    self.db = _open(self.path)  # another process may have replaced it already
+                except sqlite3.DatabaseError:
+                    for suffix in ("", "-wal", "-shm"):
+                        with contextlib.suppress(OSError):
+                            os.replace(f"{self.path}{suffix}", f"{self.path}.damaged{suffix}")
+                    self.db = _open(self.path)
 
     def close(self) -> None:
         self.db.close()
@@ -63,8 +95,13 @@ class Store:
     # A measurement is kept as the JSON of Measurement.to_json(), the object measure() returned
     # when these were dicts, so caches written before the records read back unchanged.
     def get_measurements(self, keys: list[str]) -> dict[str, Measurement]:
-        """The stored measurements of those of `keys` that are in the store."""
-        return {k: Measurement.from_json(json.loads(v)) for k, v in self._get("measurements", keys)}
+        """The stored measurements of those of `keys` that are in the store (a damaged value
+        counts as absent: it is measured again and overwritten)."""
+        out = {}
+        for k, v in self._get("measurements", keys):
+            with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
+                out[k] = Measurement.from_json(json.loads(v))
+        return out
 
     def put_measurements(self, items: dict[str, Measurement]) -> None:
         self._put("measurements", ((k, json.dumps(v.to_json())) for k, v in items.items()))
@@ -72,7 +109,12 @@ class Store:
     # -- features (compiler.tune.space.FeatureCache) ----------------------------------------------
     def get_features(self, key: str) -> list[float] | None:
         found = dict(self._get("features", [source_digest(features=True) + ":" + key]))
-        return json.loads(next(iter(found.values()))) if found else None
+        try:
+            value = json.loads(next(iter(found.values()))) if found else None
+        except ValueError:
+            return None
+        ok = isinstance(value, list) and all(isinstance(x, (int, float)) for x in value)
+        return value if ok else None  # a damaged value counts as absent
 
     def put_features(self, items: dict[str, list[float]]) -> None:
         prefix = source_digest(features=True) + ":"

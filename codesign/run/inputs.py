@@ -7,6 +7,7 @@ import numpy as np
 
 from compiler.graph.ir import Graph
 from hw.errors import InputError
+from hw.npz import read_npz
 
 Inputs = dict[str, np.ndarray]
 CALIBRATION_SEED = 1000  # calibration never sees the evaluation inputs (seeds 0, 1, ...)
@@ -56,17 +57,14 @@ def sample_inputs(graph: Graph, name: str | None, count: int, seed: int) -> list
 
 def read_input_file(path: str, graph: Graph) -> list[Inputs]:
     """Inputs from an npz: one array per graph input, with a leading axis over samples."""
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {k: archive[k] for k in archive.files}
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not an npz file of inputs ({exc})") from None
+    arrays = read_npz(path, error=InputError, what="an npz file of inputs")  # no pickles, bounded
     missing = sorted(set(graph.inputs) - set(arrays))
     if missing:
         raise InputError(f"{path}: no array for model input {missing[0]!r} "
                          f"(inputs: {', '.join(graph.inputs)})")
+    flat = [n for n in graph.inputs if np.ndim(arrays[n]) == 0]
+    if flat:
+        raise InputError(f"{path}: array {flat[0]!r} has no leading axis over samples")
     counts = {len(arrays[n]) for n in graph.inputs}
     if len(counts) != 1:
         raise InputError(f"{path}: inputs have different sample counts {sorted(counts)}")
@@ -74,8 +72,15 @@ def read_input_file(path: str, graph: Graph) -> list[Inputs]:
 
 
 def check_inputs(graph: Graph, feeds: Inputs) -> None:
+    """Each input has the model's shape and dtype and, if floating point, finite values (a NaN
+    quantizes to an arbitrary integer that the integer reference reproduces, so the run would
+    pass as correct while meaning nothing)."""
     for n in graph.inputs:
         v, a = graph.values[n], feeds[n]
         if a.shape != v.shape or a.dtype.name != v.dtype:
             raise InputError(f"input {n!r} is {a.dtype.name}{list(a.shape)}, the model takes "
                              f"{v.dtype}{list(v.shape)}")
+        if np.issubdtype(a.dtype, np.floating) and not np.isfinite(a).all():
+            bad = np.argwhere(~np.isfinite(a))
+            raise InputError(f"input {n!r} holds {len(bad)} NaN or infinite value(s), the first at "
+                             f"index {tuple(int(i) for i in bad[0])}; inputs must be finite")

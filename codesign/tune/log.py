@@ -10,6 +10,7 @@ trials and train the model.  A last line cut short by a killed run is skipped.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,44 @@ def read(path: str | Path) -> list[TrialRecord]:
         if not _is_record(data):
             raise InputError(f"{path} line {n}: not a tuning record "
                              "(needs workload_key, config, knobs, status)")
+        wrong = _wrong_field(data)
+        if wrong:
+            raise InputError(f"{path} line {n}: {wrong}")
         out.append(TrialRecord.from_json(data))
     return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+# field -> (rule, what it must be); a field that is absent or null is not checked
+_FIELDS: dict[str, tuple[Any, str]] = {
+    "workload_key": (lambda v: isinstance(v, str), "a string"),
+    "status": (lambda v: isinstance(v, str), "a string"),
+    "knobs": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_int(x)
+                                                    for k, x in v.items()),
+              "an object of integer knobs"),
+    "cycles": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "compile_s": (_is_number, "a finite number"), "run_s": (_is_number, "a finite number"),
+    "time": (_is_number, "a finite number"),
+    "stats": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+def _wrong_field(data: dict[str, Any]) -> str | None:
+    """What is wrong with the first malformed field of a record, if any (a NaN read from the
+    log would rank first among cycles; a string would fail the comparison)."""
+    for name, (ok, what) in _FIELDS.items():
+        value = data.get(name)
+        if value is not None and not ok(value):
+            return f"field {name} is {value!r}, not {what}"
+    return None
 
 
 def _is_record(data: Any) -> bool:

@@ -5,7 +5,6 @@ compiling them again from the graph is deterministic and takes about a second fo
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from compiler.runtime.model import CompiledModel
 from compiler.target.accel import AcceleratorTarget
 from hw.config import AcceleratorConfig
 from hw.errors import WorkbenchError
+from hw.npz import read_npz
 
 FORMAT = "codesign-cmodel"
 VERSION = 1
@@ -49,14 +49,15 @@ def load(path: str | Path, knobs_for: KnobsFor | None = None) -> tuple[CompiledM
     """The model (steps compiled again, with `knobs_for`'s schedules where it has one; placement
     checked) and the `extra` saved with it."""
     meta, arrays = _read(path)
-    g = Graph(meta["graph_name"])
-    for v in meta["values"]:
-        data = arrays[v["const"]] if v["const"] else None
-        g.values[v["name"]] = Value(v["name"], tuple(v["shape"]), v["dtype"], data)
-    g.inputs, g.outputs = list(meta["inputs"]), list(meta["outputs"])
-    g.nodes = [Node(n["op"], tuple(n["inputs"]), tuple(n["outputs"]), _attrs_back(n["attrs"]), n["name"])
-               for n in meta["nodes"]]
-    verify(g)
+    try:
+        g = _graph(meta, arrays)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, WorkbenchError):
+            raise
+        raise ModelFileError(f"{path}: malformed model metadata ({type(exc).__name__}: {exc})") from None
+    for key, kind in (("config", dict), ("placement", list), ("extra", dict)):
+        if not isinstance(meta.get(key), kind):
+            raise ModelFileError(f"{path}: malformed model metadata ({key} is not a {kind.__name__})")
     cfg = AcceleratorConfig.from_dict(meta["config"], where=f"{path}: config")
     model = CompiledModel.compile(g, AcceleratorTarget(cfg), knobs_for=knobs_for,
                                   offload_shallow=bool(meta.get("offload_shallow", False)))
@@ -68,18 +69,26 @@ def load(path: str | Path, knobs_for: KnobsFor | None = None) -> tuple[CompiledM
     return model, meta["extra"]
 
 
+def _graph(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
+    g = Graph(meta["graph_name"])
+    for v in meta["values"]:
+        data = arrays[v["const"]] if v["const"] else None
+        g.values[v["name"]] = Value(v["name"], tuple(v["shape"]), v["dtype"], data)
+    g.inputs, g.outputs = list(meta["inputs"]), list(meta["outputs"])
+    g.nodes = [Node(n["op"], tuple(n["inputs"]), tuple(n["outputs"]), _attrs_back(n["attrs"]), n["name"])
+               for n in meta["nodes"]]
+    verify(g)
+    return g
+
+
 def _read(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {k: archive[k] for k in archive.files}
-    except FileNotFoundError:
-        raise ModelFileError(f"{path}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ModelFileError(f"{path}: not a compiled model file ({exc})") from None
+    arrays = read_npz(path, error=ModelFileError, what="a compiled model file")  # no pickles
     try:
         meta = json.loads(str(arrays.pop("meta")))
     except (KeyError, json.JSONDecodeError):
         raise ModelFileError(f"{path}: not a compiled model file (no metadata)") from None
+    if not isinstance(meta, dict):
+        raise ModelFileError(f"{path}: not a compiled model file (metadata is not an object)")
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise ModelFileError(f"{path}: format {meta.get('format')} version {meta.get('version')}, this "
                              f"workbench reads {FORMAT} version {VERSION}")

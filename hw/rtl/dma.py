@@ -174,8 +174,9 @@ class PadWriter(wiring.Component):
         addr, row_elem, stride = Signal(self.addr_bits), Signal(ADDR), Signal(16)
         busy = Signal()
         with m.If(self.start):
-            m.d.sync += [
-                busy.eq(1), x.eq(0), y.eq(0), addr.eq(self.sram_base),
+            rows = self.y_pad_0 + self.y_size + self.y_pad_1
+            m.d.sync += [  # no row at all (y_size 0, no padding rows): nothing to write
+                busy.eq(rows != 0), x.eq(0), y.eq(0), addr.eq(self.sram_base),
                 row_elem.eq(self.dram_base), stride.eq(self.x_stride),
                 x_lo.eq(self.x_pad_0), x_hi.eq(self.x_pad_0 + self.x_size),
                 row_len.eq(self.x_pad_0 + self.x_size + self.x_pad_1),

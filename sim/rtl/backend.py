@@ -19,10 +19,12 @@ from hw.errors import InputError
 from hw.program import Program
 from hw.verilog import DesignFactory
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
+from sim.limits import DEFAULT_LIMITS, Limits
 from sim.rtl import trace
 from sim.rtl.build import library_for
 from sim.rtl.ports import COUNTER_FIELDS
 from sim.trace import Activity
+from sim.validate import check_cycles, check_program
 
 DEFAULT_MAX_CYCLES = 50_000_000
 
@@ -76,8 +78,12 @@ class RtlSimulator:
 
     def __init__(self, cfg: AcceleratorConfig, *, max_cycles: int = DEFAULT_MAX_CYCLES,
                  dram_latency_cycles: int | None = None, dram_bytes_per_cycle: int | None = None,
-                 idle_limit: int | None = None, design: DesignFactory | None = None) -> None:
+                 idle_limit: int | None = None, design: DesignFactory | None = None,
+                 limits: Limits = DEFAULT_LIMITS, validate: bool = True) -> None:
+        """`limits` bound the work `sim.validate` lets through; `validate=False` skips those
+        checks (tests of the watchdog: a malformed program then runs until a limit)."""
         self.config = cfg
+        self.limits, self.validate = limits, validate
         self.max_cycles = check_positive("max_cycles", max_cycles)
         self.dram_latency_cycles = check_positive(
             "dram_latency_cycles", cfg.dram_latency_cycles if dram_latency_cycles is None
@@ -102,6 +108,9 @@ class RtlSimulator:
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult:
         program.check_config(self.config)
+        if self.validate:
+            check_program(program, self.config, self.limits)
+            check_cycles(program, self.config, self.max_cycles, "rtl")
         dram = program.initial_dram(inputs)
         insns = program.insn_region
         result = self.run_image(dram, insns.offset, insns.shape[0])
@@ -111,6 +120,9 @@ class RtlSimulator:
         """Run `program` against the caller's DRAM image, updated in place (sim.backend)."""
         program.check_config(self.config)
         check_dram(program, dram)
+        if self.validate:
+            check_program(program, self.config, self.limits)
+            check_cycles(program, self.config, self.max_cycles, "rtl")
         insns = program.insn_region
         return self.run_image(dram, insns.offset, insns.shape[0])
 
@@ -147,6 +159,11 @@ class RtlSimulator:
         stats = Stats(**dict(zip(COUNTER_FIELDS, counters, strict=True)))
         if status != _DONE:
             raise SimulationError(self._describe(status, info, stats, dram.size))
+        retired = stats.load_insns + stats.compute_insns + stats.store_insns
+        if retired < insn_count:
+            raise SimulationError(
+                f"rtl: FINISH executed before other instructions ({retired} of {insn_count} "
+                "retired); they are not ordered before FINISH by dependency tokens")
         return stats
 
     def _describe(self, status: int, info: dict[str, int], stats: Stats, dram_bytes: int) -> str:

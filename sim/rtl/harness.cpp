@@ -103,6 +103,14 @@ struct Sim {
         top->final();
         delete top;
     }
+    // A fresh model: every run starts from zeroed SRAMs, as fsim's do (reset clears only the
+    // registers, and a program reading a buffer before writing it would otherwise see the last
+    // run's data).
+    void renew() {
+        top->final();
+        delete top;
+        top = new Vaccel{&ctx, "accel"};
+    }
 };
 
 void tick(Vaccel* top) {
@@ -298,6 +306,7 @@ void sim_trace_copy(void* handle, int part, uint64_t* out) {
 int sim_run(void* handle, uint8_t* dram, uint64_t dram_bytes, const uint64_t* params,
             uint64_t* result) {
     Sim* sim = static_cast<Sim*>(handle);
+    sim->renew();
     Vaccel* top = sim->top;
     std::memset(result, 0, N_RESULTS * sizeof(uint64_t));
     sim->trace.clear();

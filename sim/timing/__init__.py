@@ -26,14 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
-from hw import isa
 from hw.config import AcceleratorConfig
 from hw.program import Program
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
+from sim.limits import DEFAULT_LIMITS, Limits
 from sim.rtl.backend import check_positive
 from sim.timing import build, decode
 from sim.timing.trace import activity
 from sim.trace import Activity
+from sim.validate import check_cycles, check_program, describe, iterations
 
 DEFAULT_MAX_CYCLES = 1 << 40
 _PARAMS = ("bus_bytes", "max_burst", "inflight", "latency", "bytes_per_cycle", "queue_depth",
@@ -77,19 +78,23 @@ class _Prepared:
     cols: decode.Columns
     rows: np.ndarray
     functional: dict[str, int]
+    uops: int  # micro-op iterations, reset GEMMs included: a lower bound on the cycles
 
 
 class TimingSimulator:
     """Backend `timing`.  `fast=False` steps long streaming reads cycle by cycle (for tests of
-    the closed-form fast path; same results)."""
+    the closed-form fast path; same results).  `limits` bound the work `sim.validate` lets
+    through; `validate=False` keeps only the checks the model needs (tests of its run-time
+    detectors: deadlock, FINISH too early)."""
 
     name = "timing"
     capabilities = Capabilities(values=False, cycles=True, traces=True)
 
     def __init__(self, cfg: AcceleratorConfig, *, dram_latency_cycles: int | None = None,
                  dram_bytes_per_cycle: int | None = None, max_cycles: int = DEFAULT_MAX_CYCLES,
-                 fast: bool = True) -> None:
+                 fast: bool = True, limits: Limits = DEFAULT_LIMITS, validate: bool = True) -> None:
         self.config = cfg
+        self.limits, self.validate = limits, validate
         self.dram_latency_cycles = check_positive(
             "dram_latency_cycles", cfg.dram_latency_cycles if dram_latency_cycles is None
             else dram_latency_cycles)
@@ -136,9 +141,13 @@ class TimingSimulator:
             cfg = self.config
             program.check_config(cfg)
             cols = decode.columns(program, cfg)
-            decode.check(cols, cfg, program.dram_bytes, lambda i: _describe(program, cfg, i))
+            if self.validate:
+                check_program(program, cfg, self.limits)
+            else:  # the checks the model itself needs (ranges it would index with)
+                decode.check(cols, cfg, program.dram_bytes, lambda i: describe(program, cfg, i))
             rows = np.ascontiguousarray(decode.rows(cols, cfg))
-            prepared = _Prepared(cols, rows, decode.functional_stats(cols, cfg))
+            prepared = _Prepared(cols, rows, decode.functional_stats(cols, cfg),
+                                 int(iterations(cols).sum()))
             self._prepared[program] = prepared
         return prepared
 
@@ -146,6 +155,8 @@ class TimingSimulator:
         cfg = self.config
         prepared = self._prepare(program)
         cols, rows = prepared.cols, prepared.rows
+        if self.validate:
+            check_cycles(program, cfg, self.max_cycles, "timing", prepared.uops)
         params = np.array([
             cfg.bus_bytes, cfg.max_burst_beats, cfg.mem_inflight, self.dram_latency_cycles,
             self.dram_bytes_per_cycle, cfg.cmd_queue_depth, (1 << cfg.token_counter_bits) - 1,
@@ -175,7 +186,7 @@ class TimingSimulator:
             if head < 0:
                 lines.append(f"  {name}: idle (queue empty)")
                 continue
-            what = _describe(program, cfg, head)
+            what = describe(program, cfg, head)
             if wait == 4:
                 why = "waiting for room in a token queue"
             elif wait >= 0:
@@ -200,11 +211,3 @@ def _timing_counters(out: np.ndarray) -> dict[str, int]:
         names[f"{name}_stall_cycles"] = int(out[5 + m])
     names["gemm_busy_cycles"] = int(out[8])
     return names
-
-
-def _describe(program: Program, cfg: AcceleratorConfig, index: int) -> str:
-    lo, hi = (int(w) for w in program.insns[index])
-    try:
-        return isa.format_insn(isa.decode_insn(lo | (hi << isa.WORD_BITS), cfg))
-    except isa.EncodingError:
-        return f"word {lo | (hi << isa.WORD_BITS):#034x}"

@@ -18,7 +18,7 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from hw.program import Program
-from sim.backend import SimulationError
+from sim.backend import InvalidProgramError, SimulationError
 
 # Columns of one instruction row of the C++ model (model.h's `Field` enum), in order.
 FIELDS = ("module", "kind", "pops", "pushes", "client", "elem_bytes", "dram_base", "y", "x",
@@ -159,40 +159,66 @@ def check(c: Columns, cfg: AcceleratorConfig, dram_bytes: int,
 
     `describe(index)` formats instruction `index` for the message.
     """
-    _check_encoding(c)
-    problems = _problems(c, cfg, dram_bytes)
-    if problems:
-        index, text = min(problems, key=lambda item: item[0])
+    check_encoding(c, cfg)
+    found = problems(c, cfg, dram_bytes)
+    if found:
+        index, text = min(found, key=lambda item: item[0])
         raise SimulationError(f"instruction #{index} ({describe(index)}): {text}")
 
 
-def _check_encoding(c: Columns) -> None:
-    """What fsim's decoder rejects: unknown opcodes and memory types, token flags towards a
-    module that does not exist (the messages of hw.isa)."""
+@functools.lru_cache(maxsize=64)
+def _reserved(cfg: AcceleratorConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(low word, high word) masks of the reserved bits, indexed by opcode (0 for unknown ones)."""
+    lo, hi = np.zeros(8, dtype=np.uint64), np.zeros(8, dtype=np.uint64)
+    for op in isa.Opcode:
+        mask = isa.reserved_mask(cfg, int(op))
+        lo[op], hi[op] = mask & ((1 << isa.WORD_BITS) - 1), mask >> isa.WORD_BITS
+    return lo, hi
+
+
+def check_encoding(c: Columns, cfg: AcceleratorConfig) -> None:
+    """What fsim's decoder rejects: unknown opcodes and memory types, reserved bits set, token
+    flags towards a module that does not exist (the messages of hw.isa)."""
     op, mt = c["opcode"], c["memory_type"]
     bad = _first(op > max(isa.Opcode))
     mem = (op == _LOAD) | (op == _STORE)
-    bad_mt = _first(mem & (mt > max(isa.MemType)))
+    lo, hi = _reserved(cfg)
+    known_op = np.minimum(op, 7)
+    reserved = ((c.words[:, 0] & lo[known_op]) | (c.words[:, 1] & hi[known_op])) != 0
+    bad_res = _first(reserved & (op <= max(isa.Opcode)))
+    bad_mt = _first(mem & (mt > max(isa.MemType)) & ~reserved)
     errors = []
     if bad is not None:
-        errors.append((bad, f"unknown opcode {op[bad]} in instruction word {_word(c, bad)}"))
+        errors.append((bad, 0, f"unknown opcode {op[bad]} in instruction word {_word(c, bad)}"))
+    if bad_res is not None:
+        word = int(c.words[bad_res, 0]) | (int(c.words[bad_res, 1]) << isa.WORD_BITS)
+        bits = word & isa.reserved_mask(cfg, int(op[bad_res]))
+        errors.append((bad_res, 1, f"{isa.Opcode(int(op[bad_res])).name} sets reserved bits "
+                                   f"{bits:#034x} in instruction word {word:#034x}"))
     if bad_mt is not None:
         name = isa.Opcode(int(op[bad_mt])).name.capitalize()
-        errors.append((bad_mt, f"{name} has unknown memory_type {mt[bad_mt]} in instruction word "
-                               f"{_word(c, bad_mt)}"))
+        errors.append((bad_mt, 2, f"{name} has unknown memory_type {mt[bad_mt]} in instruction word "
+                                  f"{_word(c, bad_mt)}"))
+    f = isa.layouts(cfg)["alu"]["alu_opcode"]
+    alu_op = (c.words[:, f.offset // isa.WORD_BITS] >> np.uint64(f.offset % isa.WORD_BITS)) \
+        & np.uint64((1 << f.width) - 1)
+    bad_alu = _first((op == _ALU) & (alu_op > max(isa.AluOp)) & ~reserved)
+    if bad_alu is not None:
+        errors.append((bad_alu, 2, f"Alu has unknown alu_opcode {alu_op[bad_alu]} in instruction "
+                                   f"word {_word(c, bad_alu)}"))
     to_load = (op == _LOAD) & ((mt == isa.MemType.INP) | (mt == isa.MemType.WGT))
     for module, flags, sel in ((isa.Module.LOAD, ("pop_prev", "push_prev"), to_load),
                                (isa.Module.STORE, ("pop_next", "push_next"), op == _STORE)):
         for flag in flags:
-            i = _first(sel & (c[flag] != 0))
+            i = _first(sel & (c[flag] != 0) & ~reserved)
             if i is not None:
                 side = "before" if flag.endswith("prev") else "after"
                 who = module.name.lower()
-                errors.append((i, f"{isa.Opcode(int(op[i])).name} on the {who} module sets {flag}, "
-                                  f"but no module comes {side} {who}"))
+                errors.append((i, 3, f"{isa.Opcode(int(op[i])).name} on the {who} module sets "
+                                     f"{flag}, but no module comes {side} {who}"))
     if errors:
-        index, text = min(errors)
-        raise SimulationError(f"instruction #{index}: {text}")
+        index, _, text = min(errors)
+        raise InvalidProgramError(f"instruction #{index}: {text}")
 
 
 def _word(c: Columns, i: int) -> str:
@@ -204,7 +230,8 @@ def _first(mask: np.ndarray) -> int | None:
     return int(hits[0]) if hits.size else None
 
 
-def _problems(c: Columns, cfg: AcceleratorConfig, dram_bytes: int) -> list[tuple[int, str]]:
+def problems(c: Columns, cfg: AcceleratorConfig, dram_bytes: int) -> list[tuple[int, str]]:
+    """(instruction, message) of the first instruction breaking each rule that needs no data."""
     op, mt, x = c["opcode"], c["memory_type"], c["x_size"]
     found: list[tuple[int, str]] = []
 

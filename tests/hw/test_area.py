@@ -68,3 +68,23 @@ def test_hw_area_command(tmp_path, monkeypatch, capsys):
 def test_unknown_effort_is_an_error():
     with pytest.raises(ValueError, match="area effort must be one of fast, full, not 'max'"):
         area.area_for(NARROW, StubAccel, effort="max")
+
+
+@pytest.mark.parametrize("damage", ["", "{\"lut\": ", "[1, 2]", "{\"nope\": 1}"])
+def test_a_damaged_area_report_is_synthesized_again(tmp_path, monkeypatch, damage):
+    from hw import verilog
+
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
+    monkeypatch.setattr(verilog, "default_design", lambda: StubAccel)
+    stub = area.AreaReport("tiny", NARROW.fingerprint(), 1, 2, 3, 4, 5, 0.5, 6, 7, 8.0)
+    calls = []
+    monkeypatch.setattr(area, "synthesize", lambda cfg, path, effort: calls.append(effort) or stub)
+    assert area.area_for(NARROW) == stub
+    (path,) = (tmp_path / "area").glob("*.json")
+    path.write_text(damage)
+    assert area.area_for(NARROW) == stub and len(calls) == 2
+    if damage.startswith("{\"nope"):  # a valid checksum over a wrong document is no better
+        from hw.cache import write_checked
+
+        write_checked(path, damage)
+        assert area.area_for(NARROW) == stub and len(calls) == 3

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -10,6 +14,7 @@ import pytest
 
 from hw import cache
 from hw.cache import CacheEntry, IncompleteBuildError
+from hw.errors import WorkbenchError
 
 
 def test_cache_root_default_and_override(monkeypatch, tmp_path):
@@ -42,6 +47,9 @@ def test_entry_is_built_once_and_reused(tmp_path):
     assert path.read_text() == "first" and len(calls) == 1
     assert calls[0].parent == tmp_path / "rtl" and calls[0].name.startswith(".build-key-")
     assert sorted(p.name for p in (tmp_path / "rtl").iterdir()) == [".key.lock", "key"]
+    manifest = json.loads((tmp_path / "rtl" / "key" / cache.MANIFEST).read_text())
+    assert manifest == {"key": "key", "marker": "lib.so", "size": 5,
+                        "sha256": hashlib.sha256(b"first").hexdigest()}
 
 
 class Boom(RuntimeError):
@@ -88,7 +96,7 @@ def test_incomplete_entry_is_rebuilt(tmp_path, leftover):
     calls: list[Path] = []
     assert entry.get_or_build(_writer("new", calls)).read_text() == "new"
     assert len(calls) == 1
-    assert sorted(p.name for p in entry.directory.iterdir()) == ["build.log", "lib.so"]
+    assert sorted(p.name for p in entry.directory.iterdir()) == [cache.MANIFEST, "build.log", "lib.so"]
     assert (entry.directory / "build.log").read_text() == "ok\n"
 
 
@@ -124,3 +132,71 @@ def test_write_atomic_replaces_whole_files(tmp_path):
     cache.write_atomic(path, '{"lut": 3}\n')
     assert path.read_text() == '{"lut": 3}\n'
     assert [p.name for p in path.parent.iterdir()] == ["key-fast.json"]  # no temporary left
+
+
+def _damage(entry: CacheEntry, how: str, tmp_path: Path) -> None:
+    """Plant a damaged entry: the marker truncated, emptied, or another key's entry moved in."""
+    if how == "truncated":
+        entry.path.write_bytes(entry.path.read_bytes()[:3])
+    elif how == "empty":
+        entry.path.write_bytes(b"")
+    elif how == "same size":
+        entry.path.write_text("FIRST")
+    elif how == "foreign":
+        other = CacheEntry(tmp_path / "other", "lib.so")
+        other.get_or_build(_writer("first", []))  # same bytes, another key
+        shutil.rmtree(entry.directory)
+        os.rename(other.directory, entry.directory)
+    elif how == "no manifest":
+        (entry.directory / cache.MANIFEST).unlink()
+    os.utime(entry.path, ns=(1, 1))  # a new signature: not remembered as checked
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "same size", "foreign", "no manifest"])
+def test_a_damaged_entry_is_detected_and_rebuilt(tmp_path, how):
+    entry = CacheEntry(tmp_path / "key", "lib.so")
+    entry.get_or_build(_writer("first", []))
+    _damage(entry, how, tmp_path)
+    assert not entry.is_complete()
+    calls: list[Path] = []
+    assert entry.get_or_build(_writer("again", calls)).read_text() == "again" and len(calls) == 1
+    assert entry.is_complete()
+
+
+def test_checked_files_reject_damaged_and_foreign_copies(tmp_path):
+    path = tmp_path / "verilog" / "k1" / "accel.v"
+    cache.write_checked(path, "module accel;\n")
+    assert cache.read_checked(path) == "module accel;\n"
+    path.write_text("module acc")  # truncated
+    assert cache.read_checked(path) is None
+    cache.write_checked(path, "module accel;\n")
+    foreign = tmp_path / "verilog" / "k2" / "accel.v"
+    shutil.copytree(path.parent, foreign.parent)  # another key's file and sidecar
+    assert cache.read_checked(foreign) is None
+    assert cache.read_checked(tmp_path / "missing.v") is None
+
+
+def test_an_unwritable_cache_directory_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    entry = CacheEntry(blocker / "rtl" / "key", "lib.so")
+    with pytest.raises(cache.CacheError, match=rf"^cache directory {blocker}/rtl cannot be written "
+                                               r"\(.*\); set CODESIGN_CACHE to a writable directory$"):
+        entry.get_or_build(_writer("x", []))
+    with pytest.raises(cache.CacheError, match=rf"^cache directory {blocker}/area cannot be written"):
+        cache.write_checked(blocker / "area" / "k.json", "{}")
+    assert issubclass(cache.CacheError, WorkbenchError)
+
+
+def test_two_processes_meeting_a_damaged_entry_rebuild_it_once(tmp_path):
+    entry = CacheEntry(tmp_path / "rtl" / "key", "lib.so")
+    entry.get_or_build(_writer("stale", []))
+    _damage(entry, "truncated", tmp_path)
+    context = multiprocessing.get_context("spawn")
+    log = tmp_path / "builds.log"
+    with context.Manager() as manager, context.Pool(2) as pool:
+        barrier = manager.Barrier(2)
+        jobs = [pool.apply_async(_race, (str(tmp_path), str(log), barrier)) for _ in range(2)]
+        assert [job.get(timeout=120) for job in jobs] == [str(entry.path)] * 2
+    assert len(log.read_text().splitlines()) == 1 and entry.path.read_text() == "built"
+    assert entry.is_complete()

@@ -143,3 +143,8 @@ def test_config_show_json_loads_back(tmp_path):
     with pytest.raises(ConfigError, match=rf"shown.json: derived value inp_depth={cfg.inp_depth * 2} "
                                           rf"disagrees with the parameters, which give {cfg.inp_depth}"):
         resolve(str(path))
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), float("-inf")])
+def test_non_finite_clock_is_refused(value):
+    with pytest.raises(ConfigError, match=rf"^clock_mhz must be finite, not {value}$"):
+        PRESETS["tiny"].with_params(clock_mhz=value)

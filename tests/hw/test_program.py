@@ -1,4 +1,5 @@
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -192,3 +193,47 @@ def test_region_write_and_view_and_their_errors():
         src.write(dram, np.zeros(3, np.int32))
     with pytest.raises(ProgramError, match=r"^region 'src' holds .* int32, not .* int64$"):
         src.write(dram, data.astype(np.int64))
+
+
+def _resave(path, **changes):
+    data = dict(np.load(path))
+    meta = json.loads(str(data["meta"]))
+    for key, value in changes.items():
+        if key == "insns":
+            data["insns"] = value
+        else:
+            meta[key] = value
+    data["meta"] = np.array(json.dumps(meta))
+    np.savez(path, **data)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"regions": 5}, r"malformed program metadata \(TypeError: 'int' object is not iterable\)"),
+    ({"dram_bytes": 1 << 40}, r"malformed program metadata \(ValueError: dram_bytes 1099511627776 is "
+                              r"not an int in \[0, 4294967296\] \(a 32-bit DRAM address reaches 4 GiB\)\)"),
+    ({"dram_bytes": 64}, r"p.npz: region 'out' \(bytes 64..71\) is outside the 64-byte DRAM image$"),
+    ({"regions": [{"name": "x", "offset": 0, "shape": [1], "dtype": "object", "role": "input"}]},
+     r"malformed program metadata \(ValueError: region 'x' has dtype 'object', role 'input'"),
+    ({"fingerprint": None, "regions": []}, r"the instructions \(\[\d+, 2\]\) do not match one "
+                                           r"instruction region of shape \[N, 2\]"),
+    ({"insns": np.zeros(3, np.uint64)}, r"the instructions \(\[3\]\) do not match one instruction region"),
+])
+def test_load_rejects_malformed_metadata(tmp_path, change, message):
+    path = tmp_path / "p.npz"
+    _simple().save(path)
+    _resave(path, **change)
+    with pytest.raises(ProgramError, match=message):
+        Program.load(path)
+
+
+def test_load_checks_constants_against_their_regions(tmp_path):
+    path = tmp_path / "p.npz"
+    b = ProgramBuilder(TINY)
+    b.constant("k", np.arange(4, dtype=np.int32))
+    b.finish()
+    b.build().save(path)
+    data = dict(np.load(path))
+    data["const__k"] = np.zeros(1, np.float64)
+    np.savez(path, **data)
+    with pytest.raises(ProgramError, match=r"constant 'k' is float64\[1\], its region int32\[4\]$"):
+        Program.load(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -59,3 +60,18 @@ def test_hw_verilog_command(tmp_path, monkeypatch, capsys):
     assert "output [255:0] count;" in out.read_text()
     assert main(["hw", "verilog", "--config", "tiny"]) == 0
     assert "module accel(" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "another config's"])
+def test_a_damaged_verilog_file_is_regenerated(tmp_path, monkeypatch, how):
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
+    cfg, wide = preset("tiny"), preset("tiny").with_params(bus_bits=128)
+    path = verilog.verilog_for(cfg, Counter)
+    good = path.read_text()
+    if how == "another config's":
+        other = verilog.verilog_for(wide, Counter)
+        path.write_text(other.read_text())
+        (path.parent / ".accel.v.sha256").write_text((other.parent / ".accel.v.sha256").read_text())
+    else:
+        path.write_text(good[:40] if how == "truncated" else "")
+    assert verilog.verilog_for(cfg, Counter) == path and path.read_text() == good

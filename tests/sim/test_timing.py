@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from hw import isa
 from hw.config import PRESETS
 from hw.program import ProgramBuilder
 from sim import backends
-from sim.backend import SimulationError
+from sim.backend import InvalidProgramError, SimulationError
 from sim.fsim import FunctionalSimulator
 from sim.random_programs import random_program
 from sim.timing import TimingSimulator, build, decode
@@ -107,7 +108,7 @@ def test_deadlock_names_the_blocked_instructions():
     b.nop(isa.Module.COMPUTE, pop_prev=True, push_prev=True)
     b.finish()
     with pytest.raises(SimulationError, match="deadlock: no module can proceed") as info:
-        TimingSimulator(cfg).run(b.build(check_tokens=False))
+        TimingSimulator(cfg, validate=False).run(b.build(check_tokens=False))
     text = str(info.value)
     assert "load: blocked at #0 NOP-LOAD" in text and "waiting for a compute->load token" in text
     assert "compute: blocked at #1 NOP-COMPUTE" in text and "store: idle (queue empty)" in text
@@ -121,15 +122,19 @@ def test_finish_before_other_instructions_is_an_error():
     b.finish()
     b.nop(isa.Module.STORE)
     with pytest.raises(SimulationError, match="FINISH executed before other instructions") as info:
-        TimingSimulator(cfg).run(b.build(check_tokens=False))
+        TimingSimulator(cfg, validate=False).run(b.build(check_tokens=False))
     assert "store: still holds #2 NOP-STORE" in str(info.value)
 
 
 def test_cycle_limit():
     cfg = PRESETS["tiny"]
     work = blocked_gemm(cfg, GemmTiling(4, 4, 4, 2, 2, 2, 2))
-    with pytest.raises(SimulationError, match="timing: no FINISH within max_cycles=50"):
-        TimingSimulator(cfg, max_cycles=50).run(work.program)
+    with pytest.raises(SimulationError, match="timing: no FINISH within max_cycles=100"):
+        TimingSimulator(cfg, max_cycles=100).run(work.program)  # 80 micro-ops: it could finish
+    with pytest.raises(InvalidProgramError, match=r"^timing: the program runs 80 micro-op iterations, "
+                                                  r"so it needs at least 80 cycles, more than "
+                                                  r"max_cycles=79$"):
+        TimingSimulator(cfg, max_cycles=79).run(work.program)  # refused before it starts
 
 
 def _one(cfg, insn, *, region_elems=64):
@@ -271,3 +276,37 @@ def test_trace_agrees_with_the_counters(cfg, tmp_path):
     assert per_dma == act.busy_cycles("dram read")  # every read beat belongs to one DMA
     assert all(e["dur"] > 0 for e in events if e["ph"] == "X")
     assert {e["name"] for e in events if e["ph"] == "C"} == {f"tokens {q}" for q in QUEUES}
+
+
+def _fake_build(calls):
+    def fake(cxx, tmp):
+        calls.append(tmp)
+        (tmp / build.LIBRARY_NAME).write_bytes(b"\x7fELF library bytes")
+
+    return fake
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "foreign"])
+def test_a_damaged_library_is_rebuilt(tmp_path, monkeypatch, how):
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
+    calls: list = []
+    monkeypatch.setattr(build, "_build", _fake_build(calls))
+    path = build.library()
+    if how == "foreign":  # another build's library (same size), moved into this key
+        path.write_bytes(b"\x7fELF other lib bytes")
+    else:
+        path.write_bytes(path.read_bytes()[:4] if how == "truncated" else b"")
+    os.utime(path, ns=(1, 1))
+    assert build.library() == path and len(calls) == 2
+    assert path.read_bytes() == b"\x7fELF library bytes"
+
+
+@pytest.mark.slow
+def test_a_truncated_library_is_rebuilt_for_real(tmp_path, monkeypatch):
+    """Before the manifest, a truncated libtiming.so was loaded (a crash in ctypes)."""
+    monkeypatch.setenv("CODESIGN_CACHE", str(tmp_path))
+    path = build.library()
+    path.write_bytes(path.read_bytes()[:4096])
+    assert build.library() == path and path.stat().st_size > 4096
+    rp = random_program(PRESETS["tiny"], 1)
+    assert TimingSimulator(PRESETS["tiny"]).run(rp.program).stats.cycles

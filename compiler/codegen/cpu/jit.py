@@ -124,22 +124,38 @@ def _optimise(mod: llvm.ModuleRef, target: CpuTarget, opt_level: int) -> None:
     builder.getModulePassManager().run(mod, builder)
 
 
+_SEAL = b"codesign-kernel-object\0"  # then the SHA-256 of key + object: the file's last 56 bytes
+
+
+def _seal(key: str, obj: bytes) -> bytes:
+    return _SEAL + hashlib.sha256(key.encode() + obj).digest()
+
+
 def _read_object(disk: Path | None, key: str) -> bytes | None:
+    """The object cached under `key`, or None: missing, or damaged (truncated, empty, another
+    key's), which is deleted, so the kernel is compiled again instead of handed to MCJIT."""
     if disk is None:
         return None
     path = disk / f"{key}.o"
     try:
-        return path.read_bytes()
+        data = path.read_bytes()
     except OSError:
         return None
+    size = len(data) - len(_SEAL) - 32
+    if size > 0 and data[size:] == _seal(key, data[:size]):
+        return data[:size]
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return None
 
 
 def _write_object(disk: Path, key: str, obj: bytes) -> None:
-    """Write through a temporary file and rename, so a reader never sees half an object."""
+    """Write through a temporary file and rename, so a reader never sees half an object; sealed
+    with a checksum of the key and the object (`_read_object` checks it)."""
     tmp = disk / f".{key}.{os.getpid()}.tmp"
     try:
         disk.mkdir(parents=True, exist_ok=True)  # CODESIGN_KERNEL_CACHE may name a new directory
-        tmp.write_bytes(obj)
+        tmp.write_bytes(obj + _seal(key, obj))
         tmp.replace(disk / f"{key}.o")
     except OSError:
         tmp.unlink(missing_ok=True)  # a read-only or full cache directory only costs speed

@@ -111,3 +111,25 @@ def test_an_old_stored_measurement_reads_back(tmp_path):
     assert found["o"] == OK and found["o"].to_json() == old_ok
     store.close()
 
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("cycles", "fast", r"field cycles is 'fast', not a non-negative integer"),
+    ("cycles", -3, r"field cycles is -3, not a non-negative integer"),
+    ("cycles", True, r"field cycles is True, not a non-negative integer"),
+    ("run_s", float("nan"), r"field run_s is nan, not a finite number"),
+    ("time", float("inf"), r"field time is inf, not a finite number"),
+    ("knobs", {"tile": 2.5}, r"field knobs is \{'tile': 2.5\}, not an object of integer knobs"),
+    ("knobs", [1], r"field knobs is \[1\], not an object of integer knobs"),
+    ("status", 3, r"field status is 3, not a string"),
+    ("workload_key", None, r"not a tuning record"),
+    ("stats", "x", r"field stats is 'x', not an object"),
+])
+def test_malformed_fields_are_named_with_their_line(tmp_path, field, value, message):
+    path = tmp_path / "bad.jsonl"
+    line = {"workload_key": "w", "config": {"key": "c"}, "knobs": {}, "status": "ok", field: value}
+    if value is None:
+        del line[field]
+    path.write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n")
+    with pytest.raises(ValueError, match=rf"bad.jsonl line 1: {message}"):
+        log.read(path)

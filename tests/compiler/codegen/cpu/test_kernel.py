@@ -137,3 +137,27 @@ def test_the_command_line_default_cache_unless_the_environment_says_otherwise(tm
         assert _disk_dir() == tmp_path / "kernels" and _disk_dir().is_dir()
     finally:
         set_disk_cache(None)
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "another kernel's"])
+def test_a_damaged_object_is_compiled_again_not_loaded(tmp_path, how):
+    """A damaged object handed to MCJIT aborted the process; it is detected and replaced."""
+    text = compile_func(_scale(4.5, n=3)).llvm_ir
+    other = compile_func(_scale(5.5, n=3)).llvm_ir
+    set_disk_cache(tmp_path)
+    try:
+        fresh = compile_ir(text, "scale")
+        path = tmp_path / f"{fresh.key}.o"
+        if how == "another kernel's":
+            theirs = compile_ir(other, "scale")
+            (tmp_path / f"{theirs.key}.o").replace(path)
+        else:
+            path.write_bytes(path.read_bytes()[:100] if how == "truncated" else b"")
+        again = compile_ir(text, "scale")
+        assert not again.from_disk and path.is_file()
+        assert compile_ir(text, "scale").from_disk  # the replacement is sound
+    finally:
+        set_disk_cache(None)
+    kernel = HostKernel(_scale(4.5, n=3), again, text)
+    x = np.ones((2, 3), np.float32)
+    assert np.array_equal(kernel(x), x * np.float32(4.5))

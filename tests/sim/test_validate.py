@@ -1,0 +1,182 @@
+"""sim.validate: every backend refuses a malformed Program before running it, with one message.
+
+Each case is built by hand and run on fsim, the timing model and (with Verilator) the RTL; the
+message must be the same on each.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from hw import isa
+from hw.config import PRESETS
+from hw.errors import InputError
+from hw.program import Program, ProgramBuilder
+from sim.backend import InvalidProgramError, SimulationError
+from sim.backends import make_backend
+from sim.fuzz import apply
+from sim.limits import Limits
+
+TINY = PRESETS["tiny"]
+BACKENDS = ["fsim", "timing"] + (["rtl"] if shutil.which("verilator") else [])
+
+
+def _gemm_program(*, uop: isa.Uop | None = None, iters: tuple[int, int] = (1, 1),
+                  store_elem_offset: int = 0, store_to: str = "C") -> Program:
+    """LOAD INP/WGT, one GEMM of micro-op `uop`, STORE: a valid program unless told otherwise."""
+    uop = uop or isa.Uop(0, 0, 0)
+    b = ProgramBuilder(TINY)
+    a = b.region("A", (4, TINY.batch, TINY.block_in), np.int8, "input")
+    w = b.region("W", (4, TINY.block_out, TINY.block_in), np.int8, "input")
+    c = b.region("C", (4, TINY.batch, TINY.block_out), np.int8, "output")
+    b.load(isa.MemType.INP, a, 0, y_size=1, x_size=4)
+    b.load(isa.MemType.WGT, w, 0, y_size=1, x_size=4, push_next=True)
+    b.load_uops(b.uops([uop]))
+    b.gemm(reset=False, uop_bgn=0, uop_end=1, iter_out=iters[0], iter_in=iters[1], pop_prev=True,
+           push_next=True)
+    target = c if store_to == "C" else next(r for r in b._regions if r.name == store_to)
+    b.store(target, 0, y_size=1, x_size=4, elem_offset=store_elem_offset, pop_prev=True,
+            push_prev=True)
+    b.finish(pop_next=True)
+    return b.build()
+
+
+def _inputs() -> dict[str, np.ndarray]:
+    return {"A": np.ones((4, TINY.batch, TINY.block_in), np.int8),
+            "W": np.ones((4, TINY.block_out, TINY.block_in), np.int8)}
+
+
+def _refused(program: Program, match: str, **options: object) -> None:
+    messages = set()
+    for name in BACKENDS:
+        with pytest.raises(InvalidProgramError, match=match) as info:
+            make_backend(name, TINY, **options).run(program, _inputs())
+        messages.add(str(info.value))
+    assert len(messages) == 1, messages
+
+
+def _with(program: Program, insn: int, name: str, value: int, layout: str = "mem") -> Program:
+    f = isa.layouts(TINY)[layout][name]
+    return apply(program, TINY, ({"kind": "bits", "insn": insn, "offset": f.offset, "width": f.width,
+                                  "value": value},))
+
+
+def test_a_valid_program_runs_on_every_backend():
+    program = _gemm_program()
+    for name in BACKENDS:
+        assert make_backend(name, TINY).run(program, _inputs()).stats.gemm_uops == 1
+
+
+def test_reserved_bits_are_refused():
+    program = _gemm_program()
+    finish = len(program.insns) - 1
+    bad = apply(program, TINY, ({"kind": "bits", "insn": finish, "offset": 40, "width": 1,
+                                 "value": 1},))
+    _refused(bad, rf"^instruction #{finish}: FINISH sets reserved bits 0x0+10000000000 in "
+                  r"instruction word 0x")
+    assert isa.reserved_mask(TINY, int(isa.Opcode.LOAD)) >> 128 == 0
+
+
+def test_unknown_alu_opcode_is_refused_by_the_validator_too():
+    b = ProgramBuilder(TINY)
+    b.load_uops(b.uops([isa.Uop(0, 0)]))
+    b.alu(uop_bgn=0, uop_end=1, alu_opcode=isa.AluOp.ADD)
+    b.finish()
+    bad = _with(b.build(), 1, "alu_opcode", 7, "alu")
+    _refused(bad, r"^instruction #1: Alu has unknown alu_opcode 7 in instruction word 0x")
+
+
+def test_micro_op_indices_past_a_buffer_are_refused_before_running():
+    src = TINY.inp_depth - 2  # moved by 2 iterations of factor 1: reaches inp_depth
+    program = _gemm_program(uop=isa.Uop(0, src, 0), iters=(1, 3))
+    bad = _with(program, 3, "src_factor_in", 1, "gemm")
+    _refused(bad, rf"^instruction #3 \(GEMM uops=\[0,1\) .*\): GEMM src index reaches INP index "
+                  rf"{TINY.inp_depth}, outside the INP buffer of {TINY.inp_depth} elements$")
+
+
+def test_micro_op_table_must_hold_the_micro_ops():
+    program = _gemm_program()
+    table = program.regions_with_role("uops")[0]
+    bad = _with(program, 2, "dram_base", 0)  # LOAD UOP from the input region
+    _refused(bad, rf"^instruction #2 .*: LOAD UOP reads DRAM bytes 0..3, outside the program's "
+                  rf"micro-op table \(bytes {table.offset}..{table.offset + table.nbytes - 1}\)$")
+
+
+def test_a_store_may_not_overwrite_the_instructions():
+    program = _gemm_program()
+    insns = program.insn_region
+    elem = TINY.out_elem_bytes
+    bad = _with(program, 4, "dram_base", insns.offset // elem)
+    _refused(bad, rf"^instruction #4 .*: STORE writes DRAM bytes {insns.offset}..\d+, over the "
+                  rf"program's instructions \(bytes {insns.offset}..{insns.offset + insns.nbytes - 1}\)$")
+
+
+def test_dram_addresses_past_4_gib_are_refused_not_wrapped():
+    program = _gemm_program()
+    elem = TINY.inp_elem_bytes
+    wrapped = (1 << 32) // elem  # the byte address wraps to 0 on a 32-bit bus
+    bad = _with(program, 0, "dram_base", wrapped)
+    _refused(bad, rf"^instruction #0 .*: DRAM access up to byte {(wrapped + 4) * elem - 1} "
+                  rf"\(element {wrapped + 3} of {elem} bytes\) is outside the \d+-byte DRAM$")
+
+
+def test_token_protocol_is_checked_before_running():
+    program = _gemm_program()
+    truncated = apply(program, TINY, ({"kind": "truncate", "count": len(program.insns) - 1},))
+    _refused(truncated, r"^token protocol: program does not end with FINISH$")
+
+
+def test_loop_extents_past_the_limits_are_refused_before_any_work():
+    program = _gemm_program(iters=(1, 1))
+    huge = _with(_with(program, 3, "iter_out", (1 << 14) - 1, "gemm"), 3, "iter_in", (1 << 14) - 1, "gemm")
+    _refused(huge, r"^instruction #3 .*: runs 268402689 micro-op iterations, more than the limit of "
+                   r"16777216 per instruction \(sim.limits.Limits.insn_uops\)$")
+    with pytest.raises(InvalidProgramError, match=r"brings the program to 3 micro-op iterations, more "
+                                                  r"than the limit of 2 \(sim.limits.Limits.program_uops\)"):
+        three = _with(program, 3, "iter_in", 3, "gemm")
+        make_backend("fsim", TINY, limits=Limits(program_uops=2)).run(three, _inputs())
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+def test_limits_must_be_positive_ints(value):
+    with pytest.raises(InputError, match=rf"^limit insn_uops must be a positive int, not {value!r}$"):
+        Limits(insn_uops=value)
+
+
+@pytest.mark.skipif("rtl" not in BACKENDS, reason="needs Verilator")
+def test_the_rtl_refuses_a_program_longer_than_its_cycle_limit_before_running():
+    program = _with(_gemm_program(), 3, "iter_out", 300, "gemm")
+    with pytest.raises(InvalidProgramError, match=r"^rtl: the program runs 300 micro-op iterations, so "
+                                                  r"it needs at least 300 cycles, more than "
+                                                  r"max_cycles=299$"):
+        make_backend("rtl", TINY, max_cycles=299).run(program, _inputs())
+
+
+def test_a_micro_op_load_needs_a_table_and_a_store_may_not_overwrite_it():
+    program = _gemm_program()
+    table = program.regions_with_role("uops")[0]
+    bad = _with(program, 4, "dram_base", table.offset // TINY.out_elem_bytes)
+    _refused(bad, rf"^instruction #4 .*: STORE writes DRAM bytes {table.offset}..\d+, over the "
+                  rf"program's micro-op table \(bytes {table.offset}..{table.offset + table.nbytes - 1}\)$")
+    b = ProgramBuilder(TINY)
+    b.region("A", (4,), np.int32, "input")
+    b.emit(isa.Load(memory_type=isa.MemType.UOP, dram_base=0, y_size=1, x_size=1, x_stride=1))
+    b.finish()
+    _refused(b.build(), r"^instruction #0 .*: LOAD UOP reads DRAM bytes 0..3, outside the program's "
+                        r"micro-op table \(none: the program has no micro-op table\)$")
+
+
+@pytest.mark.skipif("rtl" not in BACKENDS, reason="needs Verilator")
+def test_the_rtl_reports_finish_before_other_instructions():
+    """Unreachable through sim.validate (it refuses such a program); the RTL's own check."""
+    b = ProgramBuilder(TINY)
+    b.finish()
+    b.nop(isa.Module.STORE)
+    program = b.build(check_tokens=False)
+    with pytest.raises(SimulationError, match=r"^rtl: FINISH executed before other instructions "
+                                              r"\(1 of 2 retired\); they are not ordered before "
+                                              r"FINISH by dependency tokens$"):
+        make_backend("rtl", TINY, validate=False).run(program, {})
