@@ -8,6 +8,7 @@ immutable and saves to one `.npz` file.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -360,8 +361,11 @@ class ProgramBuilder:
         words = isa.encode(insns, self.cfg)
         self._alloc("__insns", words.shape, np.uint64, "insns")
         dram_bytes = -(-self._next // 4096) * 4096
-        return Program(self.cfg.fingerprint(), words, tuple(self._regions),
-                       dict(self._constants), dram_bytes, self.cfg.name)
+        program = Program(self.cfg.fingerprint(), words, tuple(self._regions),
+                          dict(self._constants), dram_bytes, self.cfg.name)
+        if check_tokens:
+            _TOKENS_VERIFIED[program] = (1 << self.cfg.token_counter_bits) - 1
+        return program
 
     def _resolve(self, item: isa.Insn | _PendingUopLoad, uop_region: Region | None) -> isa.Insn:
         if not isinstance(item, _PendingUopLoad):
@@ -372,6 +376,17 @@ class ProgramBuilder:
             dram_base=self.dram_base(uop_region, isa.MemType.UOP, item.span.begin),
             y_size=1, x_size=item.span.count, x_stride=item.span.count, **item.flags,
         )
+
+
+# Programs this process built with their tokens verified, and the counter capacity they were
+# verified for: a simulator's pre-flight check (sim/validate.py) need not verify them again.  A
+# Program read from a file, or made any other way, is not in it.
+_TOKENS_VERIFIED: weakref.WeakKeyDictionary[Program, int] = weakref.WeakKeyDictionary()
+
+
+def tokens_verified(program: Program, capacity: int) -> bool:
+    """Whether `program` was built here with `verify_tokens` passed for this counter capacity."""
+    return _TOKENS_VERIFIED.get(program) == capacity
 
 
 def verify_tokens(insns: list[isa.Insn], capacity: int | None = None) -> None:

@@ -180,3 +180,20 @@ def test_the_rtl_reports_finish_before_other_instructions():
                                               r"\(1 of 2 retired\); they are not ordered before "
                                               r"FINISH by dependency tokens$"):
         make_backend("rtl", TINY, validate=False).run(program, {})
+
+
+def test_a_built_programs_tokens_are_verified_once_a_copy_is_verified_again():
+    """The builder verified its tokens: the pre-flight check trusts that mark, which no other
+    Program carries (a copy, a mutation, a file), so a broken copy is still refused."""
+    from hw.program import tokens_verified
+
+    program = _gemm_program()
+    capacity = (1 << TINY.token_counter_bits) - 1
+    assert tokens_verified(program, capacity) and not tokens_verified(program, capacity - 1)
+    copy = Program(program.fingerprint, program.insns, program.regions, program.constants,
+                   program.dram_bytes, program.config_name)
+    assert not tokens_verified(copy, capacity)
+    make_backend("fsim", TINY).run(copy, _inputs())  # verified now, and valid
+    truncated = apply(program, TINY, ({"kind": "truncate", "count": len(program.insns) - 1},))
+    assert not tokens_verified(truncated, capacity)
+    _refused(truncated, r"^token protocol: program does not end with FINISH$")
