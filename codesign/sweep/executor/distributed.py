@@ -5,9 +5,10 @@
   every interface, reference/sweep.md 1.1); otherwise the client connects to the running
   scheduler the user named (with their TLS options).
 - Shipping: the evaluation (each workload's quantized graph, prepared once in the client) is
-  scattered to every worker once (`broadcast`); each task names that future, so a worker
-  unpickles it once and its tasks share it (with its program cache and ranker, as a forked local
-  worker does); a restarted worker fetches it once from a peer.
+  pickled once and travels in a worker plugin: the scheduler sends a plugin once to every worker
+  and to each worker that joins later (a restarted one), and the worker unpickles it on its first
+  task; its tasks then share it (with its program cache and ranker, as a forked local worker
+  does).  (`scatter(broadcast=True)` made some workers fetch and unpickle it twice.)
 - Tasks: a task evaluates a batch of points; the batch grows with the measured seconds per point
   until a task takes about `task_s` (Dask costs ~2 ms a task, a point 1 ms to seconds).
 - Faults: a task whose worker dies is re-run elsewhere by Dask, up to the scheduler's
@@ -25,10 +26,15 @@ import contextlib
 import logging
 import math
 import os
+import pickle
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+import cloudpickle
+from distributed import WorkerPlugin
 
 from codesign.sweep.executor.base import Done, Evaluation
 from codesign.sweep.executor.spec import ExecutorError, ExecutorSpec
@@ -38,13 +44,40 @@ TIMEOUT_TOPIC = "codesign-sweep-timeout"
 CRASH_TRIES = 2  # as the local executor: a point whose worker dies is tried once more
 
 
-def _evaluate_batch(evaluation: Evaluation, points: list[Point], timeout_s: float) -> list[Done]:
-    """The task: evaluate `points` in order on this worker (`evaluation` is the worker's copy)."""
-    return [_with_watchdog(evaluation, point, timeout_s) for point in points]
+class ShippedEvaluation(WorkerPlugin):
+    """A sweep's evaluation, pickled once in the client, unpickled once per worker (first use)."""
+
+    idempotent = True  # registered again under the same name: the worker keeps its copy
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+        self.loaded: Evaluation | None = None
+        self.lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"blob": self.blob}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["blob"])  # type: ignore[misc]
+
+    def evaluation(self) -> Evaluation:
+        with self.lock:
+            if self.loaded is None:
+                self.loaded = pickle.loads(self.blob)  # the client's own evaluation, never a store's
+            return self.loaded
 
 
-def _with_watchdog(evaluation: Evaluation, point: Point, timeout_s: float) -> Done:
-    timer = threading.Timer(timeout_s, _expire, args=(point.id,))
+def _evaluate_batch(plugin: str, points: list[Point], timeout_s: float) -> list[Done]:
+    """The task: evaluate `points` in order with this worker's copy of the evaluation."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    evaluation = worker.plugins[plugin].evaluation()  # type: ignore[attr-defined]
+    return [_with_watchdog(evaluation, point, timeout_s, worker) for point in points]
+
+
+def _with_watchdog(evaluation: Evaluation, point: Point, timeout_s: float, worker: Any) -> Done:
+    timer = threading.Timer(timeout_s, _expire, args=(worker, point.id))
     timer.daemon = True
     timer.start()
     try:
@@ -53,13 +86,11 @@ def _with_watchdog(evaluation: Evaluation, point: Point, timeout_s: float) -> Do
         timer.cancel()
 
 
-def _expire(point_id: str) -> None:
+def _expire(worker: Any, point_id: str) -> None:
     """A point ran past its time: tell the scheduler which, then end this worker (its nanny
     starts a fresh one); a thread cannot be stopped otherwise."""
     with contextlib.suppress(Exception):
-        from distributed import get_worker
-
-        get_worker().log_event(TIMEOUT_TOPIC, point_id)
+        worker.loop.add_callback(worker.log_event, TIMEOUT_TOPIC, point_id)
         time.sleep(0.5)  # the event leaves in the worker's next batched message
     os._exit(70)
 
@@ -79,7 +110,8 @@ class DaskExecutor:
         self.client = self._connect(workers, crash_tries, connect_s)
         try:
             self.tries = int(self.client.run_on_scheduler(_allowed_failures_of)) + 1
-            self.shipped = self.client.scatter(evaluation, broadcast=True, hash=False)
+            self.plugin = f"codesign-sweep-{uuid.uuid4().hex[:12]}"
+            self.client.register_plugin(ShippedEvaluation(cloudpickle.dumps(evaluation)), name=self.plugin)
             self.slots = max(sum(self.client.nthreads().values()), 1)
         except BaseException:
             self.close()
@@ -138,7 +170,7 @@ class DaskExecutor:
 
     def _submit(self, points: Sequence[Point], chunk: list[int]) -> Any:
         self.tasks += 1
-        return self.client.submit(_evaluate_batch, self.shipped, [points[i] for i in chunk], self.timeout_s,
+        return self.client.submit(_evaluate_batch, self.plugin, [points[i] for i in chunk], self.timeout_s,
                                   pure=False)
 
     def _outcome(self, future: Any, chunk: list[int], points: Sequence[Point]
@@ -190,6 +222,9 @@ class DaskExecutor:
 
     # -- closing ---------------------------------------------------------------------------------
     def close(self) -> None:
+        if self.cluster is None and hasattr(self, "plugin"):  # a running cluster outlives the sweep
+            with contextlib.suppress(Exception):
+                self.client.unregister_worker_plugin(self.plugin)
         with contextlib.suppress(Exception):
             self.client.close(timeout=10)
         if self.cluster is not None:
