@@ -7,7 +7,13 @@ process pool (`local.py`) or a Dask cluster (`distributed.py`) behind one interf
 from __future__ import annotations
 
 from codesign.sweep.executor.base import Done, Evaluate, Evaluation, Executor, failed
-from codesign.sweep.executor.spec import ExecutorError, ExecutorSpec, check_reachable, parse_executor
+from codesign.sweep.executor.spec import (
+    ExecutorError,
+    ExecutorSpec,
+    check_reachable,
+    check_workers,
+    parse_executor,
+)
 
 
 def open_executor(spec: ExecutorSpec | str, evaluation: Evaluation, *, workers: int | None = None,
@@ -30,4 +36,4 @@ def open_executor(spec: ExecutorSpec | str, evaluation: Evaluation, *, workers: 
 
 
 __all__ = ["Done", "Evaluate", "Evaluation", "Executor", "ExecutorError", "ExecutorSpec", "check_reachable",
-           "failed", "open_executor", "parse_executor"]
+           "check_workers", "failed", "open_executor", "parse_executor"]

@@ -37,7 +37,7 @@ import cloudpickle
 from distributed import WorkerPlugin
 
 from codesign.sweep.executor.base import Done, Evaluation
-from codesign.sweep.executor.spec import ExecutorError, ExecutorSpec
+from codesign.sweep.executor.spec import ExecutorError, ExecutorSpec, check_workers
 from codesign.sweep.space import Point
 
 TIMEOUT_TOPIC = "codesign-sweep-timeout"
@@ -101,8 +101,7 @@ class DaskExecutor:
     def __init__(self, evaluation: Evaluation, spec: ExecutorSpec, *, workers: int = 2,
                  timeout_s: float = 600.0, crash_tries: int = CRASH_TRIES, task_s: float = 0.5,
                  points_per_task: int | None = None, connect_s: float = 10.0) -> None:
-        if workers < 1 and spec.address is None:
-            raise ExecutorError(f"--executor dask needs --workers 1 or more, not {workers}")
+        check_workers(spec, workers)
         self.spec, self.timeout_s, self.task_s = spec, timeout_s, task_s
         self.points_per_task = points_per_task
         self.point_s: float | None = None  # mean seconds per point so far

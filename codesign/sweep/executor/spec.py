@@ -65,6 +65,12 @@ def parse_executor(text: str, security: str | Path | None = None) -> ExecutorSpe
     return ExecutorSpec("dask", f"{host}:{int(port)}", options)
 
 
+def check_workers(spec: ExecutorSpec, workers: int) -> None:
+    """A LocalCluster needs a worker process (a running cluster has its own)."""
+    if spec.kind == "dask" and spec.address is None and workers < 1:
+        raise ExecutorError(f"--executor dask needs --workers 1 or more, not {workers}")
+
+
 def read_security(path: str | Path) -> dict[str, Any]:
     """The TLS options of a security TOML file (see the module doc)."""
     path = Path(path)
@@ -109,5 +115,5 @@ def check_reachable(spec: ExecutorSpec, timeout_s: float = CONNECT_S) -> None:
         raise ExecutorError(f"cannot reach the Dask scheduler at {spec.url} ({reason})") from None
 
 
-__all__ = ["KINDS", "SECURITY_KEYS", "ExecutorError", "ExecutorSpec", "check_reachable", "parse_executor",
-           "read_security"]
+__all__ = ["KINDS", "SECURITY_KEYS", "ExecutorError", "ExecutorSpec", "check_reachable", "check_workers",
+           "parse_executor", "read_security"]

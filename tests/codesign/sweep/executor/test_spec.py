@@ -7,6 +7,7 @@ from codesign.sweep.executor.spec import (
     ExecutorError,
     ExecutorSpec,
     check_reachable,
+    check_workers,
     parse_executor,
     read_security,
 )
@@ -85,3 +86,10 @@ def test_an_unreachable_scheduler_fails_fast():
                                             r"\(Connection refused\)$"):
         check_reachable(parse_executor(f"dask://127.0.0.1:{port}"), timeout_s=2)
     check_reachable(parse_executor("dask"))  # a LocalCluster needs no check
+
+
+def test_a_local_cluster_needs_a_worker():
+    with pytest.raises(ExecutorError, match=r"^--executor dask needs --workers 1 or more, not 0$"):
+        check_workers(parse_executor("dask"), 0)
+    check_workers(parse_executor("dask://127.0.0.1:8786"), 0)  # a running cluster has its own
+    check_workers(parse_executor("local"), 0)
