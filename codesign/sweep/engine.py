@@ -81,13 +81,14 @@ def run_sweep(space: Space, store: str | Path, evaluate: Evaluate, *, strategy: 
               budget: int | None = None, workers: int | None = None, timeout_s: float = 600.0,
               resume: bool = False, seed: int = 0, progress: Progress | None = None,
               batch: int | None = None, known: Known | None = None,
-              executor: ExecutorSpec | str = "local") -> SweepSummary:
+              executor: ExecutorSpec | str | Executor = "local") -> SweepSummary:
     """Evaluate up to `budget` points of `space` (all its feasible points when None; points stored
     by an earlier run count) with `evaluate` in `workers` processes (default the core count; 0:
     in this process, with no time limit), storing each outcome in the store at `store`.
     `known` gives metrics exact before a point runs (the area model's), for the strategy.
-    `executor`: where points run ('local', 'dask', 'dask://HOST:PORT': codesign/sweep/executor/);
-    this process alone writes the store, whichever it is."""
+    `executor`: where points run ('local', 'dask', 'dask://HOST:PORT': codesign/sweep/executor/),
+    or an executor already open (running `evaluate`; the caller closes it); this process alone
+    writes the store, whichever it is."""
     workers = (os.cpu_count() or 1) if workers is None else workers
     check_options(budget, workers, timeout_s, batch)
     start = time.monotonic()
@@ -95,8 +96,10 @@ def run_sweep(space: Space, store: str | Path, evaluate: Evaluate, *, strategy: 
     with SweepStore.open(store, space, strategy=strategy, seed=seed, resume=resume) as db:
         evaluated = _replay(db, search)
         loop = _Loop(space, db, search, progress, _total(space, budget), evaluated)
-        with contextlib.closing(open_executor(executor, Evaluation(evaluate), workers=workers,
-                                              timeout_s=timeout_s)) as pool:
+        with contextlib.ExitStack() as opened:
+            pool = executor if not isinstance(executor, str | ExecutorSpec) else opened.enter_context(
+                contextlib.closing(open_executor(executor, Evaluation(evaluate), workers=workers,
+                                                 timeout_s=timeout_s)))
             loop.run(pool, budget, batch or max(8 * pool.slots, 16))
         db.flush()
         loop.finish()

@@ -106,11 +106,15 @@ class DaskExecutor:
         self.points_per_task = points_per_task
         self.point_s: float | None = None  # mean seconds per point so far
         self.cluster: Any = None
+        start = time.monotonic()
         self.client = self._connect(workers, crash_tries, connect_s)
         try:
             self.tries = int(self.client.run_on_scheduler(_allowed_failures_of)) + 1
-            self.plugin = f"codesign-sweep-{uuid.uuid4().hex[:12]}"
-            self.client.register_plugin(ShippedEvaluation(cloudpickle.dumps(evaluation)), name=self.plugin)
+            self.connect_s = time.monotonic() - start  # a LocalCluster's start included
+            blob = cloudpickle.dumps(evaluation)
+            self.plugin, self.blob_bytes = f"codesign-sweep-{uuid.uuid4().hex[:12]}", len(blob)
+            self.client.register_plugin(ShippedEvaluation(blob), name=self.plugin)
+            self.ship_s = time.monotonic() - start - self.connect_s  # to every worker, not yet unpickled
             self.slots = max(sum(self.client.nthreads().values()), 1)
         except BaseException:
             self.close()
