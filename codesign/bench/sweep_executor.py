@@ -7,7 +7,8 @@ the engine (the real store, written by this process), and reports points per sec
 without that start.  With `against`, the store is compared with another run's (the same points?
 the same metrics?).  For Dask, `overhead` also measures, on the same cluster with an evaluation
 that does nothing: one task's round trip, one at a time (latency), and tasks per second with
-every worker busy (the scheduler's rate), the inputs of `codesign.sweep.executor.scaling`.
+every worker busy (the scheduler's rate), the inputs of `codesign.sweep.executor.scaling`, whose
+fit and prediction (workers for 100,000 points in an hour) the JSON then carries as `scaling`.
 
 Run local and dask back to back and more than once: other work on the machine moves timings.
 """
@@ -23,6 +24,7 @@ from typing import Any
 from codesign.sweep import pipeline
 from codesign.sweep.engine import run_sweep
 from codesign.sweep.executor import Evaluation, Executor, ExecutorSpec, check_workers, open_executor
+from codesign.sweep.executor.scaling import fit, predict
 from codesign.sweep.records import PointResult
 from codesign.sweep.space import Point, Space
 from codesign.sweep.store import SweepStore
@@ -76,7 +78,10 @@ class SweepBench:
     by_status: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.overhead is not None:  # the scaling model fitted to this run
+            data["scaling"] = predict(fit(data))
+        return data
 
 
 def run(space: Space, store: str | Path, spec: ExecutorSpec, *, workers: int, budget: int, seed: int = 0,
