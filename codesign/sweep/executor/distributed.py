@@ -73,11 +73,11 @@ def _evaluate_batch(plugin: str, points: list[Point], timeout_s: float) -> list[
 
     worker = get_worker()
     evaluation = worker.plugins[plugin].evaluation()  # type: ignore[attr-defined]
-    return [_with_watchdog(evaluation, point, timeout_s, worker) for point in points]
+    return [_with_watchdog(evaluation, point, timeout_s, worker, plugin) for point in points]
 
 
-def _with_watchdog(evaluation: Evaluation, point: Point, timeout_s: float, worker: Any) -> Done:
-    timer = threading.Timer(timeout_s, _expire, args=(worker, point.id))
+def _with_watchdog(evaluation: Evaluation, point: Point, timeout_s: float, worker: Any, sweep: str) -> Done:
+    timer = threading.Timer(timeout_s, _expire, args=(worker, f"{sweep} {point.id}"))
     timer.daemon = True
     timer.start()
     try:
@@ -86,11 +86,11 @@ def _with_watchdog(evaluation: Evaluation, point: Point, timeout_s: float, worke
         timer.cancel()
 
 
-def _expire(worker: Any, point_id: str) -> None:
-    """A point ran past its time: tell the scheduler which, then end this worker (its nanny
-    starts a fresh one); a thread cannot be stopped otherwise."""
+def _expire(worker: Any, message: str) -> None:
+    """A point ran past its time: tell the scheduler which ('SWEEP POINT'), then end this worker
+    (its nanny starts a fresh one); a thread cannot be stopped otherwise."""
     with contextlib.suppress(Exception):
-        worker.loop.add_callback(worker.log_event, TIMEOUT_TOPIC, point_id)
+        worker.loop.add_callback(worker.log_event, TIMEOUT_TOPIC, message)
         time.sleep(0.5)  # the event leaves in the worker's next batched message
     os._exit(70)
 
@@ -205,9 +205,10 @@ class DaskExecutor:
         yield from zip(chunk, dones, strict=True)
 
     def _timed_out(self) -> set[str]:
-        """The points whose watchdog fired (logged to the scheduler before the worker ended)."""
+        """This sweep's points whose watchdog fired (logged to the scheduler before the worker ended)."""
         with contextlib.suppress(Exception):
-            return {str(msg) for _, msg in self.client.get_events(TIMEOUT_TOPIC)}
+            messages = [str(msg).split(" ", 1) for _, msg in self.client.get_events(TIMEOUT_TOPIC)]
+            return {m[1] for m in messages if len(m) == 2 and m[0] == self.plugin}
         return set()
 
     def _observe(self, done: Done) -> None:

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -102,3 +103,48 @@ def test_a_scheduler_and_two_workers_started_by_hand_serve_a_sweep(capsys, monke
         for process in reversed(processes):
             stop(process)
     assert not any(group_alive(p.pid) for p in processes), "a dask process outlived the test"
+
+
+@pytest.mark.slow
+def test_a_lost_scheduler_stops_the_sweep_and_resume_finishes_it(tmp_path, tiny_space):
+    from codesign.sweep.engine import run_sweep
+    from codesign.sweep.executor import ExecutorError
+
+    from .test_distributed import Noted, rows
+
+    port = free_port()
+    scheduler = start([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                       "--dashboard-address", "127.0.0.1:0"], tmp_path / "scheduler.log")
+    processes = [scheduler]
+    noted = Noted(tmp_path, delay_s=0.5)
+    try:
+        processes.append(start([DASK, "worker", f"tcp://127.0.0.1:{port}", "--host", "127.0.0.1",
+                                "--nthreads", "1", "--dashboard-address", "127.0.0.1:0"],
+                               tmp_path / "worker.log"))
+        wait_for_port(port, processes[:1])
+
+        def kill_scheduler():
+            deadline = time.monotonic() + 60
+            while len(noted.evaluated()) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.killpg(scheduler.pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_scheduler, daemon=True)
+        killer.start()
+        lost = rf"^lost the Dask scheduler at dask://127.0.0.1:{port} .*; the store keeps every finished"
+        with pytest.raises(ExecutorError, match=lost + " point: rerun with --resume$"):
+            run_sweep(tiny_space, tmp_path / "s.db", noted, strategy="random", seed=4, workers=1,
+                      executor=f"dask://127.0.0.1:{port}")
+        killer.join(timeout=10)
+    finally:
+        for process in reversed(processes):
+            stop(process)
+    kept = {i for i, r in rows(tmp_path / "s.db").items() if r[0] == "ok"}
+    assert 1 <= len(kept) < 9
+    done = len(noted.evaluated())
+    summary = run_sweep(tiny_space, tmp_path / "s.db", noted, strategy="random", seed=4, workers=2,
+                        resume=True)
+    assert summary.by_status["ok"] == 9 and summary.evaluated_now == 9 - len(kept)
+    again = [point for _, _, point in noted.evaluated()[done:]]
+    assert not set(again) & kept, "a point stored before the loss was evaluated again"
+    assert not any(group_alive(p.pid) for p in processes)
