@@ -64,6 +64,7 @@ class ShippedEvaluation(WorkerPlugin):
         with self.lock:
             if self.loaded is None:
                 self.loaded = pickle.loads(self.blob)  # the client's own evaluation, never a store's
+                self.blob = b""  # its bytes are not needed twice in the worker's memory
             return self.loaded
 
 
