@@ -129,7 +129,12 @@ class DaskExecutor:
         if self.spec.address is None:
             settings = {"distributed.scheduler.allowed-failures": crash_tries - 1,
                         # one task per 1-thread worker: a worker's death makes no queued task suspect
-                        "distributed.scheduler.worker-saturation": 1.0}
+                        "distributed.scheduler.worker-saturation": 1.0,
+                        # the statistical profiler samples every thread's stack every 10 ms: pure cost here
+                        "distributed.worker.profile.enabled": False,
+                        # Dask's MALLOC_TRIM_THRESHOLD_=65536 returns memory to the OS at every free
+                        "distributed.nanny.pre-spawn-environ": {
+                            "OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1}}
             with dask.config.set(settings):
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                             host="127.0.0.1", dashboard_address="127.0.0.1:0",
