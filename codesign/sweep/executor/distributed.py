@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import CancelledError
 from typing import Any
 
 import cloudpickle
@@ -202,9 +203,12 @@ class DaskExecutor:
                                       "(KilledWorker)", attempts=self.tries)
             return
         except Exception as exc:
-            if future.status == "cancelled" or "cancelled" in type(exc).__name__.lower():
-                raise ExecutorError(f"lost the Dask scheduler at {self.spec.describe()} ({exc}); the store "
-                                    "keeps every finished point: rerun with --resume") from None
+            # a lost scheduler: its futures are cancelled or their comm closed (an OSError); an
+            # evaluation's own exceptions never get here (Evaluation catches them)
+            if future.status == "cancelled" or isinstance(exc, CancelledError | OSError):
+                where, why = self.spec.describe(), type(exc).__name__
+                raise ExecutorError(f"lost the Dask scheduler at {where} ({why}); the store keeps every "
+                                    "finished point: rerun with --resume") from None
             for index in chunk:
                 yield index, Done("error", reason=f"the Dask task failed: {type(exc).__name__}: {exc}")
             return

@@ -210,7 +210,7 @@ def test_a_segfault_a_hang_and_an_exception_are_recorded_as_by_the_local_pool(tm
 
 def test_dask_needs_a_worker(tmp_path, tiny_space):
     with pytest.raises(ExecutorError, match=r"^--executor dask needs --workers 1 or more, not 0$"):
-        run_sweep(tiny_space, tmp_path / "s.db", fake_evaluate, workers=0, executor="dask")
+        run_sweep(tiny_space, tmp_path / "s.db", fake_evaluate, strategy="grid", workers=0, executor="dask")
 
 
 

@@ -131,8 +131,10 @@ def test_a_lost_scheduler_stops_the_sweep_and_resume_finishes_it(tmp_path, tiny_
 
         killer = threading.Thread(target=kill_scheduler, daemon=True)
         killer.start()
-        lost = rf"^lost the Dask scheduler at dask://127.0.0.1:{port} .*; the store keeps every finished"
-        with pytest.raises(ExecutorError, match=lost + " point: rerun with --resume$"):
+        lost = (rf"^lost the Dask scheduler at dask://127.0.0.1:{port} "
+                r"\((\w*CancelledError|CommClosedError)\); the store keeps every finished point: "
+                r"rerun with --resume$")
+        with pytest.raises(ExecutorError, match=lost):
             run_sweep(tiny_space, tmp_path / "s.db", noted, strategy="random", seed=4, workers=1,
                       executor=f"dask://127.0.0.1:{port}")
         killer.join(timeout=10)
@@ -140,7 +142,7 @@ def test_a_lost_scheduler_stops_the_sweep_and_resume_finishes_it(tmp_path, tiny_
         for process in reversed(processes):
             stop(process)
     kept = {i for i, r in rows(tmp_path / "s.db").items() if r[0] == "ok"}
-    assert 1 <= len(kept) < 9
+    assert 1 <= len(kept) < 9 and all(r[0] in ("ok", "infeasible") for r in rows(tmp_path / "s.db").values())
     done = len(noted.evaluated())
     summary = run_sweep(tiny_space, tmp_path / "s.db", noted, strategy="random", seed=4, workers=2,
                         resume=True)
