@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import os
@@ -66,6 +67,10 @@ class ShippedEvaluation(WorkerPlugin):
             if self.loaded is None:
                 self.loaded = pickle.loads(self.blob)  # the client's own evaluation, never a store's
                 self.blob = b""  # its bytes are not needed twice in the worker's memory
+                # it lives as long as the worker: out of the collector's way, as a forked
+                # local worker's inherited copy is (its objects are old in the parent)
+                gc.collect()
+                gc.freeze()
             return self.loaded
 
 
