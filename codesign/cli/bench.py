@@ -1,10 +1,11 @@
-"""`codesign bench fsim|cosim|timing|fidelity|...|sweep-search|gpu [--json]`: benchmarks that print JSON."""
+"""`codesign bench fsim|cosim|...|sweep-search|sweep|gpu [--json]`: benchmarks that print JSON."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+from pathlib import Path
 
 from codesign.cli.args import add_config_args
 from codesign.cli.output import emit, progress
@@ -101,6 +102,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="replay without the compiler's estimates (codesign/sweep/proxy.py)")
     search.add_argument("--json", action="store_true")
     search.set_defaults(run=_sweep_search)
+    sweep = group.add_parser("sweep", help="a sweep's throughput on an executor (local, Dask), Dask's costs")
+    sweep.add_argument("--space", default="small", help="a space file or a packaged space (default small)")
+    sweep.add_argument("--executor", default="local", metavar="local|dask|dask://HOST:PORT")
+    sweep.add_argument("--security", metavar="FILE.toml", help="Dask TLS options (see codesign sweep)")
+    sweep.add_argument("--workers", type=int, default=2, help="processes or LocalCluster workers (default 2)")
+    sweep.add_argument("--budget", type=int, default=16, help="points of a random sweep (default 16)")
+    sweep.add_argument("--seed", type=int, default=0)
+    sweep.add_argument("--store", metavar="FILE.db", help="keep the store here (default: a temporary one)")
+    sweep.add_argument("--against", metavar="STORE.db", help="compare the store with another run's")
+    sweep.add_argument("--overhead", action="store_true",
+                       help="Dask: also time a task's round trip and the scheduler's tasks per second")
+    sweep.add_argument("--json", action="store_true")
+    sweep.set_defaults(run=_sweep)
     area = group.add_parser("area-model", help="area model vs Yosys on held-out configs (logic GE)")
     area.add_argument("--json", action="store_true")
     area.set_defaults(run=_area_model)
@@ -223,6 +237,26 @@ def _fidelity(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json()))
     else:
         print(bench_fidelity.table(report))
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from codesign.bench import sweep_executor
+    from codesign.sweep.engine import check_options
+    from codesign.sweep.executor import check_reachable, parse_executor
+    from codesign.sweep.space import load_space, resolve_space_path
+
+    check_options(args.budget, args.workers, 600.0, None)
+    spec = parse_executor(args.executor, args.security)
+    check_reachable(spec)
+    space = load_space(resolve_space_path(args.space))
+    with tempfile.TemporaryDirectory() as folder:
+        store = args.store or str(Path(folder) / "sweep.db")
+        result = sweep_executor.run(space, store, spec, workers=args.workers, budget=args.budget,
+                                    seed=args.seed, against=args.against, overhead=args.overhead)
+    emit(result.to_json(), args.json)
     return 0
 
 

@@ -12,6 +12,7 @@ from codesign.cli.output import emit
 from codesign.exec.progress import Bar
 from codesign.sweep import pipeline
 from codesign.sweep.engine import SweepSummary, check_options, run_sweep
+from codesign.sweep.executor import check_reachable, check_workers, parse_executor
 from codesign.sweep.finalists import confirm_best
 from codesign.sweep.space import load_space, packaged_spaces, resolve_space_path
 from codesign.sweep.store import SweepStore
@@ -32,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="evaluating processes (default the core count; 0: in this one, no time limit)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds one point may take (default 600)")
+    p.add_argument("--executor", default="local", metavar="local|dask|dask://HOST:PORT",
+                   help="where points run: local processes (default), a Dask LocalCluster of --workers "
+                        "processes on 127.0.0.1, or a running `dask scheduler` at HOST:PORT")
+    p.add_argument("--security", metavar="FILE.toml",
+                   help="Dask TLS options for dask://HOST:PORT (tls_ca_file, tls_client_cert, "
+                        "tls_client_key, require_encryption, ...): the connection is then tls://")
     p.add_argument("--resume", action="store_true", help="continue the sweep the store holds")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--confirm", type=int, default=0, metavar="N",
@@ -48,6 +55,9 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"--confirm must be 0 or more, not {args.confirm}")
     if args.confirm_timeout <= 0:
         raise InputError(f"--confirm-timeout must be positive, not {args.confirm_timeout:g}")
+    executor = parse_executor(args.executor, args.security)
+    check_workers(executor, args.workers)
+    check_reachable(executor)  # before the workloads are prepared, which takes a while
     space = load_space(resolve_space_path(args.space))
     # The store is checked (made when new) before the workloads are prepared, which takes a while.
     SweepStore.open(args.store, space, strategy=args.strategy, seed=args.seed, resume=args.resume).close()
@@ -61,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
     summary = run_sweep(space, args.store, evaluate, strategy=args.strategy, budget=args.budget,
                         workers=args.workers, timeout_s=args.timeout, resume=args.resume, seed=args.seed,
                         progress=progress, known=_known_area(area, space.metrics),
-                        proxy=pipeline.make_proxy(evaluate, space))
+                        proxy=pipeline.make_proxy(evaluate, space), executor=executor)
     confirmed = []
     if args.confirm:
         confirmed = confirm_best(args.store, space.metrics, evaluate.confirm, args.confirm,

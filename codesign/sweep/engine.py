@@ -1,20 +1,21 @@
 """The sweep engine: ask a strategy for points, evaluate them in a process pool, store each result.
 
 `run_sweep` is the loop: the coordinator (this process) asks the strategy for a batch, records
-the infeasible points (a constraint broken) without evaluating them, runs the rest in the pool
-(`codesign.exec.pool.Pool`, forked workers, a time limit per point), and stores every outcome as
-it arrives.  An evaluation that raises, kills its worker (a segfault in a native library) or
-hangs past `timeout_s` is stored as 'error', 'crash' or 'timeout' with its reason; the pool
-replaces the worker and the sweep goes on (a crash is retried once in a fresh worker, then
-kept).  With `resume`, the store's points are told to the strategy first and never evaluated
-again, so a killed sweep continues where its last commit left it.
+the infeasible points (a constraint broken) without evaluating them, runs the rest on an
+executor (codesign/sweep/executor/: the local pool of forked workers with a time limit per
+point, or Dask workers), and stores every outcome as it arrives.  An evaluation that raises,
+kills its worker (a segfault in a native library) or hangs past `timeout_s` is stored as
+'error', 'crash' or 'timeout' with its reason; the pool replaces the worker and the sweep goes
+on (a crash is retried once in a fresh worker, then kept; Dask retries it itself and says how
+often, `Done.attempts`).  With `resume`, the store's points are told to the strategy first and
+never evaluated again, so a killed sweep continues where its last commit left it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.exec.pool import Pool
+from codesign.sweep.executor import Done, Evaluation, Executor, ExecutorSpec, open_executor
 from codesign.sweep.pareto import non_dominated
 from codesign.sweep.records import PointResult
 from codesign.sweep.space import Point, Space, SpaceError
@@ -34,42 +35,6 @@ from hw.errors import InputError
 Evaluate = Callable[[Point], PointResult]
 Progress = Callable[[int, int, str], None]  # (done, total, note)
 CRASH_ATTEMPTS = 2  # a crashed point is tried once more in a fresh worker
-
-
-@dataclass(frozen=True)
-class _Done:
-    """What a worker sends back: a result, or a failure's status and reason; seconds taken."""
-
-    status: str
-    result: PointResult | None = None
-    reason: str | None = None
-    wall_s: float | None = None
-
-
-class _Evaluation:
-    """The pool's function: evaluate one point, timing it and catching what it raises."""
-
-    def __init__(self, evaluate: Evaluate) -> None:
-        self.evaluate = evaluate
-
-    def __call__(self, point: Point) -> _Done:
-        start = time.monotonic()
-        try:
-            result = self.evaluate(point)
-        except Exception as exc:
-            detail = "".join(traceback.format_exception(exc, limit=-4)).rstrip()
-            return _Done("error", reason=f"{type(exc).__name__}: {exc}\n{detail}",
-                         wall_s=time.monotonic() - start)
-        wall_s = time.monotonic() - start
-        if not isinstance(result, PointResult) or result.point_id != point.id:
-            got = result.point_id if isinstance(result, PointResult) else type(result).__name__
-            return _Done("error", reason=f"evaluate returned {got}, not a PointResult of point {point.id}",
-                         wall_s=wall_s)
-        return _Done("ok", result=result, wall_s=wall_s)
-
-
-def _failed(status: str, reason: str) -> _Done:
-    return _Done(status, reason=reason)
 
 
 @dataclass(frozen=True)
@@ -116,12 +81,16 @@ def run_sweep(space: Space, store: str | Path, evaluate: Evaluate, *, strategy: 
               budget: int | None = None, workers: int | None = None, timeout_s: float = 600.0,
               resume: bool = False, seed: int = 0, progress: Progress | None = None,
               batch: int | None = None, known: Known | None = None,
-              proxy: Known | None = None) -> SweepSummary:
+              proxy: Known | None = None,
+              executor: ExecutorSpec | str | Executor = "local") -> SweepSummary:
     """Evaluate up to `budget` points of `space` (all its feasible points when None; points stored
     by an earlier run count) with `evaluate` in `workers` processes (default the core count; 0:
     in this process, with no time limit), storing each outcome in the store at `store`.
     `known` gives metrics exact before a point runs (the area model's), `proxy` cheap estimates
-    of others (codesign/sweep/proxy.py), both for the strategy."""
+    of others (codesign/sweep/proxy.py), both for the strategy.
+    `executor`: where points run ('local', 'dask', 'dask://HOST:PORT': codesign/sweep/executor/),
+    or an executor already open (running `evaluate`; the caller closes it); this process alone
+    writes the store, whichever it is."""
     workers = (os.cpu_count() or 1) if workers is None else workers
     check_options(budget, workers, timeout_s, batch)
     start = time.monotonic()
@@ -129,8 +98,11 @@ def run_sweep(space: Space, store: str | Path, evaluate: Evaluate, *, strategy: 
     with SweepStore.open(store, space, strategy=strategy, seed=seed, resume=resume) as db:
         evaluated = _replay(db, search)
         loop = _Loop(space, db, search, progress, _total(space, budget), evaluated)
-        with Pool(_Evaluation(evaluate), workers=workers, timeout_s=timeout_s, fail=_failed) as pool:
-            loop.run(pool, budget, batch or max(8 * workers, 16))
+        with contextlib.ExitStack() as opened:
+            pool = executor if not isinstance(executor, str | ExecutorSpec) else opened.enter_context(
+                contextlib.closing(open_executor(executor, Evaluation(evaluate), workers=workers,
+                                                 timeout_s=timeout_s)))
+            loop.run(pool, budget, batch or max(8 * pool.slots, 16))
         db.flush()
         loop.finish()
         if loop.evaluated == 0:
@@ -183,7 +155,7 @@ class _Loop:
         self.best: float | None = _best(db, space)
         self.start = time.monotonic()
 
-    def run(self, pool: Pool[_Done], budget: int | None, batch: int) -> None:
+    def run(self, pool: Executor, budget: int | None, batch: int) -> None:
         while budget is None or self.evaluated < budget:
             want = batch if budget is None else min(batch, budget - self.evaluated)
             asked = [p for p in self.search.ask(want) if p.id not in self.stored]
@@ -203,25 +175,25 @@ class _Loop:
             self.search.tell(point, Failure("infeasible", reason))
         return reason is not None
 
-    def _evaluate(self, pool: Pool[_Done], points: Sequence[Point], attempt: int) -> list[Point]:
+    def _evaluate(self, pool: Executor, points: Sequence[Point], attempt: int) -> list[Point]:
         """Run `points`, storing each outcome; the crashed ones to try again (first attempt)."""
         retry = []
         for index, done in pool.run(points):
             point = points[index]
-            if done.status == "crash" and attempt < CRASH_ATTEMPTS:
+            if done.status == "crash" and attempt < CRASH_ATTEMPTS and done.attempts is None:
                 retry.append(point)
                 continue
             wall_s = done.wall_s if done.wall_s is not None else (
                 pool.timeout_s if done.status == "timeout" else None)
-            self.db.record(point, done.status, result=done.result, reason=done.reason, attempts=attempt,
-                           wall_s=wall_s)
+            self.db.record(point, done.status, result=done.result, reason=done.reason,
+                           attempts=done.attempts or attempt, wall_s=wall_s)
             self.stored.add(point.id)
             self.search.tell(point, done.result if done.result is not None
                              else Failure(done.status, done.reason or ""))
             self._count(done)
         return retry
 
-    def _count(self, done: _Done) -> None:
+    def _count(self, done: Done) -> None:
         self.evaluated += 1
         self.evaluated_now += 1
         if done.status in FAILED:

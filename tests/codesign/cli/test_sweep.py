@@ -112,6 +112,15 @@ BAD = [
      r"junk.db: not an SQLite file, so not a sweep store"),
     (lambda t, s: ["sweep", s, "--store", str(t / "no" / "s.db")],
      r"s.db: cannot open the store \(unable to open database file\)"),
+    (lambda t, s: ["sweep", s, "--store", str(t / "s.db"), "--executor", "ray"],
+     r"--executor must be local, dask or dask://HOST:PORT, not 'ray'"),
+    (lambda t, s: ["sweep", s, "--store", str(t / "s.db"), "--executor", "dask://127.0.0.1:1"],
+     r"cannot reach the Dask scheduler at tcp://127.0.0.1:1 \(Connection refused\)"),
+    (lambda t, s: ["sweep", s, "--store", str(t / "s.db"), "--executor", "dask://127.0.0.1:1",
+                   "--security", str(t / "none.toml")],
+     r"--security .*none.toml: no such file"),
+    (lambda t, s: ["sweep", s, "--store", str(t / "s.db"), "--executor", "dask", "--workers", "0"],
+     r"--executor dask needs --workers 1 or more, not 0"),
 ]
 
 

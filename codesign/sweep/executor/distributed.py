@@ -1,0 +1,265 @@
+"""The Dask executor: a sweep's evaluations as tasks on Dask distributed workers.
+
+- The cluster: `ExecutorSpec.address` None starts a `LocalCluster` of `workers` processes of one
+  thread each, every socket on 127.0.0.1 (the dashboard too: Dask's default ':8787' would bind
+  every interface, reference/sweep.md 1.1); otherwise the client connects to the running
+  scheduler the user named (with their TLS options).
+- Shipping: the evaluation (each workload's quantized graph, prepared once in the client) is
+  pickled once and travels in a worker plugin: the scheduler sends a plugin once to every worker
+  and to each worker that joins later (a restarted one), and the worker unpickles it on its first
+  task; its tasks then share it (with its program cache and ranker, as a forked local worker
+  does).  (`scatter(broadcast=True)` made some workers fetch and unpickle it twice.)
+- Tasks: a task evaluates a batch of points; the batch grows with the measured seconds per point
+  until a task takes about `task_s` (Dask costs ~2 ms a task, a point 1 ms to seconds).
+- Faults: a task whose worker dies is re-run elsewhere by Dask, up to the scheduler's
+  `allowed-failures` (this LocalCluster: `crash_tries - 1`); a batch that still fails is split
+  and its points re-run one per task, so one point that kills its worker every time is recorded
+  'crash' with its reason, and the others are evaluated.  A point past `timeout_s` has its worker
+  killed by a watchdog in the task (Dask has no task time limit) and is recorded 'timeout'.  A
+  lost connection to the scheduler raises ExecutorError; the store keeps every finished point.
+- The client (the engine) alone writes the store: tasks return plain `Done` records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import math
+import os
+import pickle
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from concurrent.futures import CancelledError
+from typing import Any
+
+import cloudpickle
+from distributed import WorkerPlugin
+
+from codesign.sweep.executor.base import Done, Evaluation
+from codesign.sweep.executor.spec import ExecutorError, ExecutorSpec, check_workers
+from codesign.sweep.space import Point
+
+TIMEOUT_TOPIC = "codesign-sweep-timeout"
+CRASH_TRIES = 2  # as the local executor: a point whose worker dies is tried once more
+
+
+class ShippedEvaluation(WorkerPlugin):
+    """A sweep's evaluation, pickled once in the client, unpickled once per worker (first use)."""
+
+    idempotent = True  # registered again under the same name: the worker keeps its copy
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+        self.loaded: Evaluation | None = None
+        self.lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"blob": self.blob}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["blob"])  # type: ignore[misc]
+
+    def evaluation(self) -> Evaluation:
+        with self.lock:
+            if self.loaded is None:
+                self.loaded = pickle.loads(self.blob)  # the client's own evaluation, never a store's
+                self.blob = b""  # its bytes are not needed twice in the worker's memory
+                # it lives as long as the worker: out of the collector's way, as a forked
+                # local worker's inherited copy is (its objects are old in the parent)
+                gc.collect()
+                gc.freeze()
+            return self.loaded
+
+
+def _evaluate_batch(plugin: str, points: list[Point], timeout_s: float) -> list[Done]:
+    """The task: evaluate `points` in order with this worker's copy of the evaluation."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    evaluation = worker.plugins[plugin].evaluation()  # type: ignore[attr-defined]
+    return [_with_watchdog(evaluation, point, timeout_s, worker, plugin) for point in points]
+
+
+def _with_watchdog(evaluation: Evaluation, point: Point, timeout_s: float, worker: Any, sweep: str) -> Done:
+    timer = threading.Timer(timeout_s, _expire, args=(worker, f"{sweep} {point.id}"))
+    timer.daemon = True
+    timer.start()
+    try:
+        return evaluation(point)
+    finally:
+        timer.cancel()
+
+
+def _expire(worker: Any, message: str) -> None:
+    """A point ran past its time: tell the scheduler which ('SWEEP POINT'), then end this worker
+    (its nanny starts a fresh one); a thread cannot be stopped otherwise."""
+    with contextlib.suppress(Exception):
+        worker.loop.add_callback(worker.log_event, TIMEOUT_TOPIC, message)
+        time.sleep(0.5)  # the event leaves in the worker's next batched message
+    os._exit(70)
+
+
+class DaskExecutor:
+    """Runs a sweep's evaluations on a Dask cluster (see the module doc)."""
+
+    def __init__(self, evaluation: Evaluation, spec: ExecutorSpec, *, workers: int = 2,
+                 timeout_s: float = 600.0, crash_tries: int = CRASH_TRIES, task_s: float = 0.5,
+                 points_per_task: int | None = None, connect_s: float = 10.0) -> None:
+        check_workers(spec, workers)
+        self.spec, self.timeout_s, self.task_s = spec, timeout_s, task_s
+        self.points_per_task = points_per_task
+        self.point_s: float | None = None  # mean seconds per point so far
+        self.cluster: Any = None
+        start = time.monotonic()
+        self.client = self._connect(workers, crash_tries, connect_s)
+        try:
+            self.tries = int(self.client.run_on_scheduler(_allowed_failures_of)) + 1
+            self.connect_s = time.monotonic() - start  # a LocalCluster's start included
+            blob = cloudpickle.dumps(evaluation)
+            self.plugin, self.blob_bytes = f"codesign-sweep-{uuid.uuid4().hex[:12]}", len(blob)
+            self.client.register_plugin(ShippedEvaluation(blob), name=self.plugin)
+            self.ship_s = time.monotonic() - start - self.connect_s  # to every worker, not yet unpickled
+            self.slots = max(sum(self.client.nthreads().values()), 1)
+        except BaseException:
+            self.close()
+            raise
+        self.tasks = 0
+
+    def _connect(self, workers: int, crash_tries: int, connect_s: float) -> Any:
+        import dask
+        from distributed import Client, LocalCluster, Security
+
+        if self.spec.address is None:
+            settings = {"distributed.scheduler.allowed-failures": crash_tries - 1,
+                        # one task per 1-thread worker: a worker's death makes no queued task suspect
+                        "distributed.scheduler.worker-saturation": 1.0,
+                        # the statistical profiler samples every thread's stack every 10 ms: pure cost here
+                        "distributed.worker.profile.enabled": False,
+                        # Dask's MALLOC_TRIM_THRESHOLD_=65536 returns memory to the OS at every free
+                        "distributed.nanny.pre-spawn-environ": {
+                            "OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1}}
+            with dask.config.set(settings):
+                self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                            host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                            silence_logs=logging.ERROR)
+            return Client(self.cluster)
+        security = Security(**self.spec.security) if self.spec.security is not None else None
+        try:
+            client = Client(self.spec.url, timeout=f"{connect_s}s", security=security)
+        except OSError as exc:
+            raise ExecutorError(f"cannot connect to the Dask scheduler at {self.spec.url} ({exc})") from None
+        try:
+            client.wait_for_workers(1, timeout=connect_s * 6)
+        except (TimeoutError, OSError):
+            client.close()
+            raise ExecutorError(f"the Dask scheduler at {self.spec.url} has no worker after "
+                                f"{connect_s * 6:g} s") from None
+        return client
+
+    # -- running ---------------------------------------------------------------------------------
+    def run(self, points: Sequence[Point]) -> Iterator[tuple[int, Done]]:
+        from distributed import as_completed
+
+        futures: dict[Any, list[int]] = {}
+        for chunk in self._chunks(len(points)):
+            futures[self._submit(points, chunk)] = chunk
+        queue = as_completed(list(futures))
+        try:
+            for future in queue:
+                chunk = futures.pop(future)
+                for index, done in self._outcome(future, chunk, points):
+                    if done is None:  # split: its points go again, one per task
+                        single = self._submit(points, [index])
+                        futures[single] = [index]
+                        queue.add(single)
+                        continue
+                    self._observe(done)
+                    yield index, done
+        finally:
+            if futures:  # the caller stopped early, or the scheduler went away
+                with contextlib.suppress(Exception):
+                    self.client.cancel(list(futures))
+
+    def _submit(self, points: Sequence[Point], chunk: list[int]) -> Any:
+        self.tasks += 1
+        return self.client.submit(_evaluate_batch, self.plugin, [points[i] for i in chunk], self.timeout_s,
+                                  pure=False)
+
+    def _outcome(self, future: Any, chunk: list[int], points: Sequence[Point]
+                 ) -> Iterator[tuple[int, Done | None]]:
+        """Each point's Done from a finished task (None: re-run it alone)."""
+        from distributed import KilledWorker
+
+        try:
+            dones = future.result()
+        except KilledWorker:
+            timed_out = self._timed_out()
+            for index in chunk:
+                if points[index].id in timed_out:
+                    yield index, Done("timeout", reason=f"no result within {self.timeout_s:g} s; its Dask "
+                                      "worker was killed", wall_s=self.timeout_s, attempts=self.tries)
+                elif len(chunk) > 1:
+                    yield index, None
+                else:
+                    yield index, Done("crash", reason=f"its Dask worker died on each of {self.tries} tries "
+                                      "(KilledWorker)", attempts=self.tries)
+            return
+        except Exception as exc:
+            # a lost scheduler: its futures are cancelled or their comm closed (an OSError); an
+            # evaluation's own exceptions never get here (Evaluation catches them)
+            if future.status == "cancelled" or isinstance(exc, CancelledError | OSError):
+                where, why = self.spec.describe(), type(exc).__name__
+                raise ExecutorError(f"lost the Dask scheduler at {where} ({why}); the store keeps every "
+                                    "finished point: rerun with --resume") from None
+            for index in chunk:
+                yield index, Done("error", reason=f"the Dask task failed: {type(exc).__name__}: {exc}")
+            return
+        yield from zip(chunk, dones, strict=True)
+
+    def _timed_out(self) -> set[str]:
+        """This sweep's points whose watchdog fired (logged to the scheduler before the worker ended)."""
+        with contextlib.suppress(Exception):
+            messages = [str(msg).split(" ", 1) for _, msg in self.client.get_events(TIMEOUT_TOPIC)]
+            return {m[1] for m in messages if len(m) == 2 and m[0] == self.plugin}
+        return set()
+
+    def _observe(self, done: Done) -> None:
+        if done.wall_s is not None and done.status == "ok":
+            self.point_s = done.wall_s if self.point_s is None else 0.8 * self.point_s + 0.2 * done.wall_s
+
+    def _chunks(self, count: int) -> list[list[int]]:
+        """Indices in tasks of `points_per_task` (by default: one per task until a point's
+        seconds are known, then enough for `task_s`, keeping every slot busy)."""
+        size = self.points_per_task or 1
+        if self.points_per_task is None and self.point_s is not None:
+            enough = math.ceil(self.task_s / max(self.point_s, 1e-6))
+            size = max(1, min(enough, math.ceil(count / self.slots)))
+        return [list(range(i, min(i + size, count))) for i in range(0, count, size)]
+
+    # -- closing ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        if self.cluster is None and hasattr(self, "plugin"):  # a running cluster outlives the sweep
+            with contextlib.suppress(Exception):
+                self.client.unregister_worker_plugin(self.plugin)
+        with contextlib.suppress(Exception):
+            self.client.close(timeout=10)
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close(timeout=10)
+            self.cluster = None
+
+    def __enter__(self) -> DaskExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# Run on the scheduler, which need not have this package: a lambda travels by value.
+_allowed_failures_of = lambda dask_scheduler: dask_scheduler.allowed_failures
+
+
+__all__ = ["CRASH_TRIES", "DaskExecutor"]
