@@ -19,16 +19,16 @@ import numpy as np
 
 from compiler.graph.builder import append
 from compiler.graph.ir import Node
+from compiler.graph.opdefs.qops import INT8_MAX
 from compiler.quant.bias import BiasTarget
 from compiler.quant.calibrate import channel_axis
-from compiler.quant.errors import QuantizationError
-from compiler.graph.opdefs.qops import INT8_MAX
+from compiler.quant.errors import LayerQuantizationError, QuantizationError
 from compiler.quant.plan import UNSIGNED_OFFSET, Coding, lowers_to_qconv
 from compiler.quant.requant import (
     QWeight,
     accumulator_bounds,
-    channel_requant,
     bias_scale_floor,
+    channel_requant,
     int32_bias,
     quantize_bias,
     quantize_weight,
@@ -58,9 +58,19 @@ class _Dense:
 def _lower_dense(lw: Rewrite, d: _Dense) -> bool:
     """Emit `d` as a QConv/QGemm (with the Relu/Clip after it) and True; False where it stays
     float (kept float, or without a scale on either side or constant weights), which a reader of
-    a value that cannot be dequantized may not: that is a QuantizationError."""
+    a value that cannot be dequantized may not: that is a QuantizationError. Its errors are
+    LayerQuantizationErrors naming the layer (the quantizer then keeps it float and retries)."""
     if d.out in lw.plan.keep_float:
         return False
+    try:
+        return _lower(lw, d)
+    except LayerQuantizationError:
+        raise
+    except QuantizationError as exc:
+        raise LayerQuantizationError(d.out, str(exc)) from None
+
+
+def _lower(lw: Rewrite, d: _Dense) -> bool:
     act = lw.activation_after(d.out)
     out = act.node.outputs[0] if act else d.out
     s_in, s_out = lw.scale_of(d.x), lw.scale_of(out)
