@@ -25,13 +25,13 @@ def zoo_name(onnx_bytes: bytes) -> str | None:
     return None
 
 
-REAL_DATA_MODELS = ("digits", "efficientnet-lite1")  # zoo models whose own samples are real data
+REAL_DATA_MODELS = ("digits", "mlp", "efficientnet-lite1")  # zoo models whose own samples are real data
 
 
 def calibration_inputs(graph: Graph, name: str | None, count: int,
                        data: DataSource | None = None) -> list[Inputs]:
     """The user's `data` where given (codesign.run.data); else zoo models calibrate on their own
-    kind of data (digits on its training split, EfficientNet-Lite on photos); other models on
+    kind of data (digits and the MLP on digits, EfficientNet-Lite on photos); other models on
     seeded random inputs of the right shapes, with a warning that those are not representative."""
     if data is not None:
         return data.load(graph).samples
