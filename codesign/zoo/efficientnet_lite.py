@@ -86,7 +86,7 @@ class _Writer:
 
     def op(self, op: str, inputs: list[str], base: str, **attrs: object) -> str:
         out = self.fresh(base)
-        self.nodes.append(helper.make_node(op, inputs, [out], name=out.replace("_", "/", 1), **attrs))
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
         return out
 
     def pad(self, x: str, pads: tuple[int, int, int, int], where: str) -> str:
