@@ -26,18 +26,15 @@ from compiler.quant.errors import LayerQuantizationError, QuantizationError
 from compiler.quant.plan import UNSIGNED_OFFSET, Coding, lowers_to_qconv
 from compiler.quant.requant import (
     QWeight,
-    PreciseRequant,
     accumulator_bounds,
     bias_scale_floor,
     channel_requant,
     int32_bias,
-    precise_requant,
     quantize_bias,
     quantize_weight,
 )
 
 RATIO_FLOOR = 2.0**-12
-COARSE_BITS = 10  # a plain multiplier below 2**COARSE_BITS: the precise requantization instead
 
 if TYPE_CHECKING:  # the rewrite calls these handlers; no import cycle at run time
     from compiler.quant.rewrite import Act, Rewrite
@@ -110,9 +107,6 @@ def _lower(lw: Rewrite, d: _Dense) -> bool:
         if out_scales is not None
         else lw.clip_bounds(act, s_out, offset)
     )
-    precise = _precise_if_coarse(d, reals, mult, (lo, hi))
-    if precise is not None:
-        mult, shift = precise.mult, precise.shift
     offset_acc = np.zeros(channels)
     if offset:  # the codes are round(y / s) - offset: offset output steps less before the shift
         offset_acc = np.rint(offset * float(1 << shift) / mult.astype(np.float64))
@@ -123,32 +117,12 @@ def _lower(lw: Rewrite, d: _Dense) -> bool:
         lw.add_const(f"{d.out}.bias", bias),
         lw.add_const(f"{d.out}.mult", mult),
     ]
-    if precise is not None:
-        attrs["split"] = precise.split
-        consts += [lw.add_const(f"{d.out}.clamp_lo", precise.clamp_lo),
-                   lw.add_const(f"{d.out}.clamp_hi", precise.clamp_hi)]
     name = _emit_dense(lw, d, out, consts, attrs, s_out)
     mean = _channel_mean(lw, d.out)
     if mean is not None and d.op == "QConv":  # convolutions only: see compiler.quant.bias
         lw.bias_targets[name] = BiasTarget(mean, acc_scale, -offset_acc)
     lw.absorbed.update(id(n) for n in d.absorbs + ((act.node,) if act else ()))
     return True
-
-
-def _precise_if_coarse(d: _Dense, reals: np.ndarray, mult: np.ndarray,
-                       clip: tuple[int, int]) -> PreciseRequant | None:
-    """The precise requantization (the contract's `split` mode: the sum clamped where the output
-    saturates, so the shift no longer depends on how far past saturation it goes) of a QConv
-    whose plain multipliers keep fewer than COARSE_BITS bits in some channel: in trained
-    networks one channel whose accumulator runs far past its clip (a ReLU6 of large negative
-    sums) sets the shared shift and leaves the others a multiplier of a few bits, or 0. None
-    where the plain one is fine or no precise one exists."""
-    if d.op != "QConv" or not (reals > 0).all() or int(np.abs(mult).min()) >= 1 << COARSE_BITS:
-        return None
-    try:
-        return precise_requant(reals, clip, f"node {d.out} ({d.op})")
-    except QuantizationError:
-        return None
 
 
 def _output_channel_scales(lw: Rewrite, d: _Dense, out: str, channels: int) -> np.ndarray | None:
