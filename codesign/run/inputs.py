@@ -37,6 +37,10 @@ def calibration_inputs(graph: Graph, name: str | None, count: int,
         return data.load(graph).samples
     if name not in REAL_DATA_MODELS:
         warn_synthetic(name or graph.name)
+    if name == "efficientnet-lite1":  # the calibration photos; its samples are the evaluation ones
+        from codesign.zoo import efficientnet_lite
+
+        return efficientnet_lite.calibration_samples(count)
     if name == "digits":
         from codesign import zoo
 

@@ -51,10 +51,18 @@ def build(*, seed: int, opset: int) -> onnx.ModelProto:
 
 
 def sample_inputs(count: int, seed: int) -> list[dict[str, np.ndarray]]:
-    """Real photos (codesign.zoo.photos: crops and flips), preprocessed for this network."""
+    """Real photos (codesign.zoo.photos: crops and flips of the evaluation photos), preprocessed
+    for this network."""
     from codesign.zoo.photos import photo_samples
 
-    return [{"input": x[None]} for x in photo_samples(count, seed, SIZE)]
+    return [{"input": x[None]} for x in photo_samples(count, seed, SIZE, "evaluation")]
+
+
+def calibration_samples(count: int, seed: int = 1000) -> list[dict[str, np.ndarray]]:
+    """Crops of the calibration photos, which no evaluation sample shows."""
+    from codesign.zoo.photos import photo_samples
+
+    return [{"input": x[None]} for x in photo_samples(count, seed, SIZE, "calibration")]
 
 
 def same_pads(size: int, kernel: int, stride: int) -> tuple[int, int]:

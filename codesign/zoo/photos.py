@@ -19,16 +19,18 @@ import numpy as np
 
 from codesign.zoo.errors import ZooError
 
-# (package, folder inside it, file names): colour and grey photographs, no drawings or charts
+# (package, folder inside it, file names): photographs of things an ImageNet classifier knows
+# (animals, objects, vehicles, people, buildings). Textures (brick, grass, gravel), micrographs
+# and astronomy are left out: on them the fp32 model's best classes are nearly tied, so a
+# top-1 agreement there measures coin tosses, not quantization.
 SOURCES = (
-    ("skimage", "data", ("astronaut.png", "brick.png", "camera.png", "chelsea.png", "coffee.png", "coins.png",
-                         "grass.png", "gravel.png", "hubble_deep_field.jpg", "ihc.png", "moon.png",
-                         "motorcycle_left.png", "motorcycle_right.png", "retina.jpg", "rocket.jpg")),
+    ("skimage", "data", ("astronaut.png", "camera.png", "chelsea.png", "coffee.png", "motorcycle_left.png",
+                         "motorcycle_right.png", "rocket.jpg")),
     ("sklearn", "datasets/images", ("china.jpg", "flower.jpg")),
     ("matplotlib", "mpl-data/sample_data", ("grace_hopper.jpg", "Minduka_Present_Blue_Pack.png")),
 )
 SPLITS = ("all", "calibration", "evaluation")
-MIN_FRACTION = 0.5  # a crop's side is 50 to 100% of the photo's shorter side
+MIN_FRACTION = 0.6  # a crop's side is 60 to 100% of the photo's shorter side
 
 
 def photo_files(split: str = "all") -> list[Path]:
