@@ -76,9 +76,10 @@ def _row(name: str, cfg: AcceleratorConfig, count: int) -> ZooAccuracyRow:
     fp32 = ort_outputs(ort_session(model), inputs)
     int8 = graph_outputs(qgraph, inputs)
     fit = agreement(fp32, int8)
-    labels = zoo.digits_split().test_labels if name == "digits" else None
-    if labels is not None:
-        labels = [int(labels[i % len(labels)]) for i in range(count)]  # digits' samples wrap around
+    labels = None
+    if name == "digits":  # its samples wrap around the held-out split
+        held_out = zoo.digits_split().test_labels
+        labels = [int(held_out[i % len(held_out)]) for i in range(count)]
     return ZooAccuracyRow(
         name, count, len(calibration), fit.top1, fit.top1_ci95, fit.cosine_mean, fit.cosine_min, fit.rms_err,
         None if labels is None else label_accuracy(fp32, labels).to_dict(),

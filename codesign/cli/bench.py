@@ -91,7 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     area = group.add_parser("area-model", help="area model vs Yosys on held-out configs (logic GE)")
     area.add_argument("--json", action="store_true")
     area.set_defaults(run=_area_model)
-    acc = group.add_parser("zoo-accuracy", help="int8 against fp32 (and labels) over many inputs per zoo model")
+    acc = group.add_parser("zoo-accuracy", help="int8 against fp32 (and labels) over many inputs per zoo "
+                             "model")
     add_config_args(acc)
     acc.add_argument("--models", default="digits,efficientnet-lite1,mobilenetv2,resnet18",
                      help="comma-separated zoo models (default all four)")

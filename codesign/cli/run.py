@@ -163,7 +163,8 @@ def user_data(args: argparse.Namespace) -> UserData:
         raise InputError(f"--labels {labels} labels --eval-data samples; give --eval-data too")
     images = any(p and Path(p).is_dir() for p in (args.calibration_data, evaluation))
     if (args.preprocess or args.preprocess_set) and not images:
-        raise InputError("--preprocess applies to a folder of images given with --calibration-data or --eval-data")
+        raise InputError("--preprocess applies to a folder of images given with --calibration-data or "
+                         "--eval-data")
     steps = recipe(args.preprocess, args.preprocess_set) if images else None
     calibration = None if args.calibration_data is None else DataSource(
         args.calibration_data, steps, None, args.calibration_inputs, "--calibration-data")

@@ -60,7 +60,8 @@ def load_data(path: str, graph: Graph, recipe: Recipe | None = None, labels: str
     return Dataset(samples, names, found, path)
 
 
-def _read_folder(folder: Path, graph: Graph, recipe: Recipe, option: str) -> tuple[list[Inputs], tuple[str, ...]]:
+def _read_folder(folder: Path, graph: Graph, recipe: Recipe,
+                 option: str) -> tuple[list[Inputs], tuple[str, ...]]:
     if len(graph.inputs) != 1:
         raise InputError(f"{option} {folder}: a folder of images feeds a model with one input, "
                          f"not {len(graph.inputs)} ({', '.join(graph.inputs)})")
@@ -77,7 +78,8 @@ def _read_folder(folder: Path, graph: Graph, recipe: Recipe, option: str) -> tup
     return [{name: load_image(f, recipe, shape)} for f in files], tuple(f.name for f in files)
 
 
-def _read_npz(path: Path, graph: Graph, option: str) -> tuple[list[Inputs], tuple[str, ...], np.ndarray | None]:
+def _read_npz(path: Path, graph: Graph,
+              option: str) -> tuple[list[Inputs], tuple[str, ...], np.ndarray | None]:
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {k: archive[k] for k in archive.files}
@@ -128,7 +130,8 @@ def read_labels(path: str, names: tuple[str, ...]) -> np.ndarray:
         except (OSError, ValueError) as exc:
             raise InputError(f"--labels {path}: not a .npy array ({exc})") from None
         if labels.dtype.kind not in "iu" or labels.ndim != 1:
-            raise InputError(f"--labels {path}: a 1-d integer array, not {labels.dtype.name}{list(labels.shape)}")
+            raise InputError(f"--labels {path}: a 1-d integer array, not "
+                             f"{labels.dtype.name}{list(labels.shape)}")
         return labels.astype(np.int64)
     lines = [(i + 1, line.split()) for i, line in enumerate(p.read_text().splitlines()) if line.strip()]
     named = {}

@@ -70,7 +70,8 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
         onnx_bytes = Path(path).read_bytes()
         name = zoo_name(onnx_bytes)
         evaluation = data.load_evaluation(graph) if data else None
-        calibration = calibration_inputs(graph, name, quant.calibration_count, data and data.calibration)
+        calibration = calibration_inputs(graph, name, quant.calibration_count,
+                                         data.calibration if data else None)
         model = compile_graph(graph, AcceleratorTarget(cfg), calibration, quant=quant, knobs_for=knobs_for,
                               offload_shallow=offload_shallow, where=path)
     return Loaded(model, onnx_bytes, name, time.perf_counter() - start, cache_info().from_disk - before,

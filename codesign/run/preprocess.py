@@ -58,7 +58,7 @@ def recipe(spec: str | None, overrides: list[str] | tuple[str, ...] = ()) -> Rec
     """The recipe of a preset name or a TOML file (`spec`; None: torchvision), then KEY=VALUE
     `overrides` (the keys of `Recipe`, or scale/offset)."""
     if spec is None or spec in PRESETS:
-        base, fields = PRESETS[spec or "torchvision"], {}
+        base, fields = PRESETS[spec or "torchvision"], dict[str, Any]()
     elif spec.endswith(".toml"):
         base, fields = _from_toml(spec)
     else:
@@ -105,7 +105,8 @@ def _apply(base: Recipe, fields: dict[str, Any], where: str) -> Recipe:
     known = {f.name for f in dataclasses.fields(Recipe)} | {"scale", "offset"}
     unknown = sorted(set(fields) - known)
     if unknown:
-        raise InputError(f"{where}: unknown preprocessing key {unknown[0]!r} (keys: {', '.join(sorted(known))})")
+        raise InputError(f"{where}: unknown preprocessing key {unknown[0]!r} "
+                         f"(keys: {', '.join(sorted(known))})")
     out: dict[str, Any] = {}
     for key in ("resize", "crop"):
         if key in fields:

@@ -61,7 +61,8 @@ def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tu
                 user: UserData | None = None) -> SensitivityReport:
     """What keeping each convolution or dense layer of a float ONNX model float would buy
     (compiler.quant.sensitivity): its rms logit error against onnxruntime fp32 over `count`
-    seeded inputs (or the user's first `count` evaluation samples) with that layer float too, quantized as `load_model` quantizes it; only the
+    seeded inputs (or the user's first `count` evaluation samples) with that layer float too,
+    quantized as `load_model` quantizes it; only the
     layers matching `layer_patterns` (as --float-layers matches) when given; with
     `group_patterns`, each pattern's layers together instead. Rows by gain."""
     if path.endswith(".cmodel"):
@@ -79,7 +80,8 @@ def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tu
     groups = {p: _matching(graph, cleaned, [p], "--groups") for p in group_patterns} or None
     evaluation = user.load_evaluation(graph) if user else None  # checked before calibrating
     source = user.calibration if user else None
-    calibrated = calibrate(graph, calibration_inputs(graph, name, quant.calibration_count, source), quant.rounding)
+    calibration = calibration_inputs(graph, name, quant.calibration_count, source)
+    calibrated = calibrate(graph, calibration, quant.rounding)
     g = calibrated.graph
     inputs = evaluation.samples[:count] if evaluation else sample_inputs(graph, name, count, SENSITIVITY_SEED)
     count = len(inputs)

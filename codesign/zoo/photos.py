@@ -64,8 +64,8 @@ def photo_crops(count: int, seed: int, split: str = "all", size: int = 256) -> l
         rng = np.random.default_rng((seed, i))
         path = files[i % len(files)]
         if path not in images:
-            with Image.open(path) as im:
-                images[path] = im.convert("RGB")
+            with Image.open(path) as opened:
+                images[path] = opened.convert("RGB")
         im = images[path]
         side = int(min(im.size) * rng.uniform(MIN_FRACTION, 1.0))
         left = int(rng.integers(0, im.size[0] - side + 1))
@@ -86,7 +86,8 @@ def photo_samples(count: int, seed: int, size: int, split: str = "all") -> list[
             for _, c in photo_crops(count, seed, split, size)]
 
 
-def write_photos(folder: str | Path, count: int, seed: int, split: str = "all", size: int = 256) -> list[Path]:
+def write_photos(folder: str | Path, count: int, seed: int, split: str = "all",
+                 size: int = 256) -> list[Path]:
     """Write `photo_crops` as PNG files into `folder` (created); their paths."""
     from PIL import Image
 

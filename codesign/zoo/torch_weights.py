@@ -51,7 +51,8 @@ class _TensorRef:
         if data is None:
             raise ZooError(f"storage {self.storage.key} has no data")
         item = data.itemsize
-        view = np.lib.stride_tricks.as_strided(data[self.offset:], self.shape, [s * item for s in self.stride])
+        strides = [s * item for s in self.stride]
+        view = np.lib.stride_tricks.as_strided(data[self.offset:], self.shape, strides)
         return np.array(view)  # a copy: the arrays own their memory
 
 

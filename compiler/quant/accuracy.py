@@ -179,10 +179,12 @@ class LabelAccuracy:
 def label_accuracy(outputs: Sequence[np.ndarray], labels: Sequence[int] | np.ndarray) -> LabelAccuracy:
     """How often each output's best class (top-1), or one of its best five (top-5), is the label."""
     if len(outputs) != len(labels) or not len(outputs):
-        raise ValueError(f"need one label per output, at least one: {len(outputs)} outputs, {len(labels)} labels")
+        raise ValueError(f"need one label per output, at least one: {len(outputs)} outputs, "
+                         f"{len(labels)} labels")
     flat = [np.ravel(o).astype(np.float64) for o in outputs]
     classes = flat[0].size
-    ranks = [int(np.sum(o > o[int(y)])) if 0 <= int(y) < o.size else classes for o, y in zip(flat, labels)]
+    ranks = [int(np.sum(o > o[int(y)])) if 0 <= int(y) < o.size else classes
+             for o, y in zip(flat, labels, strict=True)]
     top1 = sum(r == 0 for r in ranks)
     count = len(ranks)
     if classes < 5:

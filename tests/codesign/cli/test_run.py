@@ -106,7 +106,8 @@ def test_bad_inputs_exit_2_with_their_own_message(mlp: Path, tmp_path: Path,
     assert "pass --input-shape x=1,8" in _error(capsys, ["run", str(dynamic)])
     bad = tmp_path / "bad.npz"
     np.savez(bad, input=np.zeros((1, 1, 63), np.float32))
-    assert "the model input takes [1,64]: give [N,1,64]" in _error(capsys, ["run", str(mlp), "--input-file", str(bad)])
+    assert "the model input takes [1,64]: give [N,1,64]" in _error(
+        capsys, ["run", str(mlp), "--input-file", str(bad)])
     np.savez(bad, input=np.zeros((1, 1, 64), np.complex64))
     assert "array 'input' is complex64, the model input takes float32" in _error(
         capsys, ["run", str(mlp), "--input-file", str(bad)])
@@ -306,10 +307,12 @@ def test_data_flag_errors_come_before_compiling(mlp: Path, tmp_path: Path,
                                                     "--calibration-data", str(tmp_path / "none")])
     bad = tmp_path / "bad.npz"
     np.savez(bad, input=np.zeros((3, 65), np.float32))
-    assert "the model input takes [1,64]" in _error(capsys, ["sensitivity", str(mlp), "--eval-data", str(bad)])
+    assert "the model input takes [1,64]" in _error(
+        capsys, ["sensitivity", str(mlp), "--eval-data", str(bad)])
     (tmp_path / "imgs").mkdir()
     (tmp_path / "imgs" / "a.png").write_bytes(b"not a png")
-    assert "an image folder feeds a 4-d model input, not one of shape [1, 64]" in _error(capsys, ["run", str(mlp), "--backend", "cpu",
+    assert "an image folder feeds a 4-d model input, not one of shape [1, 64]" in _error(
+        capsys, ["run", str(mlp), "--backend", "cpu",
                                                      "--eval-data", str(tmp_path / "imgs")])
 
 
@@ -317,4 +320,5 @@ def test_synthetic_calibration_warns_in_one_line(tmp_path: Path, capsys: pytest.
     model = _model_file(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [1, 8])
     assert main(["compile", str(model), "-o", str(tmp_path / "m.cmodel"), "--json"]) == 0
     err = capsys.readouterr().err
-    assert "codesign compile: warning: g is calibrated on synthetic inputs, which are not representative" in err
+    assert "codesign compile: warning: g is calibrated on synthetic inputs, which are not " \
+        "representative" in err

@@ -69,7 +69,8 @@ def test_npz_missing_inputs_and_unequal_counts(tmp_path: Path) -> None:
     np.savez(tmp_path / "d.npz", x0=np.zeros((2, 1, 3, 8, 8), np.float32), y=np.zeros(2))
     with pytest.raises(InputError, match=r"no array for model input 'x1' \(arrays: x0, y\)"):
         load_data(str(tmp_path / "d.npz"), _graph(inputs=2))
-    np.savez(tmp_path / "d.npz", x0=np.zeros((2, 1, 3, 8, 8), np.float32), x1=np.zeros((3, 1, 3, 8, 8), np.float32))
+    np.savez(tmp_path / "d.npz", x0=np.zeros((2, 1, 3, 8, 8), np.float32),
+             x1=np.zeros((3, 1, 3, 8, 8), np.float32))
     with pytest.raises(InputError, match=r"the inputs have different sample counts \[2, 3\]"):
         load_data(str(tmp_path / "d.npz"), _graph(inputs=2))
 
@@ -88,7 +89,7 @@ def test_image_folder_in_name_order_with_the_recipe(tmp_path: Path) -> None:
     data = load_data(str(tmp_path / "imgs"), _graph(), Recipe(resize=8, std=(255.0,) * 3))
     assert data.names == tuple(p.name for p in paths)
     x = data.samples[0]["x"]
-    assert x.shape == (1, 3, 8, 8) and x.dtype == np.float32 and 0.0 <= x.min() and x.max() <= 1.0
+    assert x.shape == (1, 3, 8, 8) and x.dtype == np.float32 and x.min() >= 0.0 and x.max() <= 1.0
 
 
 def test_unreadable_image_and_empty_folder(tmp_path: Path) -> None:

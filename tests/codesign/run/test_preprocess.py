@@ -63,7 +63,8 @@ def test_recipe_errors(tmp_path: Path) -> None:
 def test_image_size_rules() -> None:
     assert image_size(Recipe(), (1, 3, 224, 224)) == (224, 256)
     assert image_size(Recipe(layout="NHWC", resize=240), (1, 224, 224, 3)) == (224, 240)
-    with pytest.raises(InputError, match=r"an image folder feeds a 4-d model input, not one of shape \[1, 64\]"):
+    with pytest.raises(InputError, match=r"an image folder feeds a 4-d model input, not one of shape "
+                                         r"\[1, 64\]"):
         image_size(Recipe(), (1, 64))
     with pytest.raises(InputError, match="the model input is 8x9: only square crops are supported"):
         image_size(Recipe(), (1, 3, 8, 9))

@@ -85,7 +85,8 @@ def _state() -> tuple[collections.OrderedDict, dict[str, np.ndarray]]:  # type: 
 
 def test_legacy_format(tmp_path: Path) -> None:
     sd, storages = _state()
-    stream = b"".join(pickle.dumps(x, protocol=2) for x in (0x1950A86A20F9469CFC6C, 1001, {"little_endian": True}))
+    header = (0x1950A86A20F9469CFC6C, 1001, {"little_endian": True})
+    stream = b"".join(pickle.dumps(x, protocol=2) for x in header)
     stream += _raw_pickle(sd) + pickle.dumps(list(storages), protocol=2)
     for key in storages:
         stream += struct.pack("<q", storages[key].size) + storages[key].tobytes()

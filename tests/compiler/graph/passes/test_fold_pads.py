@@ -25,7 +25,8 @@ def _conv(pads: tuple[int, ...] = (0, 0, 0, 0), stride: int = 2) -> dict[str, ob
 
 def test_asymmetric_pad_folds_into_the_conv_pads() -> None:
     g = make({"x": (1, 2, 8, 8)}, {"w": W},
-             [("Pad", ["x"], "p", _pad((0, 0, 0, 1, 0, 0, 1, 2))), ("Conv", ["p", "w"], "y", _conv((1, 0, 0, 0)))],
+             [("Pad", ["x"], "p", _pad((0, 0, 0, 1, 0, 0, 1, 2))),
+              ("Conv", ["p", "w"], "y", _conv((1, 0, 0, 0)))],
              ["y"])
     check_pass(fold_pads, g, """\
 graph main(x: float32[1,2,8,8]) -> (y)
@@ -34,7 +35,8 @@ graph main(x: float32[1,2,8,8]) -> (y)
 
 
 def test_pools_fold_only_with_the_value_their_padding_stands_for() -> None:
-    avg = {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "ceil_mode": 0}
+    avg = {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1),
+           "ceil_mode": 0}
     g = make({"x": (1, 2, 6, 6)}, {},
              [("Pad", ["x"], "p", _pad((0, 0, 1, 1, 0, 0, 1, 1))),
               ("AveragePool", ["p"], "a", {**avg, "count_include_pad": 1}),
@@ -71,10 +73,12 @@ def test_pads_of_batch_or_channels_reflect_mode_or_nonzero_value_stay() -> None:
 def _torch_pad_chain_model() -> onnx.ModelProto:
     """What torch.onnx.export (opset 17) writes for F.pad(x, [0, 1, 0, 1]) before a Conv."""
     def const(name: str, values: list[int]) -> onnx.NodeProto:
-        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(values, np.int64)))
+        return helper.make_node("Constant", [], [name],
+                                value=numpy_helper.from_array(np.array(values, np.int64)))
     nodes = [
         const("pads", [0, 1, 0, 1]), const("ext", [4]),
-        helper.make_node("ConstantOfShape", ["ext"], ["zeros"], value=numpy_helper.from_array(np.array([0], np.int64))),
+        helper.make_node("ConstantOfShape", ["ext"], ["zeros"],
+                         value=numpy_helper.from_array(np.array([0], np.int64))),
         helper.make_node("Concat", ["pads", "zeros"], ["cat"], axis=0),
         const("shape2", [-1, 2]), helper.make_node("Reshape", ["cat", "shape2"], ["rows"]),
         const("st", [-1]), const("en", [-(2**63) + 1]), const("ax", [0]), const("sp", [-1]),
@@ -85,7 +89,8 @@ def _torch_pad_chain_model() -> onnx.ModelProto:
         helper.make_node("Pad", ["x", "pads64"], ["p"], mode="constant"),
         helper.make_node("Conv", ["p", "w"], ["y"], strides=[2, 2], kernel_shape=[3, 3]),
     ]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 8])],
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 8])
+    graph = helper.make_graph(nodes, "g", [x],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(W, "w")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
