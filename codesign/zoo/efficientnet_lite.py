@@ -178,5 +178,5 @@ class _Writer:
             [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, CLASSES])], self.inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
                                   producer_name=PRODUCER)
-        model.ir_version = min(model.ir_version, 8)
+        model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
         return model

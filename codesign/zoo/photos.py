@@ -6,8 +6,8 @@ images), with seeded crops and flips as samples: real data for the trained model
     photo_samples(count, seed, size)               -> float32 [3, size, size] (EfficientNet-Lite's recipe)
     write_photos(folder, count, seed, split)       -> PNG files a user can pass as --calibration-data
 
-The photos are split by photo, not by crop: "calibration" takes every other photo and
-"evaluation" the rest, so an evaluation never sees a scene that calibration saw.
+The photos are split by photo, not by crop (OBJECTS and OTHERS below say which), so an
+evaluation never sees a scene that calibration saw.
 """
 
 from __future__ import annotations
@@ -19,37 +19,45 @@ import numpy as np
 
 from codesign.zoo.errors import ZooError
 
-# (package, folder inside it, file names): photographs of things an ImageNet classifier knows
-# (animals, objects, vehicles, people, buildings). Textures (brick, grass, gravel), micrographs
-# and astronomy are left out: on them the fp32 model's best classes are nearly tied, so a
-# top-1 agreement there measures coin tosses, not quantization.
-SOURCES = (
+# (package, folder inside it, file names). OBJECTS: photographs of things an ImageNet classifier
+# knows (animals, objects, vehicles, people, buildings); OTHERS: textures, micrographs, astronomy.
+# Evaluation uses objects only: on the others the fp32 model's best classes are nearly tied, so
+# a top-1 agreement there measures coin tosses, not quantization. Calibration sees half of the
+# objects and all the others (a wider range of activations than objects alone).
+OBJECTS = (
     ("skimage", "data", ("astronaut.png", "camera.png", "chelsea.png", "coffee.png", "motorcycle_left.png",
                          "motorcycle_right.png", "rocket.jpg")),
     ("sklearn", "datasets/images", ("china.jpg", "flower.jpg")),
     ("matplotlib", "mpl-data/sample_data", ("grace_hopper.jpg", "Minduka_Present_Blue_Pack.png")),
+)
+OTHERS = (
+    ("skimage", "data", ("brick.png", "coins.png", "grass.png", "gravel.png", "hubble_deep_field.jpg", "ihc.png",
+                         "moon.png", "retina.jpg")),
 )
 SPLITS = ("all", "calibration", "evaluation")
 MIN_FRACTION = 0.6  # a crop's side is 60 to 100% of the photo's shorter side
 
 
 def photo_files(split: str = "all") -> list[Path]:
-    """The sample photos of the installed packages (none is required), in name order, split."""
+    """The sample photos of the installed packages (none is required) in `split`, by name."""
     if split not in SPLITS:
         raise ZooError(f"photo split must be one of {', '.join(SPLITS)}, not {split!r}")
+    objects, others = _found(OBJECTS), _found(OTHERS)
+    chosen = {"all": objects + others, "calibration": objects[0::2] + others, "evaluation": objects[1::2]}[split]
+    if not chosen:
+        raise ZooError("no sample photos found: pip install scikit-image (or scikit-learn, matplotlib)")
+    return sorted(chosen, key=lambda p: p.name)
+
+
+def _found(sources: tuple[tuple[str, str, tuple[str, ...]], ...]) -> list[Path]:
     found = []
-    for package, folder, names in SOURCES:
+    for package, folder, names in sources:
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
             continue
         root = Path(next(iter(spec.submodule_search_locations))) / folder
         found += [root / n for n in names if (root / n).is_file()]
-    found.sort(key=lambda p: p.name)
-    if not found:
-        raise ZooError("no sample photos found: pip install scikit-image (or scikit-learn, matplotlib)")
-    if split == "all":
-        return found
-    return found[0::2] if split == "calibration" else found[1::2]
+    return sorted(found, key=lambda p: p.name)
 
 
 def photo_crops(count: int, seed: int, split: str = "all", size: int = 256) -> list[tuple[str, np.ndarray]]:
