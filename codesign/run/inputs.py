@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.run.data import DataSource, warn_synthetic
+from compiler.driver import is_qdq
 from compiler.graph.ir import Graph
 from hw.errors import InputError
 
@@ -35,7 +36,7 @@ def calibration_inputs(graph: Graph, name: str | None, count: int,
     seeded random inputs of the right shapes, with a warning that those are not representative."""
     if data is not None:
         return data.load(graph).samples
-    if name not in REAL_DATA_MODELS:
+    if name not in REAL_DATA_MODELS and not is_qdq(graph):  # a QDQ model keeps its own scales
         warn_synthetic(name or graph.name)
     if name == "efficientnet-lite1":  # the calibration photos; its samples are the evaluation ones
         from codesign.zoo import efficientnet_lite
