@@ -55,6 +55,8 @@ class HostRunReport:
     compile_s: float
     fallbacks: list[str]
     operators: list[HostOperatorRow]
+    top1_ci95: tuple[float, float] | None = None  # Wilson interval of top1_agreement
+    rms_err: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("operators", "latency")}
@@ -123,7 +125,7 @@ def run_host(path: str, backend: str, precision: str, threads: int, inputs: list
     classifier = refs[0].ndim == 2 and refs[0].shape[0] == 1 and refs[0].shape[1] > 1
     return HostRunReport(graph.name, backend, precision, threads, len(inputs), Latency.of(seconds), exact,
                          agree.cosine_mean, agree.top1 if classifier else None, compile_s, fallbacks,
-                         _operators(steps))
+                         _operators(steps), agree.top1_ci95 if classifier else None, agree.rms_err)
 
 
 def _operators(runs: list[Any]) -> list[HostOperatorRow]:
