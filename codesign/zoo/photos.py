@@ -31,7 +31,8 @@ OBJECTS = (
     ("matplotlib", "mpl-data/sample_data", ("grace_hopper.jpg", "Minduka_Present_Blue_Pack.png")),
 )
 OTHERS = (
-    ("skimage", "data", ("brick.png", "coins.png", "grass.png", "gravel.png", "hubble_deep_field.jpg", "ihc.png",
+    ("skimage", "data", ("brick.png", "coins.png", "grass.png", "gravel.png", "hubble_deep_field.jpg",
+                         "ihc.png",
                          "moon.png", "retina.jpg")),
 )
 SPLITS = ("all", "calibration", "evaluation")
@@ -43,7 +44,8 @@ def photo_files(split: str = "all") -> list[Path]:
     if split not in SPLITS:
         raise ZooError(f"photo split must be one of {', '.join(SPLITS)}, not {split!r}")
     objects, others = _found(OBJECTS), _found(OTHERS)
-    chosen = {"all": objects + others, "calibration": objects[0::2] + others, "evaluation": objects[1::2]}[split]
+    splits = {"all": objects + others, "calibration": objects[0::2] + others, "evaluation": objects[1::2]}
+    chosen = splits[split]
     if not chosen:
         raise ZooError("no sample photos found: pip install scikit-image (or scikit-learn, matplotlib)")
     return sorted(chosen, key=lambda p: p.name)
