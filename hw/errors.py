@@ -15,3 +15,8 @@ class WorkbenchError(ValueError):
 class InputError(WorkbenchError):
     """A bad argument or input file of a command or an entry point (a count below one, a file
     that is not what it should be), not of a particular layer's artifact."""
+
+
+class WorkbenchWarning(UserWarning):
+    """Something a user should know but that does not stop the work (a layer left float, a
+    model calibrated on synthetic inputs): the command line prints it in one line on stderr."""

@@ -118,6 +118,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     area = group.add_parser("area-model", help="area model vs Yosys on held-out configs (logic GE)")
     area.add_argument("--json", action="store_true")
     area.set_defaults(run=_area_model)
+    acc = group.add_parser("zoo-accuracy", help="int8 against fp32 (and labels) over many inputs per zoo "
+                             "model")
+    add_config_args(acc)
+    acc.add_argument("--models", default="digits,efficientnet-lite1,mobilenetv2,resnet18",
+                     help="comma-separated zoo models (default all four)")
+    acc.add_argument("--inputs", type=int, default=400, metavar="N", help="inputs per model (default 400)")
+    acc.add_argument("--json", action="store_true")
+    acc.set_defaults(run=_zoo_accuracy)
 
 
 def _gpu(args: argparse.Namespace) -> int:
@@ -275,4 +283,15 @@ def _sweep_search(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json()))
     else:
         print(bench.table_text(result))
+    return 0
+
+
+def _zoo_accuracy(args: argparse.Namespace) -> int:
+    from codesign.bench import zoo_accuracy
+
+    if args.inputs < 1:
+        raise InputError(f"--inputs must be at least 1, not {args.inputs}")
+    models = tuple(m for m in args.models.split(",") if m)
+    report = zoo_accuracy.run(resolve(args.config, args.set), models, args.inputs, progress("zoo-accuracy"))
+    emit(report.to_json(), True, indent=1)
     return 0

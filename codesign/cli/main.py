@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
-from hw.errors import WorkbenchError
+from hw.errors import WorkbenchError, WorkbenchWarning
 from hw.verilog import ToolchainError
 
 # What the user can correct, reported in one line with exit status 2: the workbench's own errors
@@ -44,6 +46,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line(args.command, warnings.showwarning)
+        return _run(args)
+
+
+def _one_line(command: str, default: Any) -> Any:
+    """A showwarning that prints the workbench's warnings as one line (others as Python does)."""
+    def show(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
+        if issubclass(category, WorkbenchWarning):
+            print(f"codesign {command}: warning: {message}", file=sys.stderr)
+        else:
+            default(message, category, *rest, **kw)
+    return show
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args) or 0)
     except USER_ERRORS as exc:

@@ -26,6 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--seq-len", type=int, default=None, help="sequence length (bert-tiny only)")
     export.add_argument("--json", action="store_true", help="print what was written as JSON")
     export.set_defaults(run=_export)
+    photos = group.add_parser("photos", help="write real photos (crops and flips of the sample images of "
+                              "installed packages) as PNG files: data for --calibration-data/--eval-data")
+    photos.add_argument("folder")
+    photos.add_argument("--count", type=int, default=64, help="how many crops (default 64)")
+    photos.add_argument("--seed", type=int, default=0, help="crop seed (default 0)")
+    photos.add_argument("--split", choices=("all", "calibration", "evaluation"), default="all",
+                        help="every other photo (calibration), the others (evaluation), or all")
+    photos.set_defaults(run=_photos)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -40,6 +48,16 @@ def _list(args: argparse.Namespace) -> int:
     widths = [max(len(row[col]) for row in [header, *rows]) for col in range(4)]
     for row in [header, *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)), row[4])
+    return 0
+
+
+def _photos(args: argparse.Namespace) -> int:
+    from codesign.zoo.photos import write_photos
+
+    if args.count < 1:
+        raise zoo.ZooError(f"--count must be at least 1, not {args.count}")
+    paths = write_photos(args.folder, args.count, args.seed, args.split)
+    print(json.dumps({"folder": args.folder, "files": len(paths), "split": args.split, "seed": args.seed}))
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codesign.cli.args import add_config_args, check_figure_path, input_shapes, patterns
@@ -14,6 +15,7 @@ from hw.errors import InputError
 from sim.backends import NAMES, capabilities, having, make_backend
 
 if TYPE_CHECKING:  # the model pipeline is imported when a command runs, not when the CLI starts
+    from codesign.run.data import UserData
     from codesign.run.model import Loaded, ModelReport
     from compiler.driver import QuantOptions
 
@@ -29,11 +31,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     group = run.add_mutually_exclusive_group()
     group.add_argument("--inputs", type=int, default=1, metavar="N", help="N seeded inputs (default 1)")
     group.add_argument("--input-file", metavar="X.npz",
-                       help="inputs: one array per model input, samples first")
+                       help="inputs: one array per model input, samples first (as --eval-data)")
+    group.add_argument("--eval-data", metavar="X.npz|DIR",
+                       help="evaluation samples: an .npz (samples first, or the model's batch axis split "
+                            "into samples; a 'labels' array optional) or a folder of images (--preprocess)")
     _model_args(run)
     run.add_argument("--plot", metavar="FILE.png",
                      help="timing/rtl: draw each accelerator layer's cycles (GEMM busy, other compute, "
                           "stalls; load and store busy beside) to this figure (.png, .svg or .pdf)")
+    _label_args(run)
     run.add_argument("--json", action="store_true")
     run.set_defaults(run=_run, config=None)  # a .cmodel carries its own config
     comp = sub.add_parser("compile", help="import, quantize and compile an ONNX model to one file")
@@ -44,13 +50,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     _host_args(comp)
     add_config_args(comp)
     _model_args(comp)
+    comp.add_argument("--eval-data", metavar="X.npz|DIR", help="check evaluation samples against the model")
+    _label_args(comp)
     comp.add_argument("--json", action="store_true")
     comp.set_defaults(run=_compile)
     sens = sub.add_parser("sensitivity", help="the int8 error each layer costs: the model quantized with "
                           "each convolution or dense layer float in turn, against fp32")
     sens.add_argument("model", metavar="MODEL.onnx")
     add_config_args(sens)
-    sens.add_argument("--inputs", type=int, default=20, metavar="N", help="N seeded inputs (default 20)")
+    sens.add_argument("--inputs", type=int, default=20, metavar="N",
+                      help="N seeded inputs, or the first N of --eval-data (default 20)")
+    sens.add_argument("--eval-data", metavar="X.npz|DIR", help="evaluation samples (as codesign run's)")
     group = sens.add_mutually_exclusive_group()
     group.add_argument("--layers", action="append", default=[], metavar="PATTERN[,PATTERN...]",
                        help="only these layers (matched as --float-layers; default: all)")
@@ -58,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="candidates of several layers: each pattern's layers float together "
                             "(e.g. 'features.1.*' 'features.2.*')")
     _quant_args(sens)
+    _label_args(sens)
     sens.add_argument("--json", action="store_true")
     sens.set_defaults(run=_sensitivity)
 
@@ -88,7 +99,26 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="schedules from a tuning log (codesign tune) where it has the operator")
 
 
+def _label_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--labels", metavar="FILE",
+                   help="labels of --eval-data: one class per line in sample order, 'NAME LABEL' lines "
+                        "for a folder's images, or a .npy; with them the report has top-1/top-5 accuracy")
+
+
+def _data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibration-data", metavar="X.npz|DIR",
+                   help="calibrate on these samples (an .npz or a folder of images, as --eval-data; "
+                        "default: the zoo's own data, else seeded noise, with a warning)")
+    p.add_argument("--preprocess", metavar="PRESET|FILE.toml",
+                   help="how images become inputs: torchvision (default), tf-efficientnet-lite, "
+                        "tf-mobilenet, unit, or a TOML file (preset, resize, crop, mean, std or scale, "
+                        "offset, layout NCHW|NHWC, channels RGB|BGR)")
+    p.add_argument("--preprocess-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one preprocessing key, e.g. resize=274 or mean=127 (repeatable)")
+
+
 def _quant_args(p: argparse.ArgumentParser) -> None:
+    _data_args(p)
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
                    help="bind a model input's symbolic dimensions (repeatable)")
     p.add_argument("--calibration", default="percentile",
@@ -125,6 +155,25 @@ def _quant_options(args: argparse.Namespace) -> QuantOptions:
     return QuantOptions(args.calibration, count, args.rounding, args.bias_correction, floats)
 
 
+def user_data(args: argparse.Namespace) -> UserData:
+    """The data flags as a record (codesign.run.data), the preprocessing recipe parsed."""
+    from codesign.run.data import DataSource, UserData
+    from codesign.run.preprocess import recipe
+
+    labels = getattr(args, "labels", None)
+    evaluation = getattr(args, "eval_data", None)
+    if labels is not None and evaluation is None:
+        raise InputError(f"--labels {labels} labels --eval-data samples; give --eval-data too")
+    images = any(p and Path(p).is_dir() for p in (args.calibration_data, evaluation))
+    if (args.preprocess or args.preprocess_set) and not images:
+        raise InputError("--preprocess applies to a folder of images given with --calibration-data or "
+                         "--eval-data")
+    steps = recipe(args.preprocess, args.preprocess_set) if images else None
+    calibration = None if args.calibration_data is None else DataSource(
+        args.calibration_data, steps, None, args.calibration_inputs, "--calibration-data")
+    return UserData(calibration, None if evaluation is None else DataSource(evaluation, steps, labels))
+
+
 def _load(args: argparse.Namespace) -> tuple[AcceleratorConfig, Loaded]:
     from codesign.run.model import load_model
     from compiler.codegen.cpu import use_default_disk_cache
@@ -133,7 +182,7 @@ def _load(args: argparse.Namespace) -> tuple[AcceleratorConfig, Loaded]:
     quant = _quant_options(args)
     cfg = resolve(args.config or "vta", args.set)
     loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None, quant, args.tuning_log,
-                        args.offload_shallow)
+                        args.offload_shallow, user_data(args))
     saved = loaded.model.target.cfg
     if args.model.endswith(".cmodel"):
         if args.offload_shallow and not loaded.model.offload_shallow:
@@ -147,9 +196,11 @@ def _load(args: argparse.Namespace) -> tuple[AcceleratorConfig, Loaded]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from codesign.run.inputs import read_input_file, sample_inputs
+    from codesign.run.inputs import sample_inputs
     from codesign.run.model import print_table, run
 
+    if args.input_file:
+        args.eval_data = args.input_file
     if args.inputs < 1:
         raise InputError(f"--inputs must be at least 1, not {args.inputs}")
     host = args.backend in HOST_BACKENDS
@@ -168,12 +219,12 @@ def _run(args: argparse.Namespace) -> int:
         return _run_host(args, precision, threads)
     cfg, loaded = _load(args)
     graph = loaded.model.graph
-    if args.input_file:
-        inputs = read_input_file(args.input_file, graph)
+    if loaded.evaluation is not None:
+        inputs, labels = loaded.evaluation.samples, loaded.evaluation.labels
     else:
-        inputs = sample_inputs(graph, loaded.zoo_name, args.inputs, seed=0)
+        inputs, labels = sample_inputs(graph, loaded.zoo_name, args.inputs, seed=0), None
     shown = progress("running") if len(inputs) > 1 else None
-    report = run(loaded, inputs, make_backend(args.backend, cfg), shown)
+    report = run(loaded, inputs, make_backend(args.backend, cfg), shown, labels)
     if args.plot:
         _plot(report, args.plot)
     if args.json:
@@ -192,7 +243,7 @@ def _plot(report: ModelReport, path: str) -> None:
 
 def _run_host(args: argparse.Namespace, precision: str, threads: int) -> int:
     from codesign.run.host import run_host
-    from codesign.run.inputs import read_input_file, sample_inputs, zoo_name
+    from codesign.run.inputs import sample_inputs, zoo_name
     from compiler.codegen.cpu import use_default_disk_cache
     from compiler.frontend import import_onnx
 
@@ -201,14 +252,16 @@ def _run_host(args: argparse.Namespace, precision: str, threads: int) -> int:
     use_default_disk_cache()
     shapes = input_shapes(args.input_shape) or None
     graph = import_onnx(args.model, shapes)
-    if args.input_file:
-        inputs = read_input_file(args.input_file, graph)
+    user = user_data(args)
+    evaluation = user.load_evaluation(graph)  # checked before anything compiles
+    if evaluation is not None:
+        inputs = evaluation.samples
     else:
         with open(args.model, "rb") as f:
             inputs = sample_inputs(graph, zoo_name(f.read()), args.inputs, seed=0)
     cfg = resolve(args.config or "vta", args.set)
     report = run_host(args.model, args.backend, precision, threads, inputs, cfg, shapes, _quant_options(args),
-                      args.tuning_log if args.backend == "cpu" else None)
+                      args.tuning_log if args.backend == "cpu" else None, user)
     emit(report.to_json(), args.json, indent=1 if args.json else None,
          keys=None if args.json else [k for k in report.to_json() if k != "operators"])
     return 0
@@ -225,7 +278,7 @@ def _compile_cpu(args: argparse.Namespace, precision: str, threads: int) -> int:
     before = cache_info().from_disk
     model, _, _, seconds = load_cpu(args.model, precision, threads, resolve(args.config, args.set),
                                     input_shapes(args.input_shape) or None, _quant_options(args),
-                                    args.tuning_log)
+                                    args.tuning_log, user_data(args))
     summary = {"target": "cpu", "precision": model.precision, "threads": threads, "steps": len(model.steps),
                "native_steps": sum(s.where == "host" for s in model.steps), "fallbacks": model.fallbacks(),
                "arena_bytes": model.memory.arena_bytes, "compile_s": seconds,
@@ -251,7 +304,8 @@ def _compile(args: argparse.Namespace) -> int:
                "accelerator_steps": sum(s.where == "accel" for s in model.steps),
                "offloaded_macs_fraction": model.offloaded_macs_fraction(),
                "compile_s": loaded.compile_s,
-               "kernels_from_disk_cache": loaded.kernels_from_disk}
+               "kernels_from_disk_cache": loaded.kernels_from_disk,
+               "evaluation_samples": None if loaded.evaluation is None else len(loaded.evaluation.samples)}
     emit(summary, args.json)
     return 0
 
@@ -263,7 +317,7 @@ def _sensitivity(args: argparse.Namespace) -> int:
         raise InputError(f"--inputs must be at least 1, not {args.inputs}")
     report = sensitivity(args.model, resolve(args.config, args.set), input_shapes(args.input_shape) or None,
                          _quant_options(args), args.offload_shallow, args.inputs, patterns(args.layers),
-                         args.groups, progress("sensitivity"))
+                         args.groups, progress("sensitivity"), user_data(args))
     if args.json:
         emit(report.to_json(), True, indent=1)
     else:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.compare.records import Latency
+from codesign.run.data import UserData
 from codesign.run.device import CpuDevice, Device, OnnxRuntimeDevice
 from codesign.run.inputs import Inputs, calibration_inputs, check_inputs, zoo_name
 from compiler.driver import DEFAULT_QUANT, QuantOptions, compile_cpu
@@ -54,6 +55,8 @@ class HostRunReport:
     compile_s: float
     fallbacks: list[str]
     operators: list[HostOperatorRow]
+    top1_ci95: tuple[float, float] | None = None  # Wilson interval of top1_agreement
+    rms_err: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("operators", "latency")}
@@ -63,7 +66,8 @@ class HostRunReport:
 def load_cpu(path: str, precision: str, threads: int, cfg: AcceleratorConfig,
              input_shapes: Mapping[str, tuple[int, ...]] | None = None,
              quant: QuantOptions = DEFAULT_QUANT,
-             tuning_log: str | None = None) -> tuple[CpuModel, Graph, bytes, float]:
+             tuning_log: str | None = None,
+             user: UserData | None = None) -> tuple[CpuModel, Graph, bytes, float]:
     """The CPU target's model of an ONNX file (int8: the graph the accelerator of `cfg` runs,
     calibrated on the zoo's data for zoo models), with the schedules of a CPU `tuning_log`
     (compiler.tune.cpu.read_log); the imported graph, the file, compile time."""
@@ -74,7 +78,8 @@ def load_cpu(path: str, precision: str, threads: int, cfg: AcceleratorConfig,
     graph = import_onnx(path, input_shapes)
     data = Path(path).read_bytes()
     count = quant.calibration_count
-    calibration = calibration_inputs(graph, zoo_name(data), count) if precision == "int8" else []
+    source = user.calibration if user else None
+    calibration = calibration_inputs(graph, zoo_name(data), count, source) if precision == "int8" else []
     model = compile_cpu(graph, precision, calibration, quant=quant, shallow_target=AcceleratorTarget(cfg),
                         threads=threads, where=path, tuned=tuned)
     return model, graph, data, time.perf_counter() - start
@@ -82,7 +87,8 @@ def load_cpu(path: str, precision: str, threads: int, cfg: AcceleratorConfig,
 
 def run_host(path: str, backend: str, precision: str, threads: int, inputs: list[Inputs],
              cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-             quant: QuantOptions = DEFAULT_QUANT, tuning_log: str | None = None) -> HostRunReport:
+             quant: QuantOptions = DEFAULT_QUANT, tuning_log: str | None = None,
+             user: UserData | None = None) -> HostRunReport:
     """Run every input on `backend` ("cpu" or "onnxruntime") at `precision` (the cpu backend
     with the schedules of `tuning_log`, if given)."""
     from codesign.run.model import matches_reference
@@ -97,13 +103,14 @@ def run_host(path: str, backend: str, precision: str, threads: int, inputs: list
         device, fallbacks = GpuDevice(gpu), gpu.fallbacks()
     elif backend == "cpu":
         model, graph, data, compile_s = load_cpu(path, precision, threads, cfg, input_shapes, quant,
-                                                 tuning_log)
+                                                 tuning_log, user)
         device, fallbacks = CpuDevice(model), model.fallbacks()
     else:
         start = time.perf_counter()
         graph, data = import_onnx(path, input_shapes), Path(path).read_bytes()
         onnx_bytes = data if precision == "fp32" else ort_qdq(
-            data, calibration_inputs(graph, zoo_name(data), quant.calibration_count))
+            data, calibration_inputs(graph, zoo_name(data), quant.calibration_count,
+                                     user.calibration if user else None))
         device = OnnxRuntimeDevice(onnx_bytes, threads, f"onnxruntime {precision}", vendor=True)
         compile_s, fallbacks = time.perf_counter() - start, []
     reference = OnnxRuntimeDevice(data, threads)
@@ -124,7 +131,7 @@ def run_host(path: str, backend: str, precision: str, threads: int, inputs: list
     classifier = refs[0].ndim == 2 and refs[0].shape[0] == 1 and refs[0].shape[1] > 1
     return HostRunReport(graph.name, backend, precision, threads, len(inputs), Latency.of(seconds), exact,
                          agree.cosine_mean, agree.top1 if classifier else None, compile_s, fallbacks,
-                         _operators(steps))
+                         _operators(steps), agree.top1_ci95 if classifier else None, agree.rms_err)
 
 
 def _operators(runs: list[Any]) -> list[HostOperatorRow]:

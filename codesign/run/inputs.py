@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from codesign.run.data import DataSource, warn_synthetic
+from compiler.driver import is_qdq
 from compiler.graph.ir import Graph
 from hw.errors import InputError
 from hw.npz import read_npz
@@ -25,9 +27,22 @@ def zoo_name(onnx_bytes: bytes) -> str | None:
     return None
 
 
-def calibration_inputs(graph: Graph, name: str | None, count: int) -> list[Inputs]:
-    """Zoo models calibrate on their own kind of data (digits on its training split); other
-    models on seeded random inputs of the right shapes."""
+REAL_DATA_MODELS = ("digits", "mlp", "efficientnet-lite1")  # zoo models whose own samples are real data
+
+
+def calibration_inputs(graph: Graph, name: str | None, count: int,
+                       data: DataSource | None = None) -> list[Inputs]:
+    """The user's `data` where given (codesign.run.data); else zoo models calibrate on their own
+    kind of data (digits and the MLP on digits, EfficientNet-Lite on photos); other models on
+    seeded random inputs of the right shapes, with a warning that those are not representative."""
+    if data is not None:
+        return data.load(graph).samples
+    if name not in REAL_DATA_MODELS and not is_qdq(graph):  # a QDQ model keeps its own scales
+        warn_synthetic(name or graph.name)
+    if name == "efficientnet-lite1":  # the calibration photos; its samples are the evaluation ones
+        from codesign.zoo import efficientnet_lite
+
+        return efficientnet_lite.calibration_samples(count)
     if name == "digits":
         from codesign import zoo
 

@@ -5,6 +5,7 @@ cycles and where they go)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -14,13 +15,14 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from codesign.run.data import Dataset, UserData
 from codesign.run.device import AcceleratorDevice, OnnxRuntimeDevice
 from codesign.run.inputs import Inputs, calibration_inputs, check_inputs, zoo_name
 from compiler.codegen.cpu import cache_info
 from compiler.driver import DEFAULT_QUANT, QuantOptions, compile_graph
 from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph
-from compiler.quant.accuracy import Agreement, agreement
+from compiler.quant.accuracy import Agreement, agreement, label_accuracy
 from compiler.runtime import serialize
 from compiler.runtime.model import CompiledModel, ModelResult, StepRecord, reference_boundary
 from compiler.target import AcceleratorTarget
@@ -36,16 +38,18 @@ class Loaded:
     zoo_name: str | None
     compile_s: float
     kernels_from_disk: int  # host kernels loaded from the disk cache, not compiled
+    evaluation: Dataset | None = None  # the user's --eval-data, checked against the model
 
 
 def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                quant: QuantOptions = DEFAULT_QUANT, tuning_log: str | None = None,
-               offload_shallow: bool = False) -> Loaded:
+               offload_shallow: bool = False, data: UserData | None = None) -> Loaded:
     """A CompiledModel from an ONNX file (imported, then compiler.driver.compile_graph, calibrated
     on the zoo's own data for zoo models) or from a .cmodel file; with `tuning_log`, each accelerator
     operator uses the fastest schedule the log holds for it on this config, else its default.
     Host kernels come from the disk cache where it has them (compiler.codegen.cpu.jit);
-    `Loaded.kernels_from_disk` counts them."""
+    `Loaded.kernels_from_disk` counts them. The user's `data` (calibration and evaluation
+    samples) is read and checked against the imported model before it is compiled."""
     start = time.perf_counter()
     before = cache_info().from_disk
     knobs_for = _from_log(tuning_log)
@@ -53,18 +57,25 @@ def load_model(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tup
         if quant.float_layers:
             raise InputError(f"{path} is compiled already: --float-layers applies when compiling "
                              "an ONNX model")
+        if data is not None and data.calibration is not None:
+            raise InputError(f"{path} is compiled already: --calibration-data applies when compiling "
+                             "an ONNX model")
         model, extra = serialize.load(path, knobs_for)
         onnx_path = extra.get("onnx")
-        data = Path(onnx_path).read_bytes() if onnx_path and Path(onnx_path).exists() else None
+        onnx_bytes = Path(onnx_path).read_bytes() if onnx_path and Path(onnx_path).exists() else None
         name = extra.get("zoo")
+        evaluation = data.load_evaluation(model.graph) if data else None
     else:
         graph = import_onnx(path, input_shapes)  # its errors name the file
-        data = Path(path).read_bytes()
-        name = zoo_name(data)
-        calibration = calibration_inputs(graph, name, quant.calibration_count)
+        onnx_bytes = Path(path).read_bytes()
+        name = zoo_name(onnx_bytes)
+        evaluation = data.load_evaluation(graph) if data else None
+        calibration = calibration_inputs(graph, name, quant.calibration_count,
+                                         data.calibration if data else None)
         model = compile_graph(graph, AcceleratorTarget(cfg), calibration, quant=quant, knobs_for=knobs_for,
                               offload_shallow=offload_shallow, where=path)
-    return Loaded(model, data, name, time.perf_counter() - start, cache_info().from_disk - before)
+    return Loaded(model, onnx_bytes, name, time.perf_counter() - start, cache_info().from_disk - before,
+                  evaluation)
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,9 @@ class ModelReport:
     arena_bytes_unshared: int
     device_dram_bytes: int
     operators: list[OperatorRow]
+    # against --labels: top-1/top-5 of onnxruntime fp32 and of the int8 run, with Wilson intervals
+    fp32_accuracy: dict[str, Any] | None = None
+    int8_accuracy: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "operators"}
@@ -122,8 +136,9 @@ class ModelReport:
 
 
 def run(loaded: Loaded, inputs: list[Inputs], backend: Backend,
-        progress: Callable[[int, int], None] | None = None) -> ModelReport:
-    """Run every input; compare with the integer reference and onnxruntime fp32."""
+        progress: Callable[[int, int], None] | None = None, labels: np.ndarray | None = None) -> ModelReport:
+    """Run every input; compare with the integer reference and onnxruntime fp32, and both with
+    `labels` (one per input) where given."""
     graph = loaded.model.graph
     device = AcceleratorDevice(loaded.model, backend)
     reference = None if loaded.onnx_bytes is None else OnnxRuntimeDevice(loaded.onnx_bytes)
@@ -137,15 +152,20 @@ def run(loaded: Loaded, inputs: list[Inputs], backend: Backend,
         results.append(result)
         if backend.capabilities.values:
             exact = exact and matches_reference(graph, feeds, result)
+            gots.append(result.outputs[graph.outputs[0]])
             if reference is not None:
                 fp32 = reference.infer(feeds)
                 refs.append(fp32.outputs[reference.output_names[0]])
-                gots.append(result.outputs[graph.outputs[0]])
         if progress:
             progress(i + 1, len(inputs))
     run_s = time.perf_counter() - start
-    return _report(loaded, results, backend, run_s, exact, agreement(refs, gots) if refs else None,
-                   _is_classifier(refs))
+    report = _report(loaded, results, backend, run_s, exact, agreement(refs, gots) if refs else None,
+                     _is_classifier(refs))
+    if labels is None or not gots:
+        return report
+    return dataclasses.replace(
+        report, int8_accuracy=label_accuracy(gots, labels).to_dict(),
+        fp32_accuracy=label_accuracy(refs, labels).to_dict() if refs else None)
 
 
 def _is_classifier(outputs: list[np.ndarray]) -> bool:
@@ -243,7 +263,7 @@ def print_table(report: ModelReport, out: TextIO | None = None) -> None:
         print(f"{r.name[:28]:28} {r.op:15} {r.where:10} {cycles:>10} {util:>6} {r.host_ms:8.3f}", file=out)
     keys = ("correct_int8", "top1_agreement", "top1_ci95", "cosine", "rms_err", "max_abs_err", "cycles",
             "latency_ms", "offloaded_macs_fraction", "device_dram_bytes", "compile_s",
-            "kernels_from_disk_cache", "run_s")
+            "kernels_from_disk_cache", "run_s", "fp32_accuracy", "int8_accuracy")
     for k in keys:
         print(f"{k}: {getattr(report, k)}", file=out)
 

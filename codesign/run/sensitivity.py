@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from codesign.run.data import UserData
 from codesign.run.device import OnnxRuntimeDevice
 from codesign.run.inputs import calibration_inputs, sample_inputs, zoo_name
 from compiler.driver import DEFAULT_QUANT, QuantOptions, float_layer_rule, is_qdq
@@ -56,10 +57,12 @@ SENSITIVITY_SEED = 5000  # neither calibration (1000, ...) nor the evaluation in
 def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                 quant: QuantOptions = DEFAULT_QUANT, offload_shallow: bool = False, count: int = 20,
                 layer_patterns: Sequence[str] = (), group_patterns: Sequence[str] = (),
-                progress: Callable[[int, int], None] | None = None) -> SensitivityReport:
+                progress: Callable[[int, int], None] | None = None,
+                user: UserData | None = None) -> SensitivityReport:
     """What keeping each convolution or dense layer of a float ONNX model float would buy
     (compiler.quant.sensitivity): its rms logit error against onnxruntime fp32 over `count`
-    seeded inputs with that layer float too, quantized as `load_model` quantizes it; only the
+    seeded inputs (or the user's first `count` evaluation samples) with that layer float too,
+    quantized as `load_model` quantizes it; only the
     layers matching `layer_patterns` (as --float-layers matches) when given; with
     `group_patterns`, each pattern's layers together instead. Rows by gain."""
     if path.endswith(".cmodel"):
@@ -75,9 +78,13 @@ def sensitivity(path: str, cfg: AcceleratorConfig, input_shapes: Mapping[str, tu
     cleaned = simplify(graph)  # the layers as quantize sees them; the patterns are checked before calibrating
     layers = _matching(graph, cleaned, layer_patterns, "--layers") if layer_patterns else None
     groups = {p: _matching(graph, cleaned, [p], "--groups") for p in group_patterns} or None
-    calibrated = calibrate(graph, calibration_inputs(graph, name, quant.calibration_count), quant.rounding)
+    evaluation = user.load_evaluation(graph) if user else None  # checked before calibrating
+    source = user.calibration if user else None
+    calibration = calibration_inputs(graph, name, quant.calibration_count, source)
+    calibrated = calibrate(graph, calibration, quant.rounding)
     g = calibrated.graph
-    inputs = sample_inputs(graph, name, count, SENSITIVITY_SEED)
+    inputs = evaluation.samples[:count] if evaluation else sample_inputs(graph, name, count, SENSITIVITY_SEED)
+    count = len(inputs)
     fp32 = OnnxRuntimeDevice(data)
     references = [fp32.infer(x).outputs[fp32.output_names[0]] for x in inputs]
     result = float_layer_gains(calibrated, inputs, references, keep, layers, progress,

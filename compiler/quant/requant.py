@@ -42,6 +42,11 @@ from compiler.quant.rounding import gptq_levels
 HEADROOM = 4.0
 OUT_RANGE = float(1 << 11)
 ACT_MAX = 128  # the largest |int8| value
+# The most accumulator steps a bias may take: a channel whose weights are almost zero (a batch
+# norm folded with a tiny gamma) but whose bias is real gets a weight scale at least
+# |bias| / (in_scale * BIAS_STEPS), so its bias fits int32 with room for the accumulator and
+# the offsets added to it; its weights then round to (near) zero, which they nearly are.
+BIAS_STEPS = float(1 << 22)
 
 
 @dataclass(frozen=True)
@@ -62,18 +67,22 @@ class QWeight:
         return self.scales.astype(np.float64)
 
 
-def quantize_weight(w: np.ndarray, axis: int = 0, moment: np.ndarray | None = None) -> QWeight:
+def quantize_weight(w: np.ndarray, axis: int = 0, moment: np.ndarray | None = None,
+                    min_scales: np.ndarray | None = None) -> QWeight:
     """Per-output-channel symmetric int8: scale = max|w[k]| / 127, w_q = round(w / scale).
 
     A channel of zeros takes the largest channel scale (any positive scale represents it; a tiny
-    one would make its bias overflow int32). With `moment`, the second moment [groups, n, n] of
-    the inputs that each group of output channels multiplies (n = the other axes' size), the
-    levels are GPTQ's (compiler.quant.rounding) instead of the nearest ones."""
+    one would make its bias overflow int32). No channel's scale is below `min_scales[k]` (see
+    `bias_scale_floor`). With `moment`, the second moment [groups, n, n] of the inputs that each
+    group of output channels multiplies (n = the other axes' size), the levels are GPTQ's
+    (compiler.quant.rounding) instead of the nearest ones."""
     moved = np.moveaxis(np.asarray(w, np.float64), axis, 0)
     rows = moved.reshape(moved.shape[0], -1)
     amax = np.abs(rows).max(axis=1, initial=0.0)
     fallback = amax.max() if amax.max() > 0 else 1.0
     scales = np.where(amax > 0, amax, fallback) / INT8_MAX
+    if min_scales is not None:
+        scales = np.maximum(scales, np.asarray(min_scales, np.float64))
     scales = scales.astype(np.float32).astype(np.float64)  # as a file would store them
     if moment is None:
         q = np.clip(np.rint(rows / scales[:, None]), -INT8_MAX, INT8_MAX)
@@ -89,6 +98,12 @@ def _gptq_rows(rows: np.ndarray, scales: np.ndarray, moment: np.ndarray) -> np.n
         raise QuantizationError(f"input moment {moment.shape} does not fit a weight of {rows.shape[0]} x {n}")
     shape = (groups, rows.shape[0] // groups)
     return gptq_levels(rows.reshape(*shape, n), moment, scales.reshape(shape)).reshape(rows.shape)
+
+
+def bias_scale_floor(bias: np.ndarray, in_scale: float) -> np.ndarray:
+    """The smallest weight scale per channel at which `bias` (float) takes at most BIAS_STEPS
+    accumulator steps of in_scale * w_scale[k]."""
+    return np.abs(np.asarray(bias, np.float64)) / (in_scale * BIAS_STEPS)
 
 
 def quantize_bias(bias: np.ndarray, acc_scales: np.ndarray, where: str) -> np.ndarray:

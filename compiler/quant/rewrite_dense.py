@@ -19,18 +19,22 @@ import numpy as np
 
 from compiler.graph.builder import append
 from compiler.graph.ir import Node
+from compiler.graph.opdefs.qops import INT8_MAX
 from compiler.quant.bias import BiasTarget
 from compiler.quant.calibrate import channel_axis
-from compiler.quant.errors import QuantizationError
+from compiler.quant.errors import LayerQuantizationError, QuantizationError
 from compiler.quant.plan import UNSIGNED_OFFSET, Coding, lowers_to_qconv
 from compiler.quant.requant import (
     QWeight,
     accumulator_bounds,
+    bias_scale_floor,
     channel_requant,
     int32_bias,
     quantize_bias,
     quantize_weight,
 )
+
+RATIO_FLOOR = 2.0**-12
 
 if TYPE_CHECKING:  # the rewrite calls these handlers; no import cycle at run time
     from compiler.quant.rewrite import Act, Rewrite
@@ -54,9 +58,19 @@ class _Dense:
 def _lower_dense(lw: Rewrite, d: _Dense) -> bool:
     """Emit `d` as a QConv/QGemm (with the Relu/Clip after it) and True; False where it stays
     float (kept float, or without a scale on either side or constant weights), which a reader of
-    a value that cannot be dequantized may not: that is a QuantizationError."""
+    a value that cannot be dequantized may not: that is a QuantizationError. Its errors are
+    LayerQuantizationErrors naming the layer (the quantizer then keeps it float and retries)."""
     if d.out in lw.plan.keep_float:
         return False
+    try:
+        return _lower(lw, d)
+    except LayerQuantizationError:
+        raise
+    except QuantizationError as exc:
+        raise LayerQuantizationError(d.out, str(exc)) from None
+
+
+def _lower(lw: Rewrite, d: _Dense) -> bool:
     act = lw.activation_after(d.out)
     out = act.node.outputs[0] if act else d.out
     s_in, s_out = lw.scale_of(d.x), lw.scale_of(out)
@@ -71,9 +85,11 @@ def _lower_dense(lw: Rewrite, d: _Dense) -> bool:
         return False
     if folded:
         w_float = _fold_input_scales(d, w_float, folded, lw.plan.weights)
-    qw = _weight(lw, d, w_float)
+    channels = w_float.shape[d.w_axis]
+    out_scales = _output_channel_scales(lw, d, out, channels)
+    s_outs = np.full(channels, s_out) if out_scales is None else np.asarray(out_scales, np.float64)
+    qw = _weight(lw, d, w_float, s_in, s_outs)
     w_int = np.moveaxis(qw.data, qw.axis, 0) if qw.axis != 0 else qw.data
-    channels = w_int.shape[0]
     acc_scale = s_in * qw.channel_scales(channels)
     bias = _bias(lw, d, acc_scale, channels)
     attrs = dict(d.attrs)
@@ -81,21 +97,20 @@ def _lower_dense(lw: Rewrite, d: _Dense) -> bool:
         bias = _unsigned_input_bias(d, bias, w_int)
         if any(d.attrs["pads"]):  # type: ignore[arg-type]
             attrs["pad_value"] = -UNSIGNED_OFFSET  # the code of zero
-    out_scales = _output_channel_scales(lw, d, out, channels)
     reals = acc_scale / (s_out if out_scales is None else np.asarray(out_scales, np.float64))
     observed = _observed(lw, d.out, acc_scale)
     bounds = accumulator_bounds(w_int, bias, reals, observed)
     offset = UNSIGNED_OFFSET if lw.unsigned(out) else 0
     mult, shift = channel_requant(reals, bounds + np.ceil(offset / reals), f"node {d.out} ({d.op})")
-    offset_acc = np.zeros(channels)
-    if offset:  # the codes are round(y / s) - offset: offset output steps less before the shift
-        offset_acc = np.rint(offset * float(1 << shift) / mult.astype(np.float64))
-        bias = int32_bias(bias.astype(np.float64) - offset_acc, f"node {d.out} ({d.op})")
     lo, hi = (
         _channel_clip_bounds(lw, act, out, out_scales, offset)
         if out_scales is not None
         else lw.clip_bounds(act, s_out, offset)
     )
+    offset_acc = np.zeros(channels)
+    if offset:  # the codes are round(y / s) - offset: offset output steps less before the shift
+        offset_acc = np.rint(offset * float(1 << shift) / mult.astype(np.float64))
+        bias = int32_bias(bias.astype(np.float64) - offset_acc, f"node {d.out} ({d.op})")
     attrs |= {"shift": shift, "clip_lo": lo, "clip_hi": hi, "out_scale": s_out}
     consts = [
         lw.add_const(f"{d.w}.q", np.ascontiguousarray(w_int)),
@@ -155,16 +170,35 @@ def _channel_clip_bounds(
     return bounds.pop()
 
 
-def _weight(lw: Rewrite, d: _Dense, w_float: np.ndarray) -> QWeight:
+def _weight(lw: Rewrite, d: _Dense, w_float: np.ndarray, s_in: float, s_outs: np.ndarray) -> QWeight:
+    """The layer's int8 weights: the plan's (a QDQ file's), else quantized here, with channel
+    scales no smaller than its bias needs (`bias_scale_floor`) nor than `ratio_scale_floor`
+    allows for output scales `s_outs`."""
     qw = lw.plan.weights.get(d.w)
     if qw is None:
-        return quantize_weight(w_float, d.w_axis, _moment(lw, d))
+        floor = ratio_scale_floor(w_float, d.w_axis, s_in, s_outs)
+        bias = lw.const(d.bias) if d.bias is not None and d.bias not in lw.plan.biases else None
+        if bias is not None:
+            floor = np.maximum(floor, bias_scale_floor(bias.reshape(-1), s_in))
+        return quantize_weight(w_float, d.w_axis, _moment(lw, d), floor)
     if qw.scales.size > 1 and qw.axis != d.w_axis:
         raise QuantizationError(
             f"node {d.out} ({d.op}): weight {d.w} is quantized per channel along axis {qw.axis}, "
             f"its output channels are axis {d.w_axis}"
         )
     return QWeight(qw.data, qw.scales, d.w_axis)
+
+
+def ratio_scale_floor(w: np.ndarray, axis: int, s_in: float, s_outs: np.ndarray) -> np.ndarray:
+    """The smallest weight scale per output channel at which the channel's requantization ratio
+    (s_in * w_scale[k] / s_outs[k]) is at least RATIO_FLOOR times the layer's largest: one shift
+    serves every channel, so a channel whose weights are almost zero (a folded batch norm's)
+    would get multiplier 0 and lose its bias; at the floor its weights round to about zero,
+    which is what they contribute at the output's scale, and its bias keeps its precision."""
+    moved = np.moveaxis(np.asarray(w, np.float64), axis, 0)
+    scales = np.abs(moved.reshape(moved.shape[0], -1)).max(axis=1, initial=0.0) / INT8_MAX
+    reals = s_in * scales / s_outs
+    return RATIO_FLOOR * reals.max(initial=0.0) * s_outs / s_in
 
 
 def _moment(lw: Rewrite, d: _Dense) -> np.ndarray | None:

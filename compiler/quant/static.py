@@ -25,6 +25,7 @@ channel_scaled_streams). `per_channel=False` turns both off.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ from compiler.graph.ir import Graph, Node
 from compiler.graph.opdefs.qops import INT8_MAX
 from compiler.graph.passes import simplify
 from compiler.quant.calibrate import CALIBRATORS, Calibration, collect
-from compiler.quant.errors import QuantizationError
+from compiler.quant.errors import LayerQuantizationError, QuantizationError, QuantizationWarning
 from compiler.quant.plan import Plan, channel_scaled_streams, channel_scaled_values, codings, unsigned_values
 from compiler.quant.rewrite import rewrite
 from compiler.quant.rounding import moment_plan
@@ -160,10 +161,32 @@ def quantize_calibrated(
     keep_float: Callable[[Graph, Node], bool] | None = None,
     stream_method: str | None = STREAM_METHOD,
 ) -> Graph:
-    """`quantize` from `calibrate`'s result, with the weight rounding calibrated for."""
-    plan = static_plan(calibrated, method, overrides, per_channel, bias_correction, unsigned, keep_float,
-                       stream_method)
-    return rewrite(calibrated.graph, plan)
+    """`quantize` from `calibrate`'s result, with the weight rounding calibrated for. A layer that
+    cannot be quantized (a LayerQuantizationError: no multiply and shift applies its scale
+    ratios, a bias that does not fit, ...) stays float, with a QuantizationWarning naming it and
+    saying why, and the graph is planned again without it."""
+    fallen: set[str] = set()
+
+    def keep(g: Graph, node: Node) -> bool:
+        return node.outputs[0] in fallen or bool(keep_float and keep_float(g, node))
+
+    while True:
+        plan = static_plan(calibrated, method, overrides, per_channel, bias_correction, unsigned, keep,
+                           stream_method)
+        try:
+            return rewrite(calibrated.graph, plan)
+        except LayerQuantizationError as exc:
+            if exc.layer in fallen or exc.layer not in _layer_outputs(calibrated.graph):
+                raise
+            fallen.add(exc.layer)
+            node = calibrated.graph.producer(exc.layer)
+            name = node.name if node is not None and node.name else exc.layer
+            warnings.warn(QuantizationWarning(f"layer {name} stays float on the host: {exc.reason}"),
+                          stacklevel=2)
+
+
+def _layer_outputs(graph: Graph) -> set[str]:
+    return {n.outputs[0] for n in dense_layers(graph)}
 
 
 def static_plan(

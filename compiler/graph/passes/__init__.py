@@ -10,6 +10,7 @@ from compiler.graph.passes.canonicalize_clips import canonicalize_clips
 from compiler.graph.passes.canonicalize_reshapes import canonicalize_reshapes
 from compiler.graph.passes.fold_batchnorm import fold_batchnorm
 from compiler.graph.passes.fold_constants import fold_constants
+from compiler.graph.passes.fold_pads import fold_pads
 from compiler.graph.passes.fuse_activations import fuse_activations
 from compiler.graph.passes.fuse_gelu import fuse_gelu
 from compiler.graph.passes.normalize_gemm import normalize_gemm
@@ -24,6 +25,7 @@ Pass = Callable[[Graph], Graph]
 SIMPLIFY: Sequence[Pass] = (
     fold_constants,
     remove_identities,
+    fold_pads,
     canonicalize_clips,
     fuse_activations,
     fuse_gelu,
@@ -63,6 +65,7 @@ __all__ = [
     "canonicalize_reshapes",
     "fold_batchnorm",
     "fold_constants",
+    "fold_pads",
     "fuse_activations",
     "fuse_gelu",
     "normalize_gemm",

@@ -49,6 +49,8 @@ def test_run_and_compile_on_the_cpu(mlp: Path, capsys: pytest.CaptureFixture[str
     assert main(["run", str(mlp), "--backend", "cpu", "--precision", "int8", "--inputs", "2", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["correct_int8"] is True and report["fallbacks"] == [] and report["latency"]["runs"] == 2
+    assert report["top1_ci95"][0] <= report["top1_agreement"] <= report["top1_ci95"][1]
+    assert report["rms_err"] >= 0.0
     assert main(["run", str(mlp), "--backend", "onnxruntime", "--threads", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cosine"] == pytest.approx(1.0)
     assert main(["compile", str(mlp), "--target", "cpu", "--json"]) == 0

@@ -47,7 +47,8 @@ def test_export_json_and_sequence_length(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["nope"], "unknown model 'nope'; known models: bert-tiny, digits, mlp, mobilenetv2, resnet18"),
+    (["nope"], "unknown model 'nope'; known models: bert-tiny, digits, efficientnet-lite1, mlp, mobilenetv2, "
+               "resnet18"),
     (["mlp", "--seq-len", "4"], "mlp takes no option 'seq_len'"),
     (["mobilenetv2", "--opset", "8"], "mobilenetv2 supports opsets 9 to"),
     (["bert-tiny", "--seq-len", "1"], "bert-tiny sequence length must be in 2..512, not 1"),

@@ -106,10 +106,12 @@ def test_bad_inputs_exit_2_with_their_own_message(mlp: Path, tmp_path: Path,
     assert "pass --input-shape x=1,8" in _error(capsys, ["run", str(dynamic)])
     bad = tmp_path / "bad.npz"
     np.savez(bad, input=np.zeros((1, 1, 63), np.float32))
-    assert "the model takes float32[1, 64]" in _error(capsys, ["run", str(mlp), "--input-file", str(bad)])
-    np.savez(bad, input=np.zeros((1, 1, 64), np.int64))
-    assert "input 'input' is int64[1, 64]" in _error(capsys, ["run", str(mlp), "--input-file", str(bad)])
-    np.savez(bad, other=np.zeros((1, 1, 64), np.float32))
+    assert "the model input takes [1,64]: give [N,1,64]" in _error(
+        capsys, ["run", str(mlp), "--input-file", str(bad)])
+    np.savez(bad, input=np.zeros((1, 1, 64), np.complex64))
+    assert "array 'input' is complex64, the model input takes float32" in _error(
+        capsys, ["run", str(mlp), "--input-file", str(bad)])
+    np.savez(bad, other=np.zeros((1, 1, 64), np.float32), more=np.zeros(1))
     assert "no array for model input 'input'" in _error(capsys, ["run", str(mlp), "--input-file", str(bad)])
     assert "must be NAME=D1,D2" in _error(capsys, ["run", str(mlp), "--input-shape", "x=1,a"])
     assert "--inputs must be at least 1, not 0" in _error(capsys, ["run", str(mlp), "--inputs", "0"])
@@ -290,3 +292,54 @@ def test_plot_draws_the_per_layer_cycles(mlp: Path, tmp_path: Path,
 def test_bad_plot_requests(mlp: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
                            message: str) -> None:
     assert message in _error(capsys, ["run", str(mlp), *extra])
+
+
+def test_user_data_flags_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The trained digits CNN with --calibration-data and --eval-data as plain [N, 1, 8, 8]
+    batches (the model's own batch axis split into samples) and labels: top-1/top-5 of fp32 and
+    int8 with intervals, against the labels the zoo's own test of the model uses."""
+    model = tmp_path / "digits.onnx"
+    onnx.save(zoo.build("digits"), model)
+    split = zoo.digits_split()
+    cal, ev = tmp_path / "cal.npz", tmp_path / "ev.npz"
+    np.savez(cal, input=split.train_images[:16])
+    np.savez(ev, input=split.test_images[:40])
+    labels = tmp_path / "labels.txt"
+    labels.write_text("".join(f"{int(y)}\n" for y in split.test_labels[:40]))
+    report = _json(capsys, ["run", str(model), "--config", "tiny", "--calibration-data", str(cal),
+                            "--eval-data", str(ev), "--labels", str(labels), "--json"])
+    assert report["inputs"] == 40 and report["correct_int8"] is True
+    fp32, int8 = report["fp32_accuracy"], report["int8_accuracy"]
+    assert fp32["count"] == int8["count"] == 40 and int8["top1"] >= 0.9 and fp32["top1"] >= 0.9
+    assert fp32["top5"] >= fp32["top1"] and fp32["top1_ci95"][0] <= fp32["top1"] <= fp32["top1_ci95"][1]
+
+
+def test_data_flag_errors_come_before_compiling(mlp: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    ev = tmp_path / "ev.npz"
+    np.savez(ev, input=np.zeros((3, 64), np.float32))
+    assert "--labels x.txt labels --eval-data samples; give --eval-data too" in _error(
+        capsys, ["run", str(mlp), "--labels", "x.txt"])
+    assert "--labels " in _error(capsys, ["run", str(mlp), "--eval-data", str(ev), "--labels",
+                                          str(tmp_path / "none.txt")])
+    assert "--preprocess applies to a folder of images" in _error(
+        capsys, ["run", str(mlp), "--eval-data", str(ev), "--preprocess", "torchvision"])
+    assert "--calibration-data " in _error(capsys, ["compile", str(mlp), "-o", str(tmp_path / "m.cmodel"),
+                                                    "--calibration-data", str(tmp_path / "none")])
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, input=np.zeros((3, 65), np.float32))
+    assert "the model input takes [1,64]" in _error(
+        capsys, ["sensitivity", str(mlp), "--eval-data", str(bad)])
+    (tmp_path / "imgs").mkdir()
+    (tmp_path / "imgs" / "a.png").write_bytes(b"not a png")
+    assert "an image folder feeds a 4-d model input, not one of shape [1, 64]" in _error(
+        capsys, ["run", str(mlp), "--backend", "cpu",
+                                                     "--eval-data", str(tmp_path / "imgs")])
+
+
+def test_synthetic_calibration_warns_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = _model_file(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [1, 8])
+    assert main(["compile", str(model), "-o", str(tmp_path / "m.cmodel"), "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "codesign compile: warning: g is calibrated on synthetic inputs, which are not " \
+        "representative" in err

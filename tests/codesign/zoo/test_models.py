@@ -10,11 +10,11 @@ from onnx import helper
 
 from codesign import zoo
 
-NAMES = ["bert-tiny", "digits", "mlp", "mobilenetv2", "resnet18"]
+NAMES = ["bert-tiny", "digits", "efficientnet-lite1", "mlp", "mobilenetv2", "resnet18"]
 DTYPES = {"float32": onnx.TensorProto.FLOAT, "int64": onnx.TensorProto.INT64}
 
 
-def test_names_are_the_five_models():
+def test_names_are_the_six_models():
     assert zoo.names() == NAMES
 
 

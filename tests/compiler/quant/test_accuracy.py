@@ -56,3 +56,16 @@ def test_agreement_refuses_unequal_or_empty_lists() -> None:
         agreement([], [])
     with pytest.raises(ValueError, match="need equally many outputs, at least one: 1 and 2"):
         agreement([np.zeros(3)], [np.zeros(3), np.zeros(3)])
+
+
+def test_label_accuracy_top1_top5_with_wilson_intervals() -> None:
+    from compiler.quant.accuracy import label_accuracy, wilson_interval
+
+    outputs = [np.arange(10.0)[None] for _ in range(4)]  # best class 9, then 8, 7, 6, 5
+    acc = label_accuracy(outputs, [9, 5, 4, 12])  # a hit, a top-5 hit, a miss, a label out of range
+    assert (acc.count, acc.top1, acc.top5) == (4, 0.25, 0.5)
+    assert acc.top1_ci95 == wilson_interval(1, 4) and acc.top5_ci95 == wilson_interval(2, 4)
+    few = label_accuracy([np.array([[0.0, 1.0, 0.5]])], [1])
+    assert few.top1 == 1.0 and few.top5 is None and few.top5_ci95 is None
+    with pytest.raises(ValueError, match="need one label per output, at least one: 1 outputs, 2 labels"):
+        label_accuracy(outputs[:1], [1, 2])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.graph import Graph, const, print_graph, verify
+from compiler.graph import Graph, const, print_graph, run_graph, verify
 from compiler.graph.builder import append
 from compiler.quant import CALIBRATORS, QuantizationError, collect, quantize
 from compiler.quant.accuracy import agreement, graph_outputs
@@ -126,3 +126,40 @@ def test_a_linear_residual_stream_is_calibrated_by_its_own_method() -> None:
         assert plain[name] == pytest.approx(stats.amax(name, "mse") / 127, rel=1e-6)
     assert overridden["a1"] == plain["a1"] and overridden["a2"] == default["a2"]  # overrides come first
     assert default["c3"] == plain["c3"]  # outside the linear stream: the method's calibrator
+
+
+def test_a_layer_that_cannot_be_quantized_stays_float_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import compiler.quant.rewrite_dense as rewrite_dense
+    from compiler.quant.errors import QuantizationWarning
+
+    real = rewrite_dense.channel_requant
+
+    def refuse_c2(reals: np.ndarray, bounds: np.ndarray, where: str) -> tuple[np.ndarray, int]:
+        if where.startswith("node c2 "):
+            raise QuantizationError(f"{where}: scale ratios 3e+09 cannot be applied by a multiply and shift")
+        return real(reals, bounds, where)
+
+    monkeypatch.setattr(rewrite_dense, "channel_requant", refuse_c2)
+    g = small_cnn(0)
+    why = r"layer c2 stays float on the host: node c2 \(QConv\): scale ratios 3e\+09 cannot be applied"
+    with pytest.warns(QuantizationWarning, match=why + " by a multiply and shift"):
+        q = quantize(g, inputs(g, 4, seed=1))
+    ops = {n.outputs[0]: n.op for n in q.nodes}
+    assert ops["c2"] == "Conv" and list(ops.values()).count("QConv") == 2  # c1 and the depthwise stay int8
+    for feeds in inputs(g, 3, seed=2):
+        want, got = run_graph(g, feeds)["logits"], run_graph(q, feeds)["logits"]
+        assert float(np.abs(got - want).max()) < 0.1 * float(np.abs(want).max())
+
+
+def test_a_layer_error_outside_the_dense_layers_is_still_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compiler.quant.rewrite_dense as rewrite_dense
+    from compiler.quant.errors import LayerQuantizationError
+
+    def always(*args: object) -> None:
+        raise LayerQuantizationError("nowhere", "node nowhere: broken")
+
+    monkeypatch.setattr(rewrite_dense, "channel_requant", always)
+    g = small_cnn(0)
+    with pytest.raises(QuantizationError, match="node nowhere: broken"):
+        quantize(g, inputs(g, 2, seed=1))
