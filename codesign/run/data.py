@@ -22,6 +22,7 @@ import numpy as np
 from codesign.run.preprocess import Recipe, load_image
 from compiler.graph.ir import Graph
 from hw.errors import InputError, WorkbenchWarning
+from hw.npz import read_npz
 
 Inputs = dict[str, np.ndarray]
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm")
@@ -52,6 +53,8 @@ def load_data(path: str, graph: Graph, recipe: Recipe | None = None, labels: str
         own = None
     elif p.is_file():
         samples, names, own = _read_npz(p, graph, option)
+    elif p.exists():
+        raise InputError(f"{option} {path}: neither a regular file nor a folder")
     else:
         raise InputError(f"{option} {path}: no such file or folder")
     found = own if labels is None else read_labels(labels, names)
@@ -80,11 +83,10 @@ def _read_folder(folder: Path, graph: Graph, recipe: Recipe,
 
 def _read_npz(path: Path, graph: Graph,
               option: str) -> tuple[list[Inputs], tuple[str, ...], np.ndarray | None]:
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {k: archive[k] for k in archive.files}
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{option} {path}: not an npz file of samples ({exc})") from None
+    try:  # no pickles, regular files only, sizes bounded before reading (hw/npz.py)
+        arrays = read_npz(path, error=InputError, what="an npz file of samples")
+    except InputError as exc:
+        raise InputError(f"{option} {exc}") from None
     own = arrays.pop(LABELS_KEY, None)
     if len(graph.inputs) == 1 and len(arrays) == 1 and graph.inputs[0] not in arrays:
         arrays = {graph.inputs[0]: next(iter(arrays.values()))}

@@ -9,7 +9,6 @@ from codesign.run.data import DataSource, warn_synthetic
 from compiler.driver import is_qdq
 from compiler.graph.ir import Graph
 from hw.errors import InputError
-from hw.npz import read_npz
 
 Inputs = dict[str, np.ndarray]
 CALIBRATION_SEED = 1000  # calibration never sees the evaluation inputs (seeds 0, 1, ...)
@@ -68,22 +67,6 @@ def sample_inputs(graph: Graph, name: str | None, count: int, seed: int) -> list
                 feeds[n] = rng.standard_normal(v.shape).astype(v.dtype)
         out.append(feeds)
     return out
-
-
-def read_input_file(path: str, graph: Graph) -> list[Inputs]:
-    """Inputs from an npz: one array per graph input, with a leading axis over samples."""
-    arrays = read_npz(path, error=InputError, what="an npz file of inputs")  # no pickles, bounded
-    missing = sorted(set(graph.inputs) - set(arrays))
-    if missing:
-        raise InputError(f"{path}: no array for model input {missing[0]!r} "
-                         f"(inputs: {', '.join(graph.inputs)})")
-    flat = [n for n in graph.inputs if np.ndim(arrays[n]) == 0]
-    if flat:
-        raise InputError(f"{path}: array {flat[0]!r} has no leading axis over samples")
-    counts = {len(arrays[n]) for n in graph.inputs}
-    if len(counts) != 1:
-        raise InputError(f"{path}: inputs have different sample counts {sorted(counts)}")
-    return [{n: arrays[n][i] for n in graph.inputs} for i in range(counts.pop())]
 
 
 def check_inputs(graph: Graph, feeds: Inputs) -> None:

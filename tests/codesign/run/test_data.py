@@ -81,6 +81,11 @@ def test_missing_and_unreadable_paths(tmp_path: Path) -> None:
     (tmp_path / "junk.npz").write_bytes(b"junk")
     with pytest.raises(InputError, match="junk.npz: not an npz file of samples"):
         load_data(str(tmp_path / "junk.npz"), _graph())
+    np.savez(tmp_path / "objects.npz", x=np.array([{"a": 1}], dtype=object))  # a pickle inside
+    with pytest.raises(InputError, match=r"^--eval-data .*objects.npz: not an npz file of samples"):
+        load_data(str(tmp_path / "objects.npz"), _graph())
+    with pytest.raises(InputError, match=r"^--eval-data /dev/zero: neither a regular file nor a folder$"):
+        load_data("/dev/zero", _graph())
 
 
 def test_image_folder_in_name_order_with_the_recipe(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesign.run.inputs import check_inputs, read_input_file
+from codesign.run.inputs import check_inputs
 from compiler.graph.ir import Graph, Value
 from hw.errors import InputError
 
@@ -26,10 +26,3 @@ def test_non_finite_inputs_are_refused(bad, count, index):
                                          rf"first at index \(0, 1\); inputs must be finite$"):
         check_inputs(_graph(), {"x": x})
     check_inputs(_graph(), {"x": np.zeros((2, 3), np.float32)})
-
-
-def test_an_input_file_without_a_sample_axis_is_refused(tmp_path):
-    path = tmp_path / "in.npz"
-    np.savez(path, x=np.float32(1.0))
-    with pytest.raises(InputError, match=r"in.npz: array 'x' has no leading axis over samples$"):
-        read_input_file(str(path), _graph())
