@@ -108,9 +108,12 @@ def _designs(rows: Sequence[StoredPoint], front: set[str],
 def confirmation(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """A design's confirmations (one per workload) as one: exact on fsim and the RTL only if every
     workload is, cycles summed over workloads; a failed confirmation keeps its reason."""
-    failed = [r for r in rows if "error" in r]
+    failed = [r for r in rows if "error" in r or r.get("reason")]
     if failed:
-        return {"fsim_exact": False, "error": f"{failed[0].get('status')}: {failed[0].get('error')}"}
+        r = failed[0]
+        why = (f"{r.get('status')}: {r.get('error')}" if "error" in r
+               else f"{r['workload']} not run: {r['reason']}")
+        return {"fsim_exact": False, "error": why}
     return {"fsim_exact": all(r["fsim_exact"] and r["rtl_exact"] for r in rows),
             "timing_cycles": sum(r["timing_cycles"] for r in rows),
             "rtl_cycles": sum(r["rtl_cycles"] for r in rows)}

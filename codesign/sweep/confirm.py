@@ -7,6 +7,13 @@ choice depends on what its learned ranker saw before, so it is read back, not ch
 an operator the store has no schedule for is chosen by `codesign/sweep/schedules.choose`.  The
 confirmed model is then the one the sweep measured: its timing cycles must equal the stored ones
 (`swept_cycles`), which the confirmation checks too.
+
+A model whose batch is not a multiple of the core's runs at the padded batch, as the sweep
+evaluated it (codesign/sweep/operators.py `padded`): the model is imported again at that batch
+(`Prepared.at_batch`, calibrated on each calibration input repeated, so its layers are the
+sweep's padded layers), fed seeded samples stacked to the batch, and its outputs, every row,
+compared exactly against the integer reference of the same batched graph.  A model that cannot
+be re-batched is recorded as not confirmed with the reason (`Confirmation.reason`).
 """
 
 from __future__ import annotations
@@ -16,11 +23,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from codesign.run.inputs import sample_inputs
 from codesign.run.model import matches_reference
+from codesign.sweep.operators import batch_for, padded
 from codesign.sweep.prepare import Prepared
 from codesign.sweep.records import PointResult
 from codesign.sweep.schedules import MEASURED, Objective, ProgramCache, Timer, choose
+from compiler.errors import ModelImportError
 from compiler.ops.accel import knobs_from_json
 from compiler.runtime.model import CompiledModel, ModelResult
 from compiler.target.accel import AcceleratorTarget
@@ -35,7 +43,9 @@ class Confirmation:
 
     `timing_cycles` and `rtl_cycles` are the accelerator cycles of one run; `swept_cycles` what
     the sweep stored for it (None when not given); `mismatched_steps` names each accelerator step
-    whose RTL cycles differ from the timing model's."""
+    whose RTL cycles differ from the timing model's; `batch` the batch the model ran at (its
+    own, padded to a multiple of the core's); `reason` why it could not run at all (nothing
+    else then holds a measurement)."""
 
     point_id: str
     workload: str
@@ -47,9 +57,13 @@ class Confirmation:
     mismatched_steps: tuple[str, ...]
     accel_steps: int
     seconds: float
+    batch: int = 1
+    reason: str | None = None
 
     @property
     def ok(self) -> bool:
+        if self.reason is not None:
+            return False
         same_as_swept = self.swept_cycles is None or self.swept_cycles == self.timing_cycles
         return (self.fsim_exact and self.rtl_exact and self.rtl_cycles == self.timing_cycles
                 and not self.mismatched_steps and same_as_swept)
@@ -74,18 +88,26 @@ def confirm(cfg: AcceleratorConfig, point_id: str, workloads: list[Prepared], ob
     out = []
     for prepared in workloads:
         start = time.perf_counter()
-        graph = prepared.quantized(cfg.block_in)
+        name, run = prepared.spec.name, batch_for(prepared.batch, cfg.batch)
+        try:
+            batched = prepared.at_batch(run)
+        except ModelImportError as exc:
+            out.append(Confirmation(point_id, name, False, False, 0, 0, stored.get(name), (), 0,
+                                    round(time.perf_counter() - start, 3), run,
+                                    f"cannot run at the core's batch {run}: {exc}"))
+            continue
+        graph = batched.quantized(cfg.block_in)
         knobs_for = _stored(prepared, cfg, swept, choose_for)
         model = CompiledModel.compile(graph, AcceleratorTarget(cfg), knobs_for=knobs_for)
-        feeds = sample_inputs(prepared.graph, prepared.zoo_name, 1, seed)[0]
+        feeds = prepared.samples_at(run, seed)
         fsim = model.run(feeds, backends("fsim", cfg))
         timed = model.run(feeds, timing)
         rtl = model.run(feeds, backends("rtl", cfg))
         out.append(Confirmation(
-            point_id, prepared.spec.name, matches_reference(graph, feeds, fsim),
-            matches_reference(graph, feeds, rtl), timed.cycles, rtl.cycles, stored.get(prepared.spec.name),
+            point_id, name, matches_reference(graph, feeds, fsim),
+            matches_reference(graph, feeds, rtl), timed.cycles, rtl.cycles, stored.get(name),
             _mismatched(timed, rtl), sum(1 for s in model.steps if s.where == "accel"),
-            round(time.perf_counter() - start, 3)))
+            round(time.perf_counter() - start, 3), run))
     return out
 
 
@@ -106,12 +128,14 @@ def _chooser(timing: Backend, objective: Objective, measured: int) -> Callable[[
 
 def _stored(prepared: Prepared, cfg: AcceleratorConfig, swept: PointResult | None,
             otherwise: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """knobs_for: the schedule the sweep stored for each operator's layer (by its spec: layers
-    of one shape share one schedule), else `otherwise(op)`."""
+    """knobs_for: the schedule the sweep stored for each operator's layer (by its spec at the
+    padded batch, as the sweep compiled it: layers of one shape share one schedule), else
+    `otherwise(op)`."""
     layers = {layer.name: layer.knobs for w in (swept.workloads if swept else ())
               if w.name == prepared.spec.name for layer in w.layers
               if layer.placement == "accel" and layer.knobs is not None}
-    by_spec = {s.spec: layers[s.name] for s in prepared.steps_for(cfg.block_in)
+    by_spec = {padded(s.spec, prepared.batch, cfg.batch): layers[s.name]
+               for s in prepared.steps_for(cfg.block_in)
                if s.spec is not None and s.name in layers}
 
     def knobs_for(op: Any) -> Any:

@@ -14,11 +14,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from codesign.run.inputs import Inputs, calibration_inputs, zoo_name
 from codesign.sweep.operators import Step, graph_steps
 from codesign.sweep.records import WorkloadSpec
 from compiler.driver import DEFAULT_QUANT, float_layer_rule, is_qdq
 from compiler.frontend import import_onnx
+from compiler.frontend.onnx_load import Source
+from compiler.frontend.rebatch import import_at_batch
 from compiler.graph.ir import Graph, Node
 from compiler.quant import quantize
 from compiler.quant.fuse_residual import fuse_residual_adds
@@ -63,6 +67,24 @@ class Prepared:
         model = self.spec.model
         return model if model in zoo.names() and not Path(model).exists() else None
 
+    def at_batch(self, batch: int) -> Prepared:
+        """This workload imported at `batch` (compiler/frontend/rebatch.py: a batch-1 model run
+        at a batch-2 core's padded batch), calibrated on each calibration input repeated to the
+        batch, so that its quantized layers are this workload's at that batch (the same scales,
+        shifts and multipliers).  Raises ModelImportError when the model cannot be re-batched."""
+        if batch == self.batch:
+            return self
+        source, _ = _source(self.spec)
+        graph = import_at_batch(source, batch, self.spec.shapes())
+        return Prepared(self.spec, graph, [stack([c], batch) for c in self.calibration])
+
+    def samples_at(self, batch: int, seed: int) -> Inputs:
+        """Distinct seeded samples of this workload (at its own batch) stacked to `batch`."""
+        from codesign.run.inputs import sample_inputs
+
+        count = -(-batch // self.batch)
+        return stack(sample_inputs(self.graph, self.zoo_name, count, seed), batch)
+
     def steps_for(self, block_in: int) -> list[Step]:
         """The quantized graph's steps for a core of this `block_in` (quantized on first need)."""
         key = self.shallow_key(block_in)
@@ -82,14 +104,29 @@ def prepare(spec: WorkloadSpec, block_ins: tuple[int, ...] = (16,)) -> Prepared:
     return prepared
 
 
+def stack(samples: list[Inputs], batch: int) -> Inputs:
+    """`samples` concatenated on axis 0, repeated as needed and cut to `batch` rows."""
+    out = {}
+    for name in samples[0]:
+        rows = np.concatenate([s[name] for s in samples])
+        reps = -(-batch // len(rows))
+        out[name] = np.concatenate([rows] * reps)[:batch]
+    return out
+
+
 def _import(spec: WorkloadSpec) -> tuple[Graph, str | None]:
     """The float graph and its zoo name (None for a file not exported from the zoo)."""
+    source, name = _source(spec)
+    return import_onnx(source, spec.shapes()), name  # its errors name the file
+
+
+def _source(spec: WorkloadSpec) -> tuple[Source, str | None]:
+    """The workload's model (the zoo's, built, or the file's path) and its zoo name."""
     from codesign import zoo
 
     if spec.model in zoo.names() and not Path(spec.model).exists():
-        return import_onnx(zoo.build(spec.model), spec.shapes()), spec.model
-    graph = import_onnx(spec.model, spec.shapes())  # its errors name the file
-    return graph, zoo_name(Path(spec.model).read_bytes())
+        return zoo.build(spec.model), spec.model
+    return spec.model, zoo_name(Path(spec.model).read_bytes()) if Path(spec.model).exists() else None
 
 
 def _quantize(graph: Graph, calibration: list[Inputs], shallow: ShallowKey) -> Graph:
@@ -108,4 +145,4 @@ def _quantize(graph: Graph, calibration: list[Inputs], shallow: ShallowKey) -> G
     return fuse_residual_adds(quantized)
 
 
-__all__ = ["Prepared", "ShallowKey", "prepare"]
+__all__ = ["Prepared", "ShallowKey", "prepare", "stack"]

@@ -87,3 +87,15 @@ def test_refusals(tmp_path, tiny_space):
         build_report(tmp_path / "nothing.db", tmp_path / "r")
     with pytest.raises(ReportError, match="--top must be at least 1, not 0"):
         build_report(failed, tmp_path / "r", top=0)
+
+
+def test_a_confirmation_that_could_not_run_a_workload_keeps_its_reason():
+    from codesign.report.build import confirmation
+
+    ran = {"workload": "mlp", "fsim_exact": True, "rtl_exact": True, "timing_cycles": 5, "rtl_cycles": 5,
+           "reason": None}
+    unbatched = {**ran, "workload": "bert", "fsim_exact": False, "rtl_exact": False, "timing_cycles": 0,
+                 "rtl_cycles": 0, "reason": "cannot run at the core's batch 2: no batch axis"}
+    assert confirmation([ran]) == {"fsim_exact": True, "timing_cycles": 5, "rtl_cycles": 5}
+    assert confirmation([ran, unbatched]) == {
+        "fsim_exact": False, "error": "bert not run: cannot run at the core's batch 2: no batch axis"}
