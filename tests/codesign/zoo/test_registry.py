@@ -4,7 +4,7 @@ from codesign import zoo
 
 
 def test_unknown_model_names_the_known_ones():
-    with pytest.raises(ValueError, match="unknown model 'resnet50'; known models: bert-tiny, digits, mlp, "
+    with pytest.raises(ValueError, match="unknown model 'resnet50'; known models: bert-tiny, digits, efficientnet-lite1, mlp, "
                                          "mobilenetv2, resnet18"):
         zoo.build("resnet50")
     with pytest.raises(zoo.ZooError, match="unknown model"):
