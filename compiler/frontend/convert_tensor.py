@@ -11,6 +11,7 @@ from onnx import helper
 
 from compiler.frontend.context import ImportContext
 from compiler.frontend.convert_nn import _axis
+from compiler.frontend.onnx_shapes import check_finite
 from compiler.frontend.registry import converter
 from compiler.graph.opdefs.tensor import clamp_slice
 
@@ -196,6 +197,7 @@ def _constant(ctx: ImportContext) -> None:
     if not isinstance(value, np.ndarray):
         ctx.fail(f"only tensor and numeric constants are supported, not {sorted(ctx.attrs)}")
     ctx.dtype_of(_onnx_type(value))
+    check_finite(value, ctx.where())
     ctx.add_const(ctx.node.output[0], value)
 
 

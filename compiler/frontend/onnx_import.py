@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import external_data_helper, numpy_helper
 
 from compiler.errors import GraphError, ModelImportError
 from compiler.frontend import convert_nn, convert_tensor, convert_vision  # noqa: F401  (they register converters)
 from compiler.frontend.context import ImportContext
-from compiler.frontend.onnx_load import Source, default_opset, load_model
-from compiler.frontend.onnx_shapes import bind_inputs, infer_types, numpy_dtype
+from compiler.frontend.onnx_load import Source, default_opset, external_location, load_model
+from compiler.frontend.onnx_shapes import bind_inputs, check_finite, infer_types, numpy_dtype
 from compiler.frontend.registry import SUPPORTED
 from compiler.graph.ir import Graph, const
 from compiler.graph.verify import verify
@@ -81,12 +81,18 @@ def _check_operators(model: onnx.ModelProto, opset: int, label: str) -> None:
 def _add_initializers(graph: Graph, model: onnx.ModelProto, label: str) -> None:
     for tensor in model.graph.initializer:
         numpy_dtype(tensor.data_type, f"{label}: initializer {tensor.name!r}")
+        if external_data_helper.uses_external_data(tensor):  # left unloaded: the model came as bytes
+            raise ModelImportError(
+                f"{label}: initializer {tensor.name!r} stores its data in the external file "
+                f"{external_location(tensor)!r}; import the model from its path"
+            )
         try:
             data = numpy_helper.to_array(tensor)
-        except Exception as e:  # raw data of the wrong size, a missing external file...
+        except Exception as e:  # raw data of the wrong size...
             raise ModelImportError(f"{label}: initializer {tensor.name!r} cannot be read ({e})") from None
         if tensor.name in graph.values:
             raise ModelImportError(f"{label}: initializer {tensor.name!r} is defined twice")
+        check_finite(np.asarray(data), f"{label}: initializer {tensor.name!r}")
         graph.add_value(const(tensor.name, np.asarray(data)))
 
 
