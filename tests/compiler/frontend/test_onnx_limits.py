@@ -59,7 +59,8 @@ def test_external_data_beside_the_model_loads(tmp_path: Path) -> None:
     (tmp_path / "w.bin").write_bytes(np.full((4, 2), 2, np.float32).tobytes())
     path = tmp_path / "model.onnx"
     path.write_bytes(_external(_model(), "w.bin").SerializeToString())
-    assert np.array_equal(import_onnx(path).values["w"].data, np.full((4, 2), 2, np.float32))
+    data = import_onnx(path).values["w"].data
+    assert data is not None and np.array_equal(data, np.full((4, 2), 2, np.float32))
 
 
 def test_external_data_of_a_model_given_as_bytes_is_refused() -> None:
@@ -100,6 +101,12 @@ def test_an_input_over_the_tensor_limit_is_refused() -> None:
     with pytest.raises(ModelImportError, match=rf"^<bytes>: input 'x' has {(1 << 40) * 4} elements "
                        rf"\(1099511627776x4\), more than the limit of {MAX_TENSOR_ELEMENTS}$"):
         import_onnx(_model(x_shape=(1 << 40, 4)).SerializeToString())
+
+
+def test_an_empty_input_is_refused() -> None:
+    with pytest.raises(ModelImportError,
+                       match=r"^<bytes>: input 'x' dimension 0 is 0; inputs must not be empty$"):
+        import_onnx(_model(x_shape=(0, 4)).SerializeToString())
 
 
 def test_a_computed_tensor_over_the_limit_is_refused() -> None:
