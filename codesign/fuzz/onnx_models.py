@@ -27,6 +27,11 @@ import numpy as np
 import onnx
 
 from codesign.fuzz.onnx_mutate import MUTATIONS, mutate, tiny_conv, tiny_matmul
+from codesign.run.inputs import sample_inputs
+from compiler.driver import QuantOptions, compile_graph
+from compiler.frontend import import_onnx
+from compiler.target import AcceleratorTarget
+from hw.config import PRESETS
 from hw.errors import WorkbenchError
 
 SMALL_BASES = ("tiny_conv", "tiny_matmul", "mlp")
@@ -105,12 +110,6 @@ def check_file(path: Path) -> str:
     "refused: <message>" for a one-line WorkbenchError. Any other exception propagates; a
     WorkbenchError over several lines, or a model that reads external data from outside its
     directory and compiles, raises AssertionError."""
-    from codesign.run.inputs import sample_inputs
-    from compiler.driver import QuantOptions, compile_graph
-    from compiler.frontend import import_onnx
-    from compiler.target import AcceleratorTarget
-    from hw.config import PRESETS
-
     try:
         graph = import_onnx(str(path))
         calibration = sample_inputs(graph, None, 2, 0)
@@ -138,16 +137,17 @@ def _escapes(path: Path) -> bool:
     return False
 
 
-def run_case(case: Case, directory: Path) -> str:
-    path = directory / f"{case.name}.onnx"
-    path.write_bytes(case_bytes(case))
+def run_case(case: Case | bytes, directory: Path) -> str:
+    """check_file on the case's file (or on `case`, a file's bytes) written into `directory`."""
+    path = directory / (f"{case.name}.onnx" if isinstance(case, Case) else "model.onnx")
+    path.write_bytes(case_bytes(case) if isinstance(case, Case) else case)
     try:
         return check_file(path)
     finally:
         path.unlink()
 
 
-def _child(conn: Connection, todo: list[Case], memory_bytes: int) -> None:
+def _child(conn: Connection, todo: list[Case | bytes], memory_bytes: int) -> None:
     limit = _address_space() + memory_bytes
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     with tempfile.TemporaryDirectory(prefix="fuzz-onnx-") as tmp:
@@ -177,8 +177,15 @@ def fuzz(todo: Sequence[Case], *, case_seconds: float = CASE_SECONDS,
          memory_bytes: int = MEMORY_BYTES) -> FuzzReport:
     """Every case of `todo` run in a forked child bounded by `memory_bytes` of added address
     space; a case past `case_seconds` is a hang and the child is replaced."""
+    return _report(todo, outcomes(todo, case_seconds=case_seconds, memory_bytes=memory_bytes))
+
+
+def outcomes(todo: Sequence[Case | bytes], *, case_seconds: float = CASE_SECONDS,
+             memory_bytes: int = MEMORY_BYTES) -> list[str]:
+    """Each case's outcome: "compiled", "refused: <message>" or "finding: <problem>"."""
     for case in todo:  # build the bases here, so each child inherits them built
-        base_model(case.base)
+        if isinstance(case, Case):
+            base_model(case.base)
     results: list[str] = []
     context = multiprocessing.get_context("fork")
     while len(results) < len(todo):
@@ -200,7 +207,57 @@ def fuzz(todo: Sequence[Case], *, case_seconds: float = CASE_SECONDS,
         child.kill()
         child.join()
         receive.close()
-    return _report(todo, results)
+    return results
+
+
+def minimize(data: bytes, problem: str, *, case_seconds: float = CASE_SECONDS,
+             memory_bytes: int = MEMORY_BYTES) -> bytes:
+    """A smaller file with the same problem (exception type and place): nodes bypassed (their
+    readers read the node's first input instead), then initializers dropped, one at a time
+    while the problem stays. Raw bytes that do not parse are returned as they are."""
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception:
+        return data
+    want = _signature(problem)
+    for field, shrink in (("node", _bypass), ("initializer", _drop_initializer)):
+        i = 0
+        while i < len(getattr(model.graph, field)):
+            trial = shrink(model, i)
+            (result,) = outcomes([trial.SerializeToString()], case_seconds=case_seconds,
+                                 memory_bytes=memory_bytes)
+            if _signature(result.removeprefix("finding: ")) == want:
+                model = trial
+            else:
+                i += 1
+    return model.SerializeToString()
+
+
+def _bypass(model: onnx.ModelProto, i: int) -> onnx.ModelProto:
+    trial = onnx.ModelProto()
+    trial.CopyFrom(model)
+    node = trial.graph.node[i]
+    source = node.input[0] if node.input else ""
+    renames = {o: source for o in node.output if o}
+    del trial.graph.node[i]
+    for other in trial.graph.node:
+        other.input[:] = [renames.get(x, x) for x in other.input]
+    for out in trial.graph.output:
+        out.name = renames.get(out.name, out.name)
+    return trial
+
+
+def _drop_initializer(model: onnx.ModelProto, i: int) -> onnx.ModelProto:
+    trial = onnx.ModelProto()
+    trial.CopyFrom(model)
+    del trial.graph.initializer[i]
+    return trial
+
+
+def _signature(problem: str) -> tuple[str, str]:
+    """What makes two findings the same: the exception type and where it was raised."""
+    return problem.split(":")[0], problem.rsplit(" (at ", 1)[-1]
 
 
 def _report(todo: Sequence[Case], results: list[str]) -> FuzzReport:
