@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from codesign.fuzz.onnx_mutate import MUTATIONS, mutate, tiny_conv, tiny_matmul
+from codesign.fuzz.onnx_mutate import MUTATIONS, mutate, tiny_conv, tiny_matmul, tiny_ops
 from codesign.run.inputs import sample_inputs
 from compiler.driver import QuantOptions, compile_graph
 from compiler.frontend import import_onnx
@@ -34,12 +34,12 @@ from compiler.target import AcceleratorTarget
 from hw.config import PRESETS
 from hw.errors import WorkbenchError
 
-SMALL_BASES = ("tiny_conv", "tiny_matmul", "mlp")
-LARGE_BASES = ("tiny_conv", "tiny_matmul", "mlp", "digits", "resnet18")
+SMALL_BASES = ("tiny_conv", "tiny_matmul", "tiny_ops", "mlp")
+LARGE_BASES = ("tiny_conv", "tiny_matmul", "tiny_ops", "mlp", "digits", "resnet18")
 CASE_SECONDS = 20.0
 MEMORY_BYTES = 3 << 30  # address space a case may add to the child's
 _TINY: dict[str, Callable[[np.random.Generator], onnx.ModelProto]] = {
-    "tiny_conv": tiny_conv, "tiny_matmul": tiny_matmul}
+    "tiny_conv": tiny_conv, "tiny_matmul": tiny_matmul, "tiny_ops": tiny_ops}
 
 
 @dataclass(frozen=True)

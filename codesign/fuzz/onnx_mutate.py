@@ -62,6 +62,46 @@ def tiny_matmul(rng: np.random.Generator) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def tiny_ops(rng: np.random.Generator) -> onnx.ModelProto:
+    """The shape computations and layers exporters write around convolutions: BatchNorm, a
+    grouped Conv, Pad, AveragePool, ConvTranspose, Resize, Shape -> Gather -> Concat -> Reshape,
+    Slice, ReduceMean, Concat, Split (opset 13)."""
+    def init(name: str, a: np.ndarray) -> onnx.TensorProto:
+        return numpy_helper.from_array(a, name)
+
+    f32 = np.float32
+    inits = [init("scale", np.ones(4, f32)), init("bias", np.zeros(4, f32)),
+             init("mean", rng.normal(size=4).astype(f32)), init("var", np.ones(4, f32)),
+             init("w", rng.normal(size=(8, 2, 3, 3)).astype(f32)),
+             init("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)),
+             init("wt", rng.normal(size=(8, 4, 2, 2)).astype(f32)),
+             init("scales", np.array([1, 1, 0.5, 0.5], f32)), init("zero", np.array([0], np.int64)),
+             init("minus1", np.array([-1], np.int64)), init("starts", np.array([0], np.int64)),
+             init("ends", np.array([2], np.int64)), init("axes", np.array([1], np.int64)),
+             init("split", np.array([1, 1], np.int64))]
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["bn"], name="bn"),
+        helper.make_node("Conv", ["bn", "w"], ["c"], name="conv", group=2, pads=[1, 1, 1, 1]),
+        helper.make_node("Pad", ["c", "pads"], ["p"], name="pad", mode="constant"),
+        helper.make_node("AveragePool", ["p"], ["ap"], name="avg", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("ConvTranspose", ["ap", "wt"], ["ct"], name="deconv", strides=[2, 2]),
+        helper.make_node("Resize", ["ct", "", "scales"], ["rs"], name="resize", mode="nearest"),
+        helper.make_node("Shape", ["rs"], ["shp"], name="shape"),
+        helper.make_node("Gather", ["shp", "zero"], ["n"], name="gather", axis=0),
+        helper.make_node("Concat", ["n", "minus1"], ["newshape"], name="concat_shape", axis=0),
+        helper.make_node("Reshape", ["rs", "newshape"], ["flat"], name="reshape"),
+        helper.make_node("Slice", ["rs", "starts", "ends", "axes"], ["sl"], name="slice"),
+        helper.make_node("ReduceMean", ["sl"], ["rm"], name="reduce", axes=[2, 3], keepdims=0),
+        helper.make_node("Split", ["rm", "split"], ["s0", "s1"], name="split", axis=1),
+        helper.make_node("Concat", ["s1", "s0"], ["y"], name="concat", axis=1),
+    ]
+    graph = helper.make_graph(nodes, "tiny_ops",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("flat", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def _pick(rng: np.random.Generator, items):  # type: ignore[no-untyped-def]
     return items[int(rng.integers(len(items)))]
 
@@ -127,6 +167,8 @@ def mutate_initializer(model: onnx.ModelProto, rng: np.random.Generator) -> None
         return
     t = _pick(rng, model.graph.initializer)
     choice = int(rng.integers(7))
+    if t.data_type == TensorProto.INT64 and rng.integers(2):
+        choice = 2
     if choice == 0:  # truncated raw data
         t.raw_data = t.raw_data[: int(rng.integers(len(t.raw_data) + 1))]
     elif choice == 1:  # data of the wrong size
@@ -134,6 +176,10 @@ def mutate_initializer(model: onnx.ModelProto, rng: np.random.Generator) -> None
     elif choice == 2 and t.data_type == TensorProto.FLOAT:  # non-finite weights
         a = numpy_helper.to_array(t).copy()
         a.reshape(-1)[int(rng.integers(max(a.size, 1)))] = _pick(rng, (np.nan, np.inf, -np.inf, 3e38))
+        t.CopyFrom(numpy_helper.from_array(a, t.name))
+    elif choice == 2 and t.data_type == TensorProto.INT64:  # a shape, axes or pads out of range
+        a = numpy_helper.to_array(t).copy()
+        a.reshape(-1)[int(rng.integers(max(a.size, 1)))] = _pick(rng, (-1, -2, 0, 5, -(1 << 62), 1 << 62))
         t.CopyFrom(numpy_helper.from_array(a, t.name))
     elif choice == 3:  # empty
         t.ClearField("raw_data")

@@ -97,6 +97,9 @@ class ImportContext:
         name = self.input(i)
         if name is None:
             self.fail(f"input {i} is missing")
+        if name not in self.graph.values:  # a later output of a node whose first only converts
+            self.fail(f"input {i} ({name!r}) is an output this importer does not produce "
+                      "(only the first output of its node is converted)")
         return self.graph.values[name]
 
     def param(self, i: int, what: str) -> np.ndarray | None:

@@ -133,3 +133,23 @@ def test_a_file_over_the_size_limit_is_refused(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(ModelImportError, match=rf"model\.onnx: {path.stat().st_size} bytes, more than the "
                        r"limit of 16 for an ONNX model$"):
         import_onnx(path)
+
+
+def test_a_constant_gather_index_out_of_range_is_refused() -> None:
+    idx = numpy_helper.from_array(np.array([0, 5], np.int64), "idx")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Gather", ["m", "idx"], ["y"], name="pick", axis=1)]
+    model = _model(nodes=nodes)
+    model.graph.initializer.append(idx)
+    with pytest.raises(ModelImportError, match=r"^<bytes>: node 'pick' \(Gather, opset 17\): "
+                       r"index 5 is out of range for axis 1 of size 2$"):
+        import_onnx(model.SerializeToString())
+
+
+def test_reading_an_unconverted_second_output_is_refused() -> None:
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m", "m2"], name="mm"),
+             helper.make_node("Add", ["m", "m2"], ["y"], name="add")]
+    with pytest.raises(ModelImportError, match=r"^<bytes>: node 'add' \(Add, opset 17\): input 1 \('m2'\) "
+                       r"is an output this importer does not produce "
+                       r"\(only the first output of its node is converted\)$"):
+        import_onnx(_model(nodes=nodes).SerializeToString())
