@@ -195,13 +195,13 @@ def outcomes(todo: Sequence[Case | bytes], *, case_seconds: float = CASE_SECONDS
         child.start()
         send.close()
         for _ in rest:
-            if not receive.poll(case_seconds):
-                results.append("finding: hang (no result within the time limit)" if child.is_alive()
-                               else f"finding: the process died (exit status {child.exitcode})")
-                break
             try:
+                if not receive.poll(case_seconds):
+                    results.append("finding: hang (no result within the time limit)")
+                    break
                 results.append(receive.recv())
-            except EOFError:
+            except EOFError:  # a native crash: an abort, a segfault
+                child.join(5)
                 results.append(f"finding: the process died (exit status {child.exitcode})")
                 break
         child.kill()

@@ -19,7 +19,13 @@ from compiler.errors import GraphError, ModelImportError
 from compiler.frontend import convert_nn, convert_tensor, convert_vision  # noqa: F401  (they register converters)
 from compiler.frontend.context import ImportContext
 from compiler.frontend.onnx_load import Source, default_opset, external_location, load_model
-from compiler.frontend.onnx_shapes import bind_inputs, check_finite, infer_types, numpy_dtype
+from compiler.frontend.onnx_shapes import (
+    bind_inputs,
+    check_finite,
+    check_tensor_size,
+    infer_types,
+    numpy_dtype,
+)
 from compiler.frontend.registry import SUPPORTED
 from compiler.graph.ir import Graph, const
 from compiler.graph.verify import verify
@@ -31,6 +37,7 @@ def import_onnx(source: Source, input_shapes: Mapping[str, Sequence[int]] | None
     model, label = load_model(source)
     opset = default_opset(model, label)
     _check_operators(model, opset, label)
+    _check_tensor_dims(model, label)
     bound = bind_inputs(model, input_shapes, label)
     types = infer_types(model, label)
     graph = Graph(model.graph.name or "main")
@@ -76,6 +83,21 @@ def _check_operators(model: onnx.ModelProto, opset: int, label: str) -> None:
         raise ModelImportError(
             f"{label}: unsupported operator {op} (node {node_label(n)!r}, opset {opset}{more})"
         )
+
+
+def _check_tensor_dims(model: onnx.ModelProto, label: str) -> None:
+    """Dims of every initializer and Constant tensor, checked before ONNX shape inference sees
+    them: a negative dim aborts its C++ (an assertion, the whole process), a huge one would be
+    allocated."""
+    tensors = [(f"initializer {t.name!r}", t) for t in model.graph.initializer]
+    tensors += [(f"node {node_label(n)!r} ({n.op_type}) attribute {a.name!r}", a.t)
+                for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]
+    for what, tensor in tensors:
+        negative = [d for d in tensor.dims if d < 0]
+        if negative:
+            raise ModelImportError(f"{label}: {what} has negative dimension {negative[0]} "
+                                   f"(dims {list(tensor.dims)})")
+        check_tensor_size(tensor.dims, f"{label}: {what}")
 
 
 def _add_initializers(graph: Graph, model: onnx.ModelProto, label: str) -> None:

@@ -153,3 +153,30 @@ def test_reading_an_unconverted_second_output_is_refused() -> None:
                        r"is an output this importer does not produce "
                        r"\(only the first output of its node is converted\)$"):
         import_onnx(_model(nodes=nodes).SerializeToString())
+
+
+def test_a_negative_initializer_dim_is_refused_before_shape_inference() -> None:
+    model = _model()
+    model.graph.initializer[0].dims[1] = -7  # ONNX's C++ shape inference aborts on some of these
+    with pytest.raises(ModelImportError, match=r"^<bytes>: initializer 'w' has negative dimension -7 "
+                       r"\(dims \[4, -7\]\)$"):
+        import_onnx(model.SerializeToString())
+
+
+def test_a_negative_constant_dim_is_refused() -> None:
+    c = helper.make_node("Constant", [], ["c"], name="const",
+                         value=numpy_helper.from_array(np.zeros(2, np.float32)))
+    c.attribute[0].t.dims[0] = -2
+    nodes = [c, helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Add", ["m", "c"], ["y"], name="add")]
+    with pytest.raises(ModelImportError, match=r"^<bytes>: node 'const' \(Constant\) attribute 'value' has "
+                       r"negative dimension -2 \(dims \[-2\]\)$"):
+        import_onnx(_model(nodes=nodes).SerializeToString())
+
+
+def test_an_initializer_over_the_tensor_limit_is_refused_before_reading() -> None:
+    model = _model()
+    model.graph.initializer[0].dims[:] = [1 << 20, 1 << 9]
+    with pytest.raises(ModelImportError, match=rf"^<bytes>: initializer 'w' has {1 << 29} elements "
+                       rf"\(1048576x512\), more than the limit of {MAX_TENSOR_ELEMENTS}$"):
+        import_onnx(model.SerializeToString())
