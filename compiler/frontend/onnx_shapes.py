@@ -101,10 +101,6 @@ def bind_inputs(
             raise ModelImportError(f"{label}: input {vi.name!r} is not a tensor")
         dtype = numpy_dtype(vi.type.tensor_type.elem_type, f"{label}: input {vi.name!r}")
         shape = _input_shape(vi, given.get(vi.name), label)
-        if 0 in shape:  # nothing to compute, and a zero-sized input breaks calibration downstream
-            raise ModelImportError(
-                f"{label}: input {vi.name!r} dimension {shape.index(0)} is 0; inputs must not be empty"
-            )
         check_tensor_size(shape, f"{label}: input {vi.name!r}")
         _write_shape(vi, shape)
         bound[vi.name] = (shape, dtype)
