@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
+from codesign.cli import main
 from codesign.fuzz import onnx_models
 from codesign.fuzz.onnx_models import (
     LARGE_BASES,
@@ -34,6 +35,7 @@ EXPECTED = json.loads((CORPUS / "expected.json").read_text())
 KNOWN_ELSEWHERE = {"(at calibrate.py:": "non-finite activations (a finite 3e38 weight overflows) crash "
                                          "compiler/quant's calibrator; see onnx_corpus/expected.json"}
 SMALL_BUDGET = 2000
+LARGE_BUDGET = 10_000  # ~12 min on one core (1,000 cases of these bases: 70 s)
 
 
 def _unexpected(report: FuzzReport, out: Path) -> list[str]:
@@ -61,7 +63,7 @@ def test_small_budget_keeps_the_promise(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_large_budget_keeps_the_promise(tmp_path: Path) -> None:
-    report = fuzz(cases(range(SMALL_BUDGET, SMALL_BUDGET + 5000), LARGE_BASES), case_seconds=300)
+    report = fuzz(cases(range(SMALL_BUDGET, SMALL_BUDGET + LARGE_BUDGET), LARGE_BASES), case_seconds=300)
     assert _unexpected(report, tmp_path) == []
 
 
@@ -132,3 +134,15 @@ def test_a_huge_allocation_is_a_finding(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(onnx_models, "check_file", hoard)
     report = fuzz([Case(0, "tiny_conv", "dim")], memory_bytes=1 << 30)
     assert [f.problem for f in report.findings] == ["out of memory (an unbounded allocation)"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPECTED.items() if n.endswith(".onnx")
+                                        and e["expect"] == "refused"))
+def test_codesign_compile_refuses_the_corpus_in_one_line(name: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(CORPUS / name, tmp_path / name)
+    code = main(["compile", str(tmp_path / name), "-o", str(tmp_path / "out.cmodel")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("codesign compile: error: ")
+    assert re.search(EXPECTED[name]["match"], err.rstrip("\n")), err
