@@ -152,7 +152,8 @@ def _child(conn: Connection, todo: list[Case | bytes], memory_bytes: int) -> Non
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     with tempfile.TemporaryDirectory(prefix="fuzz-onnx-") as tmp:
         (Path(tmp) / "m").mkdir()
-        (Path(tmp) / "weights.bin").write_bytes(bytes(range(256)) * 64)  # bait for "../weights.bin"
+        (Path(tmp) / "weights.bin").write_bytes(bytes(range(256)) * 16)  # bait for "../weights.bin"
+        (Path(tmp) / "m" / "weights.bin").write_bytes(bytes(range(256)) * 16)  # legal, maybe too short
         for case in todo:
             try:
                 result = run_case(case, Path(tmp) / "m")

@@ -21,8 +21,9 @@ DIMS = (-1, -7, 0, 1, 3, HUGE, (1 << 62))
 DTYPES = (TensorProto.UNDEFINED, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.INT8,
           TensorProto.STRING, TensorProto.BOOL, TensorProto.BFLOAT16, TensorProto.COMPLEX64,
           TensorProto.INT64, 999)
+# weights.bin exists beside the fuzzed model (4 KiB) and one directory up (the bait for "..")
 EXTERNAL_PATHS = ("/etc/passwd", "../../../etc/passwd", "../weights.bin", "missing.bin", "",
-                  "/dev/zero", "sub/../../x.bin")
+                  "/dev/zero", "sub/../../x.bin", "weights.bin", "weights.bin")
 
 
 def tiny_conv(rng: np.random.Generator) -> onnx.ModelProto:
@@ -258,9 +259,9 @@ def mutate_external(model: onnx.ModelProto, rng: np.random.Generator) -> None:
     del t.external_data[:]
     entries = {"location": _pick(rng, EXTERNAL_PATHS)}
     if rng.integers(2):
-        entries["offset"] = str(_pick(rng, (0, -1, HUGE, "x")))
+        entries["offset"] = str(_pick(rng, (0, -1, 4090, HUGE, "x")))
     if rng.integers(2):
-        entries["length"] = str(_pick(rng, (0, 4, HUGE, "-3")))
+        entries["length"] = str(_pick(rng, (0, 4, 4096, HUGE, "-3")))
     for key, value in entries.items():
         entry = t.external_data.add()
         entry.key, entry.value = key, value
