@@ -87,6 +87,11 @@ def quantize_graph(graph: Graph, calibration: Sequence[Inputs], *, quant: QuantO
     `offload_shallow` or without a `target`), for any target that runs it: the CPU target runs
     this same graph, so its int8 results are the accelerator's."""
     calib = list(calibration)
+    for name in graph.inputs:  # an empty input: nothing to calibrate on (the graph passes need data)
+        shape = graph.values[name].shape
+        if 0 in shape:
+            raise InputError(f"{where or graph.name}: input {name!r} has shape {list(shape)}; quantization "
+                             "needs inputs with data (no zero-sized dimension)")
     # a model quantized already keeps the file's scales (and onnxruntime's rounding between a
     # convolution and its residual add); calibration then only bounds accumulators
     if is_qdq(graph):  # requantized as precisely as onnxruntime, whose int8 results it should match

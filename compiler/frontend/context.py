@@ -16,7 +16,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from compiler.errors import GraphError, ModelImportError
-from compiler.frontend.onnx_shapes import TypeInfo, numpy_dtype
+from compiler.frontend.onnx_shapes import TypeInfo, check_tensor_size, numpy_dtype
 from compiler.graph.interp import evaluate_node
 from compiler.graph.ir import Graph, Node, Value, const
 from compiler.graph.opdefs import OPS, make_node
@@ -97,6 +97,9 @@ class ImportContext:
         name = self.input(i)
         if name is None:
             self.fail(f"input {i} is missing")
+        if name not in self.graph.values:  # a later output of a node whose first only converts
+            self.fail(f"input {i} ({name!r}) is an output this importer does not produce "
+                      "(only the first output of its node is converted)")
         return self.graph.values[name]
 
     def param(self, i: int, what: str) -> np.ndarray | None:
@@ -164,6 +167,9 @@ class ImportContext:
         except GraphError as e:
             self.fail(str(e))
         known_shape, known_dtype = self.types.get(output, (None, None))
+        check_tensor_size(shape, f"{self.where()}: output {output!r}")
+        if known_shape is not None:
+            check_tensor_size(known_shape, f"{self.where()}: output {output!r}")
         self.graph.add_value(
             Value(output, known_shape if known_shape is not None else shape, known_dtype or dtype)
         )

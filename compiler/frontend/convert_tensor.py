@@ -11,6 +11,7 @@ from onnx import helper
 
 from compiler.frontend.context import ImportContext
 from compiler.frontend.convert_nn import _axis
+from compiler.frontend.onnx_shapes import check_finite
 from compiler.frontend.registry import converter
 from compiler.graph.opdefs.tensor import clamp_slice
 
@@ -106,7 +107,14 @@ def _concat(ctx: ImportContext) -> None:
 @converter("Gather", note="negative indices allowed")
 def _gather(ctx: ImportContext) -> None:
     data, idx = ctx.value(0), ctx.value(1)
-    ctx.emit("Gather", [data.name, idx.name], {"axis": _axis(ctx, ctx.int_attr("axis", 0), data.rank)})
+    axis = _axis(ctx, ctx.int_attr("axis", 0), data.rank)
+    indices = ctx.evaluate(idx.name)
+    if indices is not None and indices.size and axis < data.rank:  # constant indices: check now
+        dim = data.shape[axis]
+        bad = indices[(indices < -dim) | (indices >= dim)]
+        if bad.size:
+            ctx.fail(f"index {int(bad.flat[0])} is out of range for axis {axis} of size {dim}")
+    ctx.emit("Gather", [data.name, idx.name], {"axis": axis})
 
 
 @converter("Expand", note="shape input resolved into an attribute")
@@ -196,6 +204,7 @@ def _constant(ctx: ImportContext) -> None:
     if not isinstance(value, np.ndarray):
         ctx.fail(f"only tensor and numeric constants are supported, not {sorted(ctx.attrs)}")
     ctx.dtype_of(_onnx_type(value))
+    check_finite(value, ctx.where())
     ctx.add_const(ctx.node.output[0], value)
 
 

@@ -13,13 +13,20 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import external_data_helper, numpy_helper
 
 from compiler.errors import GraphError, ModelImportError
 from compiler.frontend import convert_nn, convert_tensor, convert_vision  # noqa: F401  (they register converters)
 from compiler.frontend.context import ImportContext
-from compiler.frontend.onnx_load import Source, default_opset, load_model
-from compiler.frontend.onnx_shapes import bind_inputs, infer_types, numpy_dtype
+from compiler.frontend.onnx_load import Source, default_opset, external_location, load_model
+from compiler.frontend.onnx_shapes import (
+    MAX_TENSOR_ELEMENTS,
+    bind_inputs,
+    check_finite,
+    check_tensor_size,
+    infer_types,
+    numpy_dtype,
+)
 from compiler.frontend.registry import SUPPORTED
 from compiler.graph.ir import Graph, const
 from compiler.graph.verify import verify
@@ -31,12 +38,16 @@ def import_onnx(source: Source, input_shapes: Mapping[str, Sequence[int]] | None
     model, label = load_model(source)
     opset = default_opset(model, label)
     _check_operators(model, opset, label)
+    _check_tensor_dims(model, label)
+    weights = _read_initializers(model, label)  # before shape inference, which trusts them
+    _check_resize_constants(model, weights, label)
     bound = bind_inputs(model, input_shapes, label)
     types = infer_types(model, label)
     graph = Graph(model.graph.name or "main")
     for name, (shape, dtype) in bound.items():
         graph.add_input(name, shape, dtype)
-    _add_initializers(graph, model, label)
+    for name, data in weights.items():
+        graph.add_value(const(name, data))
     ctx = ImportContext(graph, opset, types, _used_names(model), label)
     for node in _sorted_nodes(model, set(graph.values), label):
         _convert(ctx, node)
@@ -78,16 +89,58 @@ def _check_operators(model: onnx.ModelProto, opset: int, label: str) -> None:
         )
 
 
-def _add_initializers(graph: Graph, model: onnx.ModelProto, label: str) -> None:
+def _check_tensor_dims(model: onnx.ModelProto, label: str) -> None:
+    """Dims of every initializer and Constant tensor, checked before ONNX shape inference sees
+    them: a negative dim aborts its C++ (an assertion, the whole process), a huge one would be
+    allocated."""
+    tensors = [(f"initializer {t.name!r}", t) for t in model.graph.initializer]
+    tensors += [(f"node {node_label(n)!r} ({n.op_type}) attribute {a.name!r}", a.t)
+                for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]
+    for what, tensor in tensors:
+        negative = [d for d in tensor.dims if d < 0]
+        if negative:
+            raise ModelImportError(f"{label}: {what} has negative dimension {negative[0]} "
+                                   f"(dims {list(tensor.dims)})")
+        check_tensor_size(tensor.dims, f"{label}: {what}")
+
+
+def _read_initializers(model: onnx.ModelProto, label: str) -> dict[str, np.ndarray]:
+    """Each initializer's data, name -> array: a supported dtype, readable, defined once, finite."""
+    weights: dict[str, np.ndarray] = {}
     for tensor in model.graph.initializer:
         numpy_dtype(tensor.data_type, f"{label}: initializer {tensor.name!r}")
+        if external_data_helper.uses_external_data(tensor):  # left unloaded: the model came as bytes
+            raise ModelImportError(
+                f"{label}: initializer {tensor.name!r} stores its data in the external file "
+                f"{external_location(tensor)!r}; import the model from its path"
+            )
         try:
-            data = numpy_helper.to_array(tensor)
-        except Exception as e:  # raw data of the wrong size, a missing external file...
+            data = np.asarray(numpy_helper.to_array(tensor))
+        except Exception as e:  # raw data of the wrong size...
             raise ModelImportError(f"{label}: initializer {tensor.name!r} cannot be read ({e})") from None
-        if tensor.name in graph.values:
+        if tensor.name in weights:
             raise ModelImportError(f"{label}: initializer {tensor.name!r} is defined twice")
-        graph.add_value(const(tensor.name, np.asarray(data)))
+        check_finite(data, f"{label}: initializer {tensor.name!r}")
+        weights[tensor.name] = data
+    return weights
+
+
+MAX_RESIZE_SCALE = 1024
+
+
+def _check_resize_constants(model: onnx.ModelProto, weights: dict[str, np.ndarray], label: str) -> None:
+    """Resize scales and sizes given as weights, checked before ONNX shape inference: an infinite,
+    huge or negative one makes a negative dimension there, which aborts its C++ downstream."""
+    for node in model.graph.node:
+        if node.op_type != "Resize":
+            continue
+        for i, what, lo, hi in ((2, "scales", 0.0, MAX_RESIZE_SCALE), (3, "sizes", 0, MAX_TENSOR_ELEMENTS)):
+            data = weights.get(node.input[i]) if i < len(node.input) else None
+            if data is not None and data.size and not (np.all(data > lo) and np.all(data <= hi)):
+                raise ModelImportError(
+                    f"{label}: node {node_label(node)!r} (Resize) {what} {data.tolist()} must each be "
+                    f"above {lo} and at most {hi}"
+                )
 
 
 def _used_names(model: onnx.ModelProto) -> set[str]:

@@ -17,6 +17,7 @@ from compiler.errors import ModelImportError
 
 MIN_OPSET = 9
 MAX_OPSET = onnx.defs.onnx_opset_version()
+MAX_MODEL_BYTES = 2 << 30  # protobuf's own limit on one message
 
 # ModelProto's top-level fields: number -> wire type (0 varint, 2 length-delimited)
 _MODEL_FIELDS = {1: 0, 2: 2, 3: 2, 4: 2, 5: 0, 6: 2, 7: 2, 8: 2, 14: 2, 20: 2, 25: 2, 26: 2}
@@ -45,6 +46,13 @@ def _read(path: Path) -> bytes:
     if path.is_dir():
         raise ModelImportError(f"{path}: is a directory, not an ONNX file")
     try:
+        if not path.is_file():  # a device or a pipe: reading it may never end
+            raise ModelImportError(f"{path}: is not a regular file, not an ONNX file")
+        size = path.stat().st_size
+        if size > MAX_MODEL_BYTES:
+            raise ModelImportError(
+                f"{path}: {size} bytes, more than the limit of {MAX_MODEL_BYTES} for an ONNX model"
+            )
         return path.read_bytes()
     except OSError as e:
         raise ModelImportError(f"{path}: cannot read ({e.strerror})") from None
@@ -107,12 +115,28 @@ def _varint(data: bytes, pos: int) -> tuple[int | None, int]:
 
 
 def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
-    if not any(external_data_helper.uses_external_data(t) for t in model.graph.initializer):
+    """Weights stored beside the model; a location that is empty, absolute or climbs out of the
+    model's directory (`..`) is refused before anything is opened."""
+    external = [t for t in model.graph.initializer if external_data_helper.uses_external_data(t)]
+    for tensor in external:
+        location = external_location(tensor)
+        if not location or Path(location).is_absolute() or ".." in Path(location).parts:
+            raise ModelImportError(
+                f"{path}: initializer {tensor.name!r} stores its data at {location!r}; external data "
+                "must be a relative path inside the model's directory"
+            )
+    if not external:
         return
     try:
         external_data_helper.load_external_data_for_model(model, str(path.parent))
-    except (OSError, ValueError) as e:
-        raise ModelImportError(f"{path}: cannot load external weights ({e})") from None
+    except (OSError, ValueError, onnx.checker.ValidationError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelImportError(f"{path}: cannot load external weights ({first})") from None
+
+
+def external_location(tensor: onnx.TensorProto) -> str:
+    """Where an initializer's external data lives, as the file writes it ("" if not said)."""
+    return next((e.value for e in tensor.external_data if e.key == "location"), "")
 
 
 def default_opset(model: onnx.ModelProto, label: str) -> int:

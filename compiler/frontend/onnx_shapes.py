@@ -3,6 +3,7 @@ user's `input_shapes`, then ONNX shape inference for every other value."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -28,6 +29,20 @@ SUPPORTED_DTYPES = (
 
 TypeInfo = tuple[tuple[int, ...] | None, str | None]
 
+# The largest tensor a model may hold (inputs, weights, every intermediate), checked before
+# anything is allocated: 2**28 elements, 1 GiB of float32, twenty times ResNet-18's largest
+MAX_TENSOR_ELEMENTS = 1 << 28
+
+
+def check_tensor_size(shape: Sequence[int], what: str) -> None:
+    """ModelImportError naming `what` if a tensor of `shape` would exceed MAX_TENSOR_ELEMENTS."""
+    elements = math.prod(int(d) for d in shape)
+    if elements > MAX_TENSOR_ELEMENTS:
+        dims = "x".join(str(d) for d in shape)
+        raise ModelImportError(
+            f"{what} has {elements} elements ({dims}), more than the limit of {MAX_TENSOR_ELEMENTS}"
+        )
+
 
 def numpy_dtype(elem_type: int, what: str) -> str:
     """The numpy dtype name of an ONNX element type; ModelImportError names `what` if unsupported."""
@@ -43,6 +58,17 @@ def numpy_dtype(elem_type: int, what: str) -> str:
         )
         raise ModelImportError(f"{what} has element type {type_name}, which is not supported")
     return name
+
+
+def check_finite(data: np.ndarray, what: str) -> None:
+    """Weights must be finite: NaN nowhere, and infinity only in a scalar (a Clip bound, a fill
+    value), where it means "unbounded"; a NaN weight would calibrate to a NaN scale."""
+    if data.dtype.kind != "f" or data.size == 0:
+        return
+    nan = np.isnan(data)
+    if nan.any() or (data.size > 1 and np.isinf(data).any()):
+        kind = "NaN" if nan.any() else "infinite"
+        raise ModelImportError(f"{what} holds {kind} values (weights must be finite)")
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
@@ -75,6 +101,7 @@ def bind_inputs(
             raise ModelImportError(f"{label}: input {vi.name!r} is not a tensor")
         dtype = numpy_dtype(vi.type.tensor_type.elem_type, f"{label}: input {vi.name!r}")
         shape = _input_shape(vi, given.get(vi.name), label)
+        check_tensor_size(shape, f"{label}: input {vi.name!r}")
         _write_shape(vi, shape)
         bound[vi.name] = (shape, dtype)
     return bound
