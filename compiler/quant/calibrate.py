@@ -59,6 +59,8 @@ class TensorStats:
     def add(self, x: np.ndarray) -> None:
         a = np.abs(x.astype(np.float32, copy=False))
         m, size = float(a.max(initial=0.0)), a.size
+        if not math.isfinite(m):  # NaN wins a max, so one NaN or infinity anywhere shows here
+            raise QuantizationError(f"holds {'NaN' if math.isnan(m) else 'infinite'} values")
         self.absmax = max(self.absmax, m)
         for axis in _channel_axes(a.ndim):
             others = tuple(i for i in range(a.ndim) if i != axis)
@@ -270,4 +272,9 @@ def _feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
 
 def _observe(stats: dict[str, TensorStats], name: str, array: np.ndarray) -> None:
     if array.dtype == np.float32:
-        stats.setdefault(name, TensorStats()).add(array)
+        try:
+            stats.setdefault(name, TensorStats()).add(array)
+        except QuantizationError as exc:
+            raise QuantizationError(f"calibration: {name!r} {exc} on a calibration input: the float model "
+                                    "overflows float32 there (weights or inputs out of range), so it has "
+                                    "no int8 scale") from None
