@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -57,19 +57,32 @@ class AcceleratorDevice:
         return Inference(result.outputs, latency, result)
 
 
-class CpuDevice:
-    """A whole model on the host CPU as our own compiler builds it (compiler.runtime.cpu_model:
-    every operator a native kernel), float or int8; latency is measured around the run."""
+class _Runs(Protocol):
+    def run(self, inputs: Inputs) -> Any: ...
 
-    def __init__(self, model: CpuModel) -> None:
+
+class TimedDevice:
+    """A compiled model whose `run(inputs)` returns a result with `outputs`; latency is
+    measured around the run (the CPU target's and the GPU's models)."""
+
+    def __init__(self, model: _Runs) -> None:
         self.model = model
-        self.name = f"cpu {model.precision}"
 
     def infer(self, inputs: Inputs) -> Inference:
         start = time.perf_counter()
         result = self.model.run(inputs)
         latency = time.perf_counter() - start
         return Inference(result.outputs, latency, result)
+
+
+class CpuDevice(TimedDevice):
+    """A whole model on the host CPU as our own compiler builds it (compiler.runtime.cpu_model:
+    every operator a native kernel), float or int8; latency is measured around the run."""
+
+    def __init__(self, model: CpuModel) -> None:
+        super().__init__(model)
+        self.model: CpuModel = model
+        self.name = f"cpu {model.precision}"
 
 
 class OnnxRuntimeDevice:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from codesign.compare.peak import Peak
-from codesign.run.device import Inference, Inputs
+from codesign.run.device import TimedDevice
 from compiler.errors import GpuUnavailableError
 from compiler.frontend import import_onnx
 from compiler.graph.ir import Graph
@@ -35,19 +35,14 @@ def check_precision(precision: str) -> None:
         raise InputError(f"--backend gpu runs fp32, not {precision}")
 
 
-class GpuDevice:
+class GpuDevice(TimedDevice):
     """A compiled model on the GPU; latency is measured around the run (inputs uploaded, every
     kernel, outputs downloaded), as the CPU backends' is."""
 
     def __init__(self, model: GpuModel) -> None:
-        self.model = model
+        super().__init__(model)
+        self.model: GpuModel = model
         self.name = f"gpu {model.target.device} ({model.target.arch})"
-
-    def infer(self, inputs: Inputs) -> Inference:
-        start = time.perf_counter()
-        result = self.model.run(inputs)
-        latency = time.perf_counter() - start
-        return Inference(result.outputs, latency, result)
 
 
 def load_gpu(path: str, input_shapes: Mapping[str, tuple[int, ...]] | None = None
