@@ -50,21 +50,24 @@ _LOAD, _STORE, _GEMM, _ALU = (int(o) for o in (isa.Opcode.LOAD, isa.Opcode.STORE
 _PASSED: weakref.WeakKeyDictionary[Program, set[tuple[str, Limits]]] = weakref.WeakKeyDictionary()
 
 
-def check_program(program: Program, cfg: AcceleratorConfig, limits: Limits = DEFAULT_LIMITS) -> None:
+def check_program(program: Program, cfg: AcceleratorConfig, limits: Limits = DEFAULT_LIMITS,
+                  cols: Columns | None = None) -> None:
     """Raise InvalidProgramError for the first instruction of `program` that breaks a rule
     above.  A Program is immutable: one that passed for a config and limits is not checked again
-    (a model runs each of its Programs once per input)."""
+    (a model runs each of its Programs once per input).  `cols`: the program's decoded columns
+    (`sim.timing.decode.columns`) where the caller has them already."""
     key = (cfg.fingerprint(), limits)
     if key in _PASSED.get(program, ()):
         return
-    _check(program, cfg, limits)
+    _check(program, cfg, limits, cols)
     _PASSED.setdefault(program, set()).add(key)
 
 
-def _check(program: Program, cfg: AcceleratorConfig, limits: Limits) -> None:
+def _check(program: Program, cfg: AcceleratorConfig, limits: Limits, cols: Columns | None) -> None:
     from sim.timing import decode  # (sim.timing imports the rtl backend, which imports this)
 
-    cols = decode.columns(program, cfg)
+    if cols is None:
+        cols = decode.columns(program, cfg)
     decode.check_encoding(cols, cfg)
     found = decode.problems(cols, cfg, program.dram_bytes)
     found += _table_problems(cols, cfg, program)

@@ -142,7 +142,7 @@ class TimingSimulator:
             program.check_config(cfg)
             cols = decode.columns(program, cfg)
             if self.validate:
-                check_program(program, cfg, self.limits)
+                check_program(program, cfg, self.limits, cols)
             else:  # the checks the model itself needs (ranges it would index with)
                 decode.check(cols, cfg, program.dram_bytes, lambda i: describe(program, cfg, i))
             rows = np.ascontiguousarray(decode.rows(cols, cfg))
