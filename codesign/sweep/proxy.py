@@ -7,9 +7,10 @@ the operator's best point under the compiler's own analytical estimate (`schedul
 estimate that picks a default schedule) gives:
 
 * cycles: that estimate (identical shapes counted once per shape and multiplied, as evaluated);
-* event counts of that schedule derived from its tiling, as the timing model would count them
-  (GEMM and ALU micro-ops, input/weight load and output store bytes, instructions), which the
-  energy model (`codesign.ppa.energy`) turns into picojoules with the leakage over those cycles.
+* event counts of that schedule from the operator's own tiling (`Conv2d.events`, `Dense.events`:
+  GEMM and ALU micro-ops, input/weight load and output store bytes, instructions, as the timing
+  model counts them; the same tiling the estimate is computed from), which the energy model
+  (`codesign.ppa.energy`) turns into picojoules with the leakage over those cycles.
 
 Workload weights and batch policies combine as `metrics.point_metrics` combines real results
 (here: the weighted sum, per inference under 'raise').  The estimates ignore DRAM contention,
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -59,29 +59,6 @@ class _Counts:
         return Stats(**{name: round(getattr(self, name)) for name in self.__dataclass_fields__})
 
 
-def _conv_counts(op: Conv2d, k: Any, cycles: float, cfg: AcceleratorConfig) -> _Counts:
-    s = op.spec
-    tiles = ((op.nb // k.tile_b) * (op.kb // k.tile_oc) * (s.out_height // k.tile_h)
-             * (s.out_width // k.tile_w))
-    steps = tiles * (op.cb // k.tile_ic)
-    in_h, in_w = (k.tile_h - 1) * (s.stride // op.row_step) + s.kernel, (k.tile_w - 1) * s.stride + s.kernel
-    acc = k.tile_b * k.tile_oc * k.tile_h * k.tile_w
-    return _Counts(cycles, steps * acc * k.tile_ic * s.kernel ** 2, tiles * acc * s.epilogue.alu_ops,
-                   steps * k.tile_b * k.tile_ic * in_h * in_w * cfg.inp_elem_bytes,
-                   steps * k.tile_oc * k.tile_ic * s.kernel ** 2 * cfg.wgt_elem_bytes,
-                   tiles * acc * cfg.out_elem_bytes, steps * (k.tile_b * k.tile_ic + 1), steps + tiles, tiles)
-
-
-def _dense_counts(op: Dense, k: Any, cycles: float, cfg: AcceleratorConfig) -> _Counts:
-    tiles = (op.mb // k.tile_m) * (op.nb // k.tile_n)
-    steps = tiles * (op.kb // k.tile_k)
-    acc = k.tile_m * k.tile_n
-    return _Counts(cycles, steps * acc * k.tile_k, tiles * acc * op.spec.epilogue.alu_ops,
-                   steps * k.tile_m * k.tile_k * cfg.inp_elem_bytes,
-                   steps * k.tile_n * k.tile_k * cfg.wgt_elem_bytes,
-                   tiles * acc * cfg.out_elem_bytes, 2 * steps, steps + tiles, tiles)
-
-
 def _op_counts(spec: Spec, target: AcceleratorTarget) -> _Counts | None:
     """The counters of `spec`'s best-estimated schedule on `target` (None: no operator, or no
     fitting schedule)."""
@@ -95,9 +72,8 @@ def _op_counts(spec: Spec, target: AcceleratorTarget) -> _Counts | None:
             return None
         best = int(np.nanargmin(costs))
         knobs = {name: int(values[best]) for name, values in grid.items()}
-        if isinstance(op, Conv2d):
-            return _conv_counts(op, Conv2dKnobs(**knobs), float(costs[best]), target.cfg)
-        return _dense_counts(op, DenseKnobs(**knobs), float(costs[best]), target.cfg)
+        events = op.events(Conv2dKnobs(**knobs)) if isinstance(op, Conv2d) else op.events(DenseKnobs(**knobs))
+        return _Counts(float(costs[best]), **events)
     points = ranking(op)
     return _Counts(points.estimate(0)) if len(points) else None  # an element-wise step: its cycles
 

@@ -346,13 +346,47 @@ def tile_table(values: list[int], ok: Callable[[int], bool], of: np.ndarray) -> 
     return table[np.searchsorted(np.asarray(values), of)]  # type: ignore[no-any-return]
 
 
-def overlapped(compute: np.ndarray, load: np.ndarray, steps: np.ndarray, threads: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class Tiling:
+    """What one schedule point does, as counts (scalars for one point, or arrays over the knob
+    grid): the one source of both the analytic cycle estimate (`tiling_cycles`) and the counters
+    the timing model would report for it (`tiling_events`)."""
+
+    tiles: Any  # output tiles (one ALU epilogue and one store each)
+    steps: Any  # tiles x reduction steps (one load phase and one GEMM each)
+    acc: Any  # accumulator elements per tile
+    gemm: Any  # GEMM micro-ops per step
+    inp_bytes: Any  # input bytes loaded per step
+    wgt_bytes: Any  # weight bytes loaded per step
+    dmas: Any  # load instructions per step
+    alu_ops: int  # epilogue ALU micro-ops per accumulator element
+
+
+def tiling_cycles(t: Tiling, cfg: Any, threads: Any) -> np.ndarray:
+    """The estimate's cycles: loads are one DMA latency per instruction plus bytes over the bus;
+    the compute module runs GEMM and the ALU epilogue; threads overlap the two (`overlapped`)."""
+    bandwidth = min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
+    load = t.steps * ((t.inp_bytes + t.wgt_bytes) / bandwidth + t.dmas * cfg.dram_latency_cycles)
+    compute = t.steps * (t.gemm + 10) + t.tiles * t.acc * (t.alu_ops + 1)
+    return overlapped(compute, load, t.steps, threads)
+
+
+def tiling_events(t: Tiling, cfg: Any) -> dict[str, Any]:
+    """The counters of `sim.backend.Stats` the timing model counts exactly from a point's tiling:
+    GEMM and ALU micro-ops, input/weight load and output store bytes, instructions per module."""
+    return {"gemm_uops": t.steps * t.gemm, "alu_uops": t.tiles * t.acc * t.alu_ops,
+            "inp_load_bytes": t.steps * t.inp_bytes, "wgt_load_bytes": t.steps * t.wgt_bytes,
+            "out_store_bytes": t.tiles * t.acc * cfg.out_elem_bytes, "load_insns": t.steps * t.dmas,
+            "compute_insns": t.steps + t.tiles, "store_insns": t.tiles}
+
+
+def overlapped(compute: Any, load: Any, steps: Any, threads: Any) -> np.ndarray:
     """The estimates' cycles of compute and loads: in series with one thread, else overlapped
-    (the same float operations, in the same order, as the scalar `estimate`s)."""
-    c = compute.astype(np.float64)
+    (scalars or arrays alike)."""
+    c = np.asarray(compute, dtype=np.float64)
     one = c + load
     many = np.maximum(c, load) + 0.5 * np.minimum(c, load) + load / steps * threads
-    return np.where(threads == 1, one, many)
+    return np.where(np.asarray(threads) == 1, one, many)
 
 
 def best_point(knobs: Callable[..., Any], grid_values: dict[str, np.ndarray], costs: np.ndarray,

@@ -16,17 +16,19 @@ import numpy as np
 from compiler.errors import ScheduleError
 from compiler.ops.accel.common import (
     Epilogue,
+    Tiling,
     best_point,
     check_knobs,
     divisors,
     grid,
     knob_grid,
     load_into_acc,
-    overlapped,
     precise_tensors,
     random_vectors,
     stage_epilogue,
     tile_table,
+    tiling_cycles,
+    tiling_events,
 )
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
@@ -118,7 +120,7 @@ class Conv2d:
         # (without padding only: a padding condition must step with the copied rows)
         return s.stride if s.kernel == 1 and s.stride > 1 and s.pad == 0 else 1
 
-    def _in_rows(self, tile_h: int) -> int:
+    def _in_rows(self, tile_h: Any) -> Any:
         s = self.spec
         return (tile_h - 1) * (s.stride // self.row_step) + s.kernel
 
@@ -226,42 +228,39 @@ class Conv2d:
         need = self.footprint(k)
         return all(need[n] <= self.target.scope(n).depth for n in need)
 
+    def tiling(self, b: Any, h: Any, w: Any, oc: Any, ic: Any) -> Tiling:
+        """The tile counts and sizes of points with these tiles (scalars or the grid's arrays)."""
+        s, cfg = self.spec, self.target.cfg
+        in_h, in_w = self._in_rows(h), (w - 1) * s.stride + s.kernel
+        tiles = (self.nb // b) * (self.kb // oc) * (s.out_height // h) * (s.out_width // w)
+        acc = b * oc * h * w
+        return Tiling(tiles, tiles * (self.cb // ic), acc, acc * ic * s.kernel**2,
+                      b * ic * in_h * in_w * cfg.inp_elem_bytes, oc * ic * s.kernel**2 * cfg.wgt_elem_bytes,
+                      b * ic + 1, s.epilogue.alu_ops)
+
+    def _tiling_of(self, k: Conv2dKnobs) -> Tiling:
+        return self.tiling(k.tile_b, k.tile_h, k.tile_w, k.tile_oc, k.tile_ic)
+
     def estimate(self, k: Conv2dKnobs) -> float | None:
         """A quick analytic cycle estimate (None when the point does not fit), used only to pick
-        the default: loads are one DMA latency plus bytes over the bus per instruction; the
-        compute module runs GEMM and the ALU epilogue; threads overlap the two."""
+        the default (`tiling_cycles`)."""
         if not self.fits(k):
             return None
-        s, cfg = self.spec, self.target.cfg
-        tiles = (self.nb // k.tile_b) * (self.kb // k.tile_oc) * (s.out_height // k.tile_h) * (
-            s.out_width // k.tile_w)
-        steps = tiles * (self.cb // k.tile_ic)
-        in_h, in_w = self._in_rows(k.tile_h), (k.tile_w - 1) * s.stride + s.kernel
-        bandwidth = min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
-        inp_bytes = k.tile_b * k.tile_ic * in_h * in_w * cfg.inp_elem_bytes
-        wgt_bytes = k.tile_oc * k.tile_ic * s.kernel**2 * cfg.wgt_elem_bytes
-        dmas = k.tile_b * k.tile_ic + 1
-        load = steps * ((inp_bytes + wgt_bytes) / bandwidth + dmas * cfg.dram_latency_cycles)
-        acc_elems = k.tile_b * k.tile_oc * k.tile_h * k.tile_w
-        compute = (steps * (acc_elems * k.tile_ic * s.kernel**2 + 10)
-                   + tiles * acc_elems * (s.epilogue.alu_ops + 1))
-        if k.threads == 1:
-            return compute + load
-        return max(compute, load) + 0.5 * min(compute, load) + load / steps * k.threads
+        return float(tiling_cycles(self._tiling_of(k), self.target.cfg, k.threads))
+
+    def events(self, k: Conv2dKnobs) -> dict[str, int]:
+        """The timing model's event counters of point `k` (`tiling_events`), without running it."""
+        return {name: int(v) for name, v in tiling_events(self._tiling_of(k), self.target.cfg).items()}
 
     def estimates(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """`estimate` of every point of the space at once: each knob's values in `points()`'s
         order, and the estimates (NaN where a point does not fit), equal to `estimate`'s."""
-        s, t, cfg = self.spec, self.target, self.target.cfg
+        s, t = self.spec, self.target
         space = self.space()
         g = knob_grid(space)
         b, h, w, oc, ic = g["tile_b"], g["tile_h"], g["tile_w"], g["tile_oc"], g["tile_ic"]
         threads = g["oc_threads"] * g["h_threads"]
-        in_h = (h - 1) * (s.stride // self.row_step) + s.kernel
-        in_w = (w - 1) * s.stride + s.kernel
-        tiles = (self.nb // b) * (self.kb // oc) * (s.out_height // h) * (s.out_width // w)
-        steps = tiles * (self.cb // ic)
-        acc_elems = b * oc * h * w
+        in_h, in_w = self._in_rows(h), (w - 1) * s.stride + s.kernel
         ep = s.epilogue
         fits = ((self.kb % (oc * g["oc_threads"]) == 0) & (s.out_height % (h * g["h_threads"]) == 0)
                 & (threads <= t.token_capacity)
@@ -270,13 +269,9 @@ class Conv2d:
                                                                  s.width, t), w)
                 & (threads * b * ic * in_h * in_w <= t.scope("inp").depth)
                 & (threads * oc * ic * s.kernel * s.kernel <= t.scope("wgt").depth)
-                & (threads * acc_elems * (ep.acc_tiles + int(ep.residual is not None))
+                & (threads * b * oc * h * w * (ep.acc_tiles + int(ep.residual is not None))
                    + self.kb * len(ep.vectors) <= t.scope("acc").depth))
-        bandwidth = min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
-        step_bytes = b * ic * in_h * in_w * cfg.inp_elem_bytes + oc * ic * s.kernel**2 * cfg.wgt_elem_bytes
-        load = steps * (step_bytes / bandwidth + (b * ic + 1) * cfg.dram_latency_cycles)
-        compute = steps * (acc_elems * ic * s.kernel**2 + 10) + tiles * acc_elems * (ep.alu_ops + 1)
-        return g, np.where(fits, overlapped(compute, load, steps, threads), np.nan)
+        return g, np.where(fits, tiling_cycles(self.tiling(b, h, w, oc, ic), t.cfg, threads), np.nan)
 
     def default_knobs(self, vthreads: int | None = None) -> Conv2dKnobs:
         """The best point under `estimate`: re-derived for every config, never a fixed table."""

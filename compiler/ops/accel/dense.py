@@ -14,15 +14,17 @@ import numpy as np
 from compiler.errors import ScheduleError
 from compiler.ops.accel.common import (
     Epilogue,
+    Tiling,
     best_point,
     check_knobs,
     divisors,
     grid,
     knob_grid,
-    overlapped,
     precise_tensors,
     random_vectors,
     stage_epilogue,
+    tiling_cycles,
+    tiling_events,
 )
 from compiler.schedule.schedule import Schedule
 from compiler.target.accel import AcceleratorTarget
@@ -120,25 +122,27 @@ class Dense:
         need = self.footprint(k)
         return all(need[n] <= self.target.scope(n).depth for n in need)
 
+    def tiling(self, m: Any, k: Any, n: Any) -> Tiling:
+        """The tile counts and sizes of points with these tiles (scalars or the grid's arrays)."""
+        cfg = self.target.cfg
+        tiles = (self.mb // m) * (self.nb // n)
+        return Tiling(tiles, tiles * (self.kb // k), m * n, m * n * k, m * k * cfg.inp_elem_bytes,
+                      n * k * cfg.wgt_elem_bytes, 2, self.spec.epilogue.alu_ops)
+
     def estimate(self, k: DenseKnobs) -> float | None:
         """Analytic cycles, as Conv2d.estimate: used only to pick the default."""
         if not self.fits(k):
             return None
-        cfg = self.target.cfg
-        tiles = (self.mb // k.tile_m) * (self.nb // k.tile_n)
-        steps = tiles * (self.kb // k.tile_k)
-        step_bytes = k.tile_m * k.tile_k * cfg.inp_elem_bytes + k.tile_n * k.tile_k * cfg.wgt_elem_bytes
-        load = steps * (step_bytes / min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
-                        + 2 * cfg.dram_latency_cycles)
-        acc_elems = k.tile_m * k.tile_n
-        compute = steps * (acc_elems * k.tile_k + 10) + tiles * acc_elems * (self.spec.epilogue.alu_ops + 1)
-        if k.threads == 1:
-            return compute + load
-        return max(compute, load) + 0.5 * min(compute, load) + load / steps * k.threads
+        return float(tiling_cycles(self.tiling(k.tile_m, k.tile_k, k.tile_n), self.target.cfg, k.threads))
+
+    def events(self, k: DenseKnobs) -> dict[str, int]:
+        """The timing model's event counters of point `k` (see Conv2d.events)."""
+        t = self.tiling(k.tile_m, k.tile_k, k.tile_n)
+        return {name: int(v) for name, v in tiling_events(t, self.target.cfg).items()}
 
     def estimates(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """`estimate` of every point at once (see Conv2d.estimates)."""
-        t, cfg, ep = self.target, self.target.cfg, self.spec.epilogue
+        t, ep = self.target, self.spec.epilogue
         g = knob_grid(self.space())
         m, k, n = g["tile_m"], g["tile_k"], g["tile_n"]
         threads = g["n_threads"] * g["m_threads"]
@@ -146,13 +150,7 @@ class Dense:
                 & (threads <= t.token_capacity) & (threads * m * k <= t.scope("inp").depth)
                 & (threads * n * k <= t.scope("wgt").depth)
                 & (threads * m * n * ep.acc_tiles + self.nb * len(ep.vectors) <= t.scope("acc").depth))
-        tiles = (self.mb // m) * (self.nb // n)
-        steps = tiles * (self.kb // k)
-        step_bytes = m * k * cfg.inp_elem_bytes + n * k * cfg.wgt_elem_bytes
-        bandwidth = min(cfg.bus_bytes, cfg.dram_bytes_per_cycle)
-        load = steps * (step_bytes / bandwidth + 2 * cfg.dram_latency_cycles)
-        compute = steps * (m * n * k + 10) + tiles * (m * n) * (ep.alu_ops + 1)
-        return g, np.where(fits, overlapped(compute, load, steps, threads), np.nan)
+        return g, np.where(fits, tiling_cycles(self.tiling(m, k, n), t.cfg, threads), np.nan)
 
     def default_knobs(self, vthreads: int | None = None) -> DenseKnobs:
         g, costs = self.estimates()
