@@ -19,7 +19,6 @@ from typing import Any
 from hw import isa
 from hw.errors import WorkbenchError
 
-
 # AXI forbids a burst to cross a 4 KiB address boundary (AMBA AXI, A3.4.1): every DMA cuts its
 # bursts there, and the DRAM models of the simulators check it.
 BURST_BOUNDARY_BYTES = 4096

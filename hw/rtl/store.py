@@ -151,9 +151,9 @@ class StoreDMA(wiring.Component):
 
     AW bursts cover each row (cut at `max_burst_beats` and at 4 KiB boundaries, as
     `BurstRequester` does) and run at most AW_AHEAD bursts ahead of the W beats; W beats of a
-    burst are only sent after its AW is accepted, and `w_last` marks the beat that ends it.  Throughput: one beat
-    per cycle (one element per cycle for sub-word elements).  `busy` from the cycle after
-    `start` until the last W beat is accepted.
+    burst are only sent after its AW is accepted, and `w_last` marks the beat that ends it.
+    Throughput: one beat per cycle (one element per cycle for sub-word elements).  `busy` from
+    the cycle after `start` until the last W beat is accepted.
     """
 
     def __init__(self, cfg: AcceleratorConfig):
