@@ -141,12 +141,12 @@ class DramModel:
         elif length + 1 > self.max_burst_beats:
             problem = (f"{request} has {length + 1} beats, more than max_burst_beats="
                        f"{self.max_burst_beats}")
-        elif addr // BURST_BOUNDARY_BYTES != (addr + nbytes - 1) // BURST_BOUNDARY_BYTES:
-            problem = f"{request} crosses a {BURST_BOUNDARY_BYTES}-byte boundary"
         elif addr + nbytes > self.dram.size:
             raise SimulationError(
                 f"rtl: {request} is outside the {self.dram.size}-byte DRAM image (cycle {now})"
             )
+        elif addr // BURST_BOUNDARY_BYTES != (addr + nbytes - 1) // BURST_BOUNDARY_BYTES:
+            problem = f"{request} crosses a {BURST_BOUNDARY_BYTES}-byte boundary"
         else:
             return
         raise SimulationError(f"rtl: memory protocol violation at cycle {now}: {problem}")

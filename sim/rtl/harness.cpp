@@ -6,7 +6,7 @@
 // DRAM model (mirrored by sim/rtl/dram.py; the timing model is calibrated against it):
 // * Requests: AR and AW are accepted while fewer than QUEUE_CAP of that kind are outstanding.
 //   Every request is checked when accepted: aligned to the bus, at most max_burst_beats beats,
-//   not across a 4 KiB boundary (AXI forbids it; the boundary is a parameter), inside the image.
+//   inside the image, not across a 4 KiB boundary (AXI forbids it; the boundary is a parameter).
 //   A failed check stops the run with the request in the result.
 // * Reads are served in order.  The first beat of a read is offered latency_cycles cycles after
 //   its AR was accepted, later beats as bandwidth allows.
@@ -154,9 +154,9 @@ struct Run {
         Status status = S_PROTOCOL;
         if (addr % BUS_BYTES) problem = X_MISALIGNED;
         else if (beats > p[P_MAX_BURST]) problem = X_BURST_TOO_LONG;
+        else if (addr + bytes > dram_bytes) status = S_OUT_OF_BOUNDS;
         else if (addr / p[P_BOUNDARY] != (addr + bytes - 1) / p[P_BOUNDARY])
             problem = X_CROSSES_BOUNDARY;
-        else if (addr + bytes > dram_bytes) status = S_OUT_OF_BOUNDS;
         else return true;
         return fail(status, problem, ch, addr, bytes, len);
     }
