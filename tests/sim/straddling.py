@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 
 import numpy as np
 
@@ -53,13 +54,14 @@ def _steps_and_rows(program: Program, cfg: AcceleratorConfig
     return steps, rows
 
 
-def crossing_dmas(program: Program, cfg: AcceleratorConfig) -> int:
-    """LOADs and STOREs with a row whose bytes span a 4 KiB boundary (where one burst for the
-    whole row would cross it)."""
-    count = 0
+def crossing_dmas(program: Program, cfg: AcceleratorConfig) -> Counter[isa.MemType]:
+    """LOADs and STOREs, by memory type, with a row whose bytes span a 4 KiB boundary (where one
+    burst for the whole row would cross it)."""
+    count: Counter[isa.MemType] = Counter()
     for insn in isa.decode(program.insns, cfg):
         if isinstance(insn, isa.MemInsn) and insn.x_size:
             eb = cfg.elem_bytes(insn.memory_type)
             starts = ((insn.dram_base + y * insn.x_stride) * eb for y in range(insn.y_size))
-            count += any(s // PAGE != (s + insn.x_size * eb - 1) // PAGE for s in starts)
+            count[insn.memory_type] += any(s // PAGE != (s + insn.x_size * eb - 1) // PAGE
+                                           for s in starts)
     return count

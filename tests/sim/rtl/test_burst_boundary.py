@@ -5,9 +5,12 @@ passes saw none; the read requests it recorded show the bursts cut at the bounda
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
+from hw import isa
 from hw.config import PRESETS, AcceleratorConfig
 from sim.fsim import FunctionalSimulator
 from sim.rtl.backend import RtlSimulator
@@ -29,7 +32,8 @@ def cfg(request: pytest.FixtureRequest) -> AcceleratorConfig:
 
 def test_straddling_programs_agree_on_every_backend(cfg):
     rtl, timing, fsim = RtlSimulator(cfg), TimingSimulator(cfg), FunctionalSimulator(cfg)
-    crossings = split = 0
+    crossings: Counter[isa.MemType] = Counter()
+    split = 0
     for seed in SEEDS:
         program, inputs = straddling(cfg, seed)
         insns = program.insn_region
@@ -45,7 +49,7 @@ def test_straddling_programs_agree_on_every_backend(cfg):
         assert np.all(first // PAGE == last // PAGE), f"seed {seed}: a read burst crosses 4 KiB"
         crossings += crossing_dmas(program, cfg)
         split += int(np.count_nonzero(((last + 1) % PAGE == 0) & (reads[:, 2] + 1 < cfg.max_burst_beats)))
-    assert crossings >= 2 * len(SEEDS)  # the programs do ask for rows across the boundary ...
+    assert set(crossings) == set(isa.MemType)  # every memory type has rows across a boundary ...
     assert split >= len(SEEDS)  # ... and read bursts end there short of max_burst_beats
 
 
