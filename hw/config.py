@@ -19,6 +19,10 @@ from typing import Any
 from hw import isa
 from hw.errors import WorkbenchError
 
+# AXI forbids a burst to cross a 4 KiB address boundary (AMBA AXI, A3.4.1): every DMA cuts its
+# bursts there, and the DRAM models of the simulators check it.
+BURST_BOUNDARY_BYTES = 4096
+
 
 class ConfigError(WorkbenchError):
     """An `AcceleratorConfig` value breaks a rule; the message names field, value and rule."""
@@ -179,6 +183,11 @@ class AcceleratorConfig:
     @functools.cached_property
     def bus_bytes(self) -> int:
         return self.bus_bits // 8
+
+    @functools.cached_property
+    def burst_boundary_words(self) -> int:
+        """Bus words between two `BURST_BOUNDARY_BYTES` boundaries: no burst crosses one."""
+        return BURST_BOUNDARY_BYTES // self.bus_bytes
 
     def elem_bytes(self, memory_type: isa.MemType) -> int:
         """Bytes of one element of `memory_type`; DRAM addresses are in these units."""

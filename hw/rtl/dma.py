@@ -13,6 +13,7 @@ from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.config import BURST_BOUNDARY_BYTES
 from hw.rtl import bus
 from hw.rtl.decode import lanes, log2
 
@@ -30,7 +31,9 @@ class BurstRequester(wiring.Component):
 
     On `start`, latches rows of `x_size` elements of `elem_bytes` at element addresses
     `dram_base + y * x_stride` (y < `y_size`).  Each row covers the bus words from its first to its
-    last byte and is cut into bursts of at most `max_burst_beats`.  `busy` stays high until the
+    last byte and is cut into bursts of at most `max_burst_beats`, and also where it crosses a
+    `BURST_BOUNDARY_BYTES` (4 KiB) boundary: AXI forbids a burst across one, so a burst ends at
+    the boundary and the next begins there.  `busy` stays high until the
     last burst is accepted.  Timing: one setup cycle per row, then one burst per cycle that
     `req.ready` allows.  Nothing is requested when x_size or y_size is 0.  With
     `narrow_elem_bytes`, elements are that size while the `narrow` input is high (it must hold
@@ -55,6 +58,14 @@ class BurstRequester(wiring.Component):
             return value << eb
         return Mux(self.narrow, value << log2(self.narrow_elem_bytes), value << eb)
 
+    def _burst_cap(self, m: Module, word: Signal) -> Value:
+        """The most beats a burst from bus word `word` may have: `max_burst_beats`, or fewer up
+        to the next 4 KiB boundary."""
+        page_words = BURST_BOUNDARY_BYTES // self.bus_bytes
+        to_boundary = Signal(range(page_words + 1))
+        m.d.comb += to_boundary.eq(page_words - word[: log2(page_words)])
+        return Mux(to_boundary < self.max_burst, to_boundary, self.max_burst)
+
     def elaborate(self, platform: object) -> Module:
         m = Module()
         eb, bb = log2(self.elem_bytes), log2(self.bus_bytes)
@@ -62,8 +73,9 @@ class BurstRequester(wiring.Component):
         x_size, stride = Signal.like(self.x_size), Signal(16)
         word, words_left = Signal(ADDR), Signal(ADDR + 1)
         beats = Signal(range(self.max_burst + 1))
+        cap = self._burst_cap(m, word)
         m.d.comb += [
-            beats.eq(Mux(words_left > self.max_burst, self.max_burst, words_left)),
+            beats.eq(Mux(words_left > cap, cap, words_left)),
             self.req.addr.eq(word << bb),
             self.req.len.eq(beats - 1),
         ]

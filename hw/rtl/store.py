@@ -149,10 +149,11 @@ class StoreDMA(wiring.Component):
     """2-D strided store of out elements to DRAM: `x_size * y_size` consecutive out elements
     from `sram_base` go to element addresses `dram_base + y * x_stride + x`.
 
-    AW bursts cover each row (cut at `max_burst_beats`) and run at most AW_AHEAD bursts ahead of
-    the W beats; W beats of a burst are only sent after its AW is accepted.  Throughput: one beat
-    per cycle (one element per cycle for sub-word elements).  `busy` from the cycle after
-    `start` until the last W beat is accepted.
+    AW bursts cover each row (cut at `max_burst_beats` and at 4 KiB boundaries, as
+    `BurstRequester` does) and run at most AW_AHEAD bursts ahead of the W beats; W beats of a
+    burst are only sent after its AW is accepted, and `w_last` marks the beat that ends it.
+    Throughput: one beat per cycle (one element per cycle for sub-word elements).  `busy` from
+    the cycle after `start` until the last W beat is accepted.
     """
 
     def __init__(self, cfg: AcceleratorConfig):
@@ -181,26 +182,27 @@ class StoreDMA(wiring.Component):
         m.d.comb += reader.sram_base.eq(self.cmd.sram_base)
         wiring.connect(m, reader.sram, wiring.flipped(self.sram))
         wiring.connect(m, reader.elem, pack.elem)
-        ahead = Signal(range(AW_AHEAD + 1))
-        room = ahead < AW_AHEAD
+        # the `len` of each burst whose AW is accepted and whose W beats are not all sent: the
+        # W side ends a burst (w_last) after that many beats, wherever the requester cut it
+        m.submodules.lens = lens = fifo.SyncFIFO(width=bus.LEN_BITS, depth=AW_AHEAD)
         b = self.bus
         m.d.comb += [
-            b.aw_valid.eq(req.req.valid & room), req.req.ready.eq(b.aw_ready & room),
+            b.aw_valid.eq(req.req.valid & lens.w_rdy), req.req.ready.eq(b.aw_ready & lens.w_rdy),
             b.aw_addr.eq(req.req.addr), b.aw_len.eq(req.req.len),
+            lens.w_en.eq(b.aw_valid & b.aw_ready), lens.w_data.eq(req.req.len),
         ]
         beat_no = Signal(range(cfg.max_burst_beats))
         beat = pack.beat.payload
         m.d.comb += [
-            b.w_valid.eq(pack.beat.valid & (ahead != 0)), pack.beat.ready.eq(b.w_ready & (ahead != 0)),
+            b.w_valid.eq(pack.beat.valid & lens.r_rdy),
+            pack.beat.ready.eq(b.w_ready & lens.r_rdy),
             b.w_data.eq(beat.data), b.w_strb.eq(beat.strb),
-            b.w_last.eq(beat.row_end | (beat_no == cfg.max_burst_beats - 1)),
+            b.w_last.eq(beat_no == lens.r_data),
+            lens.r_en.eq(b.w_valid & b.w_ready & b.w_last),
         ]
-        aw_fire = b.aw_valid & b.aw_ready
-        w_done = b.w_valid & b.w_ready & b.w_last
-        m.d.sync += ahead.eq(ahead + aw_fire - w_done)
         with m.If(b.w_valid & b.w_ready):
             m.d.sync += beat_no.eq(Mux(b.w_last, 0, beat_no + 1))
-        m.d.comb += self.busy.eq(req.busy | reader.pending | pack.pending | (ahead != 0))
+        m.d.comb += self.busy.eq(req.busy | reader.pending | pack.pending | lens.r_rdy)
         return m
 
 

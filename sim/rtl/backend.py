@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.config import AcceleratorConfig
+from hw.config import BURST_BOUNDARY_BYTES, AcceleratorConfig
 from hw.errors import InputError
 from hw.program import Program
 from hw.verilog import DesignFactory
@@ -30,7 +30,7 @@ DEFAULT_MAX_CYCLES = 50_000_000
 
 # Slots of the parameter and result arrays (the enums of harness.cpp).
 _PARAMS = ("insn_addr", "insn_count", "latency", "bytes_per_cycle", "max_cycles", "max_burst",
-           "idle_limit")
+           "idle_limit", "boundary")
 _RESULTS = ("status", "cycles", "problem", "channel", "addr", "bytes", "beats_len",
             "reads_pending", "writes_pending", "read_beats", "write_beats")
 _DONE, _CYCLE_LIMIT, _OUT_OF_BOUNDS, _PROTOCOL, _DEADLOCK = 0, 1, 2, 3, 4
@@ -129,13 +129,25 @@ class RtlSimulator:
     def run_traced(self, program: Program,
                    inputs: Mapping[str, np.ndarray]) -> tuple[RunResult, Activity]:
         """`run`, recording the activity of every module and memory channel (slower)."""
+        result, rle, reads = self._run_recorded(program, inputs)
+        return result, trace.activity(rle, reads, result.stats.cycles or 0, program, self.config)
+
+    def run_read_requests(self, program: Program,
+                          inputs: Mapping[str, np.ndarray]) -> tuple[RunResult, np.ndarray]:
+        """`run`, with every read request the DRAM model accepted: rows of (cycle, byte
+        address, len = beats - 1), in order."""
+        result, _, reads = self._run_recorded(program, inputs)
+        return result, reads.reshape(-1, 3).astype(np.int64)
+
+    def _run_recorded(self, program: Program, inputs: Mapping[str, np.ndarray]
+                      ) -> tuple[RunResult, np.ndarray, np.ndarray]:
         self._lib.lib.sim_trace_enable(self._handle, 1)
         try:
             result = self.run(program, inputs)
         finally:
             self._lib.lib.sim_trace_enable(self._handle, 0)
         rle, reads = (self._trace_part(part) for part in (0, 1))
-        return result, trace.activity(rle, reads, result.stats.cycles or 0, program, self.config)
+        return result, rle, reads
 
     def _trace_part(self, part: int) -> np.ndarray:
         out = np.zeros(int(self._lib.lib.sim_trace_length(self._handle, part)), dtype=np.uint64)
@@ -150,7 +162,7 @@ class RtlSimulator:
             raise TypeError("dram must be writeable: the harness updates it in place")
         params = np.array([insn_addr, insn_count, self.dram_latency_cycles,
                            self.dram_bytes_per_cycle, self.max_cycles, self.config.max_burst_beats,
-                           self.idle_limit], dtype=np.uint64)
+                           self.idle_limit, BURST_BOUNDARY_BYTES], dtype=np.uint64)
         out = np.zeros(self._lib.n_results, dtype=np.uint64)
         status = self._lib.lib.sim_run(self._handle, dram.ctypes.data, dram.size,
                                        params.ctypes.data_as(_U64P), out.ctypes.data_as(_U64P))
@@ -181,6 +193,7 @@ class RtlSimulator:
             f"{self.config.max_burst_beats}",
             3: "write data beat without a preceding write address (AW)",
             4: f"w_last wrong on beat {info['beats_len']} of the {request}",
+            5: f"{request} crosses a {BURST_BOUNDARY_BYTES}-byte boundary",
         }
         text = problems.get(info["problem"], f"unknown problem {info['problem']}")
         return f"rtl: memory protocol violation at cycle {info['cycles']}: {text}"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hw.config import BURST_BOUNDARY_BYTES
 from sim.backend import SimulationError
 
 QUEUE_CAP = 256
@@ -144,6 +145,8 @@ class DramModel:
             raise SimulationError(
                 f"rtl: {request} is outside the {self.dram.size}-byte DRAM image (cycle {now})"
             )
+        elif addr // BURST_BOUNDARY_BYTES != (addr + nbytes - 1) // BURST_BOUNDARY_BYTES:
+            problem = f"{request} crosses a {BURST_BOUNDARY_BYTES}-byte boundary"
         else:
             return
         raise SimulationError(f"rtl: memory protocol violation at cycle {now}: {problem}")

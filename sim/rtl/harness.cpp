@@ -6,7 +6,8 @@
 // DRAM model (mirrored by sim/rtl/dram.py; the timing model is calibrated against it):
 // * Requests: AR and AW are accepted while fewer than QUEUE_CAP of that kind are outstanding.
 //   Every request is checked when accepted: aligned to the bus, at most max_burst_beats beats,
-//   inside the image.  A failed check stops the run with the request in the result.
+//   inside the image, not across a 4 KiB boundary (AXI forbids it; the boundary is a parameter).
+//   A failed check stops the run with the request in the result.
 // * Reads are served in order.  The first beat of a read is offered latency_cycles cycles after
 //   its AR was accepted, later beats as bandwidth allows.
 // * Bandwidth: one channel shared by R and W.  Every cycle adds bytes_per_cycle bytes of credit,
@@ -39,11 +40,11 @@ inline uint64_t as_u64(const T& port) { return static_cast<uint64_t>(port); }
 
 // Parameter and result slots, as uint64 arrays shared with sim/rtl/backend.py.
 enum Param { P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_BYTES_PER_CYCLE, P_MAX_CYCLES,
-             P_MAX_BURST, P_IDLE_LIMIT, N_PARAMS };
+             P_MAX_BURST, P_IDLE_LIMIT, P_BOUNDARY, N_PARAMS };
 enum Status { S_DONE = 0, S_CYCLE_LIMIT = 1, S_OUT_OF_BOUNDS = 2, S_PROTOCOL = 3,
               S_DEADLOCK = 4 };
 enum Problem { X_NONE = 0, X_MISALIGNED = 1, X_BURST_TOO_LONG = 2, X_W_WITHOUT_AW = 3,
-               X_W_LAST = 4 };
+               X_W_LAST = 4, X_CROSSES_BOUNDARY = 5 };
 enum Channel { C_READ = 0, C_WRITE = 1 };
 enum Result { R_STATUS, R_CYCLES, R_PROBLEM, R_CHANNEL, R_ADDR, R_BYTES, R_BEATS_LEN,
               R_READS_PENDING, R_WRITES_PENDING, R_READ_BEATS, R_WRITE_BEATS, R_COUNTERS,
@@ -154,6 +155,8 @@ struct Run {
         if (addr % BUS_BYTES) problem = X_MISALIGNED;
         else if (beats > p[P_MAX_BURST]) problem = X_BURST_TOO_LONG;
         else if (addr + bytes > dram_bytes) status = S_OUT_OF_BOUNDS;
+        else if (addr / p[P_BOUNDARY] != (addr + bytes - 1) / p[P_BOUNDARY])
+            problem = X_CROSSES_BOUNDARY;
         else return true;
         return fail(status, problem, ch, addr, bytes, len);
     }

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.config import AcceleratorConfig
+from hw.config import BURST_BOUNDARY_BYTES, AcceleratorConfig
 from hw.program import Program
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
 from sim.limits import DEFAULT_LIMITS, Limits
@@ -39,7 +39,7 @@ from sim.validate import check_cycles, check_program, describe, iterations
 DEFAULT_MAX_CYCLES = 1 << 40
 _PARAMS = ("bus_bytes", "max_burst", "inflight", "latency", "bytes_per_cycle", "queue_depth",
            "token_max", "insn_addr", "insn_count", "out_elem_bytes", "trace", "max_cycles",
-           "fast")
+           "fast", "boundary")
 _DONE, _DEADLOCK, _CYCLE_LIMIT, _FINISH_EARLY = range(4)
 _MODULES = ("load", "compute", "store")
 _QUEUES = ("load->compute", "compute->load", "compute->store", "store->compute")
@@ -161,7 +161,7 @@ class TimingSimulator:
             cfg.bus_bytes, cfg.max_burst_beats, cfg.mem_inflight, self.dram_latency_cycles,
             self.dram_bytes_per_cycle, cfg.cmd_queue_depth, (1 << cfg.token_counter_bits) - 1,
             program.insn_region.offset, cols.count, cfg.out_elem_bytes, int(trace),
-            self.max_cycles, int(self.fast),
+            self.max_cycles, int(self.fast), BURST_BOUNDARY_BYTES,
         ], dtype=np.int64)
         out = np.zeros(self._lib.n_results, dtype=np.int64)
         lib = self._lib.lib

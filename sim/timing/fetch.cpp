@@ -30,7 +30,7 @@ const Model::FetchView& Model::refresh_fetch() {
     }
     v.request_at = NEVER;
     if (f_req_left > 0) {  // level + pending + beats <= buffer, level + pending = requested - taken
-        T need = f_requested + std::min(f_req_left, f_burst) - f_buffer;
+        T need = f_requested + burst_beats(f_req_word, f_req_left, f_burst) - f_buffer;
         if (need <= 0) v.request_at = f_req_time;
         else if (need <= T(f_take.size())) v.request_at = std::max(f_req_time, f_take[need - 1] + 1);
     }

@@ -103,7 +103,7 @@ bool Model::read_requesting(int k, T c) {
 void Model::grant(int k, T c) {
     T beats;
     if (k == 0) {
-        beats = std::min(f_req_left, f_burst);
+        beats = burst_beats(f_req_word, f_req_left, f_burst);
         f_req_left -= beats;
         f_req_word += beats;
         f_requested += beats;
@@ -111,7 +111,7 @@ void Model::grant(int k, T c) {
         f_req_time = c + 1;
     } else {
         ReadDma& d = rd[k];
-        beats = std::min(d.req_left, max_burst);
+        beats = burst_beats(d.req_word, d.req_left, max_burst);
         d.req_left -= beats;
         d.req_word += beats;
         d.req_time = c + 1;

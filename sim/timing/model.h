@@ -31,7 +31,7 @@ enum Kind { K_NOP, K_DMA, K_LOOP, K_FINISH };
 enum ModuleId { M_LOAD, M_COMPUTE, M_STORE };
 enum Param { P_BUS_BYTES, P_MAX_BURST, P_INFLIGHT, P_LATENCY, P_BPC, P_QUEUE_DEPTH, P_TOKEN_MAX,
              P_INSN_ADDR, P_INSN_COUNT, P_OUT_ELEM_BYTES, P_TRACE, P_MAX_CYCLES, P_FAST,
-             N_PARAMS };
+             P_BOUNDARY, N_PARAMS };
 enum Status { S_DONE, S_DEADLOCK, S_CYCLE_LIMIT, S_FINISH_EARLY };
 enum Result { R_STATUS, R_CYCLES, R_BUSY0, R_STALL0 = R_BUSY0 + 3, R_GEMM_BUSY = R_STALL0 + 3,
               R_HEAD0, R_WAIT0 = R_HEAD0 + 3, R_TOKENS0 = R_WAIT0 + 3, R_READ_BEATS = R_TOKENS0 + 4,
@@ -152,6 +152,7 @@ struct Model {
     T n_insns;
     const T* p;
     T bus, max_burst, inflight, latency, bpc, depth, token_max, out_eb;
+    T page_words;  // bus words between two 4 KiB boundaries (hw.config.BURST_BOUNDARY_BYTES)
     bool fast;
     Tracer tr;
     Module mod[3];
@@ -185,6 +186,7 @@ struct Model {
         T base = 0, y = 0, x = 0, stride = 0;
         T req_row = 0, req_word = 0, req_left = 0, req_time = NEVER;
         int ahead = 0;
+        Ring<T, 4> lens;  // beats of the bursts whose AW is accepted, W beats not all sent
         Ring<T, 2> aw_slice;  // visible cycles
         T rd_issued = 0, rd_total = 0, rd_x = 0, rd_row_elem = 0;
         bool in_flight = false;
@@ -206,6 +208,11 @@ struct Model {
     int ids_freed = 0;  // id slots freed this cycle
     std::vector<T> frees;  // the fast paths' outstanding bursts: free cycles
     void init(const T* fields, T n, const T* params);
+    // Beats of the burst a requester asks for at bus word `word` with `left` words of its row
+    // to go: at most `cap`, and never across a 4 KiB boundary (BurstRequester in hw/rtl/dma.py).
+    T burst_beats(T word, T left, T cap) const {
+        return std::min({left, cap, page_words - (word & (page_words - 1))});
+    }
     T fi(T i, int field) const { return f[i * N_FIELDS + field]; }
 
     // ---- fetch ----------------------------------------------------------------------------

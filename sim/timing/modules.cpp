@@ -16,6 +16,7 @@ void Model::init(const T* fields, T n, const T* params) {
     depth = p[P_QUEUE_DEPTH];
     token_max = p[P_TOKEN_MAX];
     out_eb = p[P_OUT_ELEM_BYTES];
+    page_words = p[P_BOUNDARY] / bus;
     fast = p[P_FAST] != 0;
     tr.on = p[P_TRACE] != 0;
     // the DRAM model's credit accumulates from the harness's first cycle, two before the

@@ -14,10 +14,13 @@ void Model::store_cycle(T c, bool w_accepted) {
     int ahead_next = s.ahead;
     bool ob_next = s.ob_valid && !fire;
     if (fire) {
-        bool last = s.ob_row_end || s.beat_no == max_burst - 1;
+        bool last = s.beat_no == s.lens.front() - 1;
         s.w_slice.push({c + 1, last});
         s.beat_no = last ? 0 : s.beat_no + 1;
-        if (last) --ahead_next;
+        if (last) {
+            --ahead_next;
+            s.lens.pop();
+        }
     }
     bool ob_free = !s.ob_valid || fire;
     int level0 = s.fifo.n;  // the RTL's FIFO level: pops of this cycle count from the next
@@ -73,8 +76,10 @@ void Model::store_cycle(T c, bool w_accepted) {
     }
     // AW requester
     if (s.req_row < s.y && s.req_time <= c && s.ahead < 4) {
-        T beats = std::min(s.req_left, max_burst);
+        T beats = burst_beats(s.req_word, s.req_left, max_burst);
         s.req_left -= beats;
+        s.req_word += beats;
+        s.lens.push(beats);
         s.aw_slice.push(c + 1);
         wq_pending.push_back(Burst{-1, beats, 0, c + 1});
         ++ahead_next;
@@ -114,6 +119,7 @@ void Model::start_store(int insn, T s0) {
     s.req_time = s0 + 2;
     store_row();
     s.ahead = 0;
+    s.lens.clear();
     s.rd_issued = 0;
     s.rd_total = s.x * s.y;
     s.rd_x = 0;

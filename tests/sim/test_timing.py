@@ -23,6 +23,7 @@ from sim.timing import TimingSimulator, build, decode
 from sim.timing.selftest import run_timing_suite
 from sim.trace import DMA_TRACKS, MODULE_TRACKS, QUEUES
 from sim.workloads import GemmTiling, blocked_gemm
+from tests.sim.straddling import crossing_dmas, straddling
 
 STRESS = PRESETS["tiny"].with_params(
     name="stress", batch=4, block_in=4, block_out=8, inp_bytes=4096, wgt_bytes=8192,
@@ -85,6 +86,21 @@ def test_fast_path_equals_cycle_stepping_on_a_long_gemm(cfg):
         fast = TimingSimulator(cfg, dram_latency_cycles=latency).run(work.program).stats
         slow = TimingSimulator(cfg, dram_latency_cycles=latency, fast=False).run(work.program).stats
         assert fast == slow
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dmas_across_4_kib_fast_path_equals_cycle_stepping(cfg, seed):
+    """Bursts cut at 4 KiB boundaries (tests/sim/rtl/test_burst_boundary.py pins the cycles to
+    the RTL's): the fast paths agree with cycle stepping, the counters with fsim."""
+    program, inputs = straddling(cfg, seed)
+    assert sum(crossing_dmas(program, cfg).values()) >= 1
+    want = FunctionalSimulator(cfg).run(program, inputs).stats.functional()
+    for latency, bandwidth in ((1, cfg.bus_bytes), (64, 8)):
+        fast = TimingSimulator(cfg, dram_latency_cycles=latency, dram_bytes_per_cycle=bandwidth)
+        slow = TimingSimulator(cfg, dram_latency_cycles=latency, dram_bytes_per_cycle=bandwidth,
+                               fast=False)
+        stats = fast.run(program).stats
+        assert stats == slow.run(program).stats and stats.functional() == want
 
 
 def test_latency_and_bandwidth_move_the_cycle_count():

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from amaranth.sim import Simulator
 
-from hw.config import AcceleratorConfig
+from hw.config import BURST_BOUNDARY_BYTES, AcceleratorConfig
 from hw.program import Program
 from hw.rtl.top import COUNTERS, Accelerator
 from sim.backend import RunResult, SimulationError, Stats
@@ -33,6 +33,7 @@ class Dram:
         self.cycle = 0
         self.ar_count = self.r_beats = self.w_beats = 0
         self.max_inflight = 0
+        self.bursts_to_boundary = 0  # AR/AW bursts that end exactly at a 4 KiB boundary
 
     def _coin(self) -> bool:
         return self.p_ready >= 1.0 or bool(self.rng.random() < self.p_ready)
@@ -60,6 +61,7 @@ class Dram:
         if ar_ready and ctx.get(p["ar_valid"]):
             addr, beats = ctx.get(p["ar_addr"]), ctx.get(p["ar_len"]) + 1
             assert addr % self.bus_bytes == 0, f"unaligned AR {addr:#x}"
+            self._check_boundary("AR", addr, beats)
             self.reads.append([self.cycle + self.latency, addr, beats])
             self.ar_count += 1
             self.max_inflight = max(self.max_inflight, len(self.reads))
@@ -77,11 +79,18 @@ class Dram:
         await ctx.tick()
         self.cycle += 1
 
+    def _check_boundary(self, channel: str, addr: int, beats: int) -> None:
+        last = addr + beats * self.bus_bytes - 1
+        assert addr // BURST_BOUNDARY_BYTES == last // BURST_BOUNDARY_BYTES, (
+            f"{channel} {addr:#x} of {beats} beats crosses a {BURST_BOUNDARY_BYTES}-byte boundary")
+        self.bursts_to_boundary += (last + 1) % BURST_BOUNDARY_BYTES == 0
+
     def _write_channels(self, ctx: Any, w_ready: bool) -> None:
         p = self.p
         if ctx.get(p["aw_valid"]):
             addr = ctx.get(p["aw_addr"])
             assert addr % self.bus_bytes == 0, f"unaligned AW {addr:#x}"
+            self._check_boundary("AW", addr, ctx.get(p["aw_len"]) + 1)
             self.writes.append([addr, ctx.get(p["aw_len"]) + 1])
         if w_ready and ctx.get(p["w_valid"]):
             self._write(ctx)

@@ -12,7 +12,7 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from hw import isa
-from hw.config import PRESETS
+from hw.config import BURST_BOUNDARY_BYTES, PRESETS
 from hw.rtl.decode import insn_struct
 from hw.rtl.dma import LoadDMA, Widening
 from hw.rtl.memory import ReadArbiter
@@ -25,9 +25,10 @@ BUS_BITS = 64
 class DmaBench(wiring.Component):
     """A LoadDMA behind the ReadArbiter, as in the accelerator."""
 
-    def __init__(self, elem_bytes: int, inflight: int, widening: Widening | None = None) -> None:
+    def __init__(self, elem_bytes: int, inflight: int, widening: Widening | None = None,
+                 max_burst_beats: int = 4) -> None:
         self.dma = LoadDMA(mem_layout=insn_struct(CFG, "mem"), elem_bytes=elem_bytes, depth=256,
-                           bus_bits=BUS_BITS, max_burst_beats=4, widening=widening)
+                           bus_bits=BUS_BITS, max_burst_beats=max_burst_beats, widening=widening)
         self.arb = ReadArbiter(clients=1, bus_bits=BUS_BITS, inflight=inflight)
         super().__init__({})
 
@@ -72,11 +73,11 @@ def widened(rows: list[bytes], w: Widening) -> list[bytes]:
 
 
 def run_loads(bench: DmaBench, elem_bytes: int, loads: list[tuple[isa.Load, bool]], *,
-              p_ready: float) -> None:
+              p_ready: float, image_bytes: int = 4096) -> Dram:
     """Run `loads` (each with its `narrow` flag) back to back; check every SRAM write."""
     dma, widening = bench.dma, bench.dma.widening
     rng = np.random.default_rng(elem_bytes)
-    image = rng.integers(0, 256, 4096, dtype=np.uint8)
+    image = rng.integers(0, 256, image_bytes, dtype=np.uint8)
     ports = {n: getattr(bench.arb.mem, n)
              for n in ("ar_valid", "ar_ready", "ar_addr", "ar_len",
                        "r_valid", "r_ready", "r_data", "r_last")}
@@ -122,6 +123,7 @@ def run_loads(bench: DmaBench, elem_bytes: int, loads: list[tuple[isa.Load, bool
     sim.add_clock(1e-6)
     sim.add_testbench(bench_proc)
     sim.run()
+    return dram
 
 
 @pytest.mark.parametrize("elem_bytes", [4, 8, 32])
@@ -146,3 +148,26 @@ def test_widening_dma_sign_extends_narrow_loads(lanes: int, narrow_bits: int, wi
     loads = [(load, narrow) for load in LOADS for narrow in (True, False)]
     run_loads(DmaBench(elem_bytes, inflight=3, widening=widening), elem_bytes, loads,
               p_ready=p_ready)
+
+
+def loads_across(elem_bytes: int) -> list[isa.Load]:
+    """Loads whose first row starts 4 or 8 bus words before the 4 KiB boundary and runs 12
+    words (a 16-beat burst would cross it), with and without padding."""
+    loads = []
+    for words_before, pads in ((4, (0, 0, 0, 0)), (8, (1, 0, 2, 1))):
+        base = (BURST_BOUNDARY_BYTES - words_before * BUS_BITS // 8) // elem_bytes
+        x_size = 96 // elem_bytes
+        loads.append(isa.Load(memory_type=isa.MemType.INP, sram_base=1, dram_base=base, y_size=2,
+                              x_size=x_size, x_stride=x_size + 1, y_pad_0=pads[0],
+                              y_pad_1=pads[1], x_pad_0=pads[2], x_pad_1=pads[3]))
+    return loads
+
+
+@pytest.mark.parametrize("elem_bytes", [4, 8, 32])
+def test_load_dma_cuts_bursts_at_4_kib(elem_bytes: int) -> None:
+    """Rows across the boundary load correctly; the DRAM model asserts that no burst crosses
+    it, and some bursts end exactly there."""
+    dram = run_loads(DmaBench(elem_bytes, inflight=3, max_burst_beats=16), elem_bytes,
+                     [(load, False) for load in loads_across(elem_bytes)], p_ready=0.7,
+                     image_bytes=2 * BURST_BOUNDARY_BYTES)
+    assert dram.bursts_to_boundary == 2

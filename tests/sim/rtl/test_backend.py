@@ -102,6 +102,27 @@ def test_protocol_violations_are_errors(sim, fault, message):
         sim.run_image(dram, 0, count)
 
 
+@pytest.mark.parametrize("channel", ["read", "write"])
+def test_burst_across_a_4_kib_boundary_is_an_error(sim, channel):
+    cfg = sim.config
+    src, dst = (SRC - cfg.bus_bytes, DST) if channel == "read" else (SRC, DST - cfg.bus_bytes)
+    dram, count = image(cfg, copy_program(cfg, src, dst, rows=1, beats=2))
+    at = src if channel == "read" else dst
+    with pytest.raises(SimulationError, match=rf"rtl: memory protocol violation at cycle \d+: "
+                       rf"{channel} of {2 * cfg.bus_bytes} bytes at address {at:#x} crosses a "
+                       rf"4096-byte boundary"):
+        sim.run_image(dram, 0, count)
+
+
+def test_bursts_up_to_a_4_kib_boundary_pass(sim):
+    cfg = sim.config
+    src, dst = SRC - 2 * cfg.bus_bytes, DST - 2 * cfg.bus_bytes  # end exactly at the boundary
+    dram, count = image(cfg, copy_program(cfg, src, dst, rows=1, beats=2))
+    expected = expected_copy(cfg, dram, src, dst, rows=1, beats=2)
+    sim.run_image(dram, 0, count)
+    np.testing.assert_array_equal(dram, expected)
+
+
 def test_burst_longer_than_the_config_allows_is_an_error(sim):
     cfg = sim.config
     beats = cfg.max_burst_beats + 1

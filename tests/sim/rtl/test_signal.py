@@ -94,6 +94,20 @@ def test_python_dram_model_reports_as_the_harness(signal, stub_design, fault, me
         RtlSimulator(WIDE, design=stub_design).run_image(dram, 0, count)
 
 
+@pytest.mark.parametrize(("src", "dst", "request_"), [
+    (SRC - 64, DST, r"read of 128 bytes at address 0xfc0"),
+    (SRC, DST - 64, r"write of 128 bytes at address 0x1fc0"),
+])
+def test_python_dram_model_refuses_a_burst_across_4_kib_as_the_harness(signal, stub_design, src, dst,
+                                                                       request_):
+    dram, count = image(WIDE, copy_program(WIDE, src, dst, rows=1, beats=2))
+    message = rf"rtl: memory protocol violation at cycle \d+: {request_} crosses a 4096-byte boundary"
+    with pytest.raises(SimulationError, match=message):
+        signal.run_image(dram, 0, count)
+    with pytest.raises(SimulationError, match=message):
+        RtlSimulator(WIDE, design=stub_design).run_image(dram, 0, count)
+
+
 def test_cycle_limit(signal):
     dram, count = image(WIDE, copy_program(WIDE, SRC, DST))
     with pytest.raises(
