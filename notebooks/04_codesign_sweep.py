@@ -142,11 +142,14 @@ display(Image("report/pareto_latency_area.png"))
 display(Image("report/effects.png"))
 
 # %% [markdown]
-# The core's shape moves latency most and costs area; with only 2 requests in flight the core
-# waits on DRAM (latency up by half, at almost no area saved: those designs sit off the
-# front, or on it only by a hair of area); the larger accumulator buys a few percent of latency
-# for a tenth more area. Where ResNet-18's cycles go on the three fastest designs of the front,
-# layer by layer:
+# Halving either side of the core halves its MACs per cycle: ResNet-18 takes about twice the
+# cycles, for 13-16 % less area. With only 2 DRAM requests in flight the core waits on memory:
+# the 16x16 core's latency grows by a fifth to a half (the most where the small accumulator
+# makes it reload more), at almost no area saved, so those designs sit off the front or on it
+# only by a hair of area. The 4x larger accumulator buys a few percent of latency for a fifth
+# more area. Where ResNet-18's cycles go on the three fastest designs of the front, layer by
+# layer (the third is the 16x16 core with 2 requests in flight: red is the core stalled,
+# waiting for loads):
 
 # %%
 display(Image("report/layers.png"))
