@@ -31,10 +31,11 @@
 #
 # Of the 8 combinations, 6 are valid hardware: the narrow core with the large accumulator needs
 # more index bits than an instruction has, and `AcceleratorConfig` refuses it. The space is
-# small on purpose: every point is evaluated (`grid`) in about a minute, and its fastest
+# small on purpose: every point is evaluated (`grid`) in under a minute of CPU, and its fastest
 # corner (16x16, 128 KiB, 8 in flight) is the `vta` preset's own hardware, so its RTL
-# confirmation below reuses the Verilator build that notebook 1 and the RTL tests make; any
-# other design is a new build of one to four minutes on two cores.
+# confirmation below reuses the Verilator build that notebooks 1 and 3 and the RTL tests make;
+# any other design would be a new build of two minutes or more on two cores, which is why only
+# the fastest is confirmed here (`codesign sweep --confirm N` confirms the N fastest).
 
 # %%
 from pathlib import Path
@@ -105,7 +106,8 @@ for p in points:
 # The front's fastest design is compiled with the schedules the sweep chose and run whole, both
 # workloads: on fsim (outputs against the quantized graph's integer reference), on the timing
 # model, and on the Verilated RTL (outputs exact, cycles equal to the timing model's, step by
-# step). ResNet-18's 7.6 M cycles take the RTL about half a minute, BERT-tiny's a few seconds.
+# step). Both models go to the RTL, ResNet-18 too: its 7.6 M cycles on all three backends cost
+# about 20 s of CPU, BERT-tiny's a few seconds.
 
 # %%
 best = points[0]   # the lowest latency: on the front, the design confirm_best picks
