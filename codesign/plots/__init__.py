@@ -5,8 +5,8 @@ the device comparison (`codesign compare`); the sweep report's own figures are d
 (Agg backend: no display needed); `save`/`save_as` write it and close it."""
 
 from codesign.plots.layers import LayerCycles, from_steps, layers_figure
-from codesign.plots.style import log_axes, number, save, save_as, short, tick_names
+from codesign.plots.style import LogTicks, log_axes, number, save, save_as, short, tick_names
 from codesign.plots.timeline import busy_mask, overlap_fraction, timeline_figure
 
-__all__ = ["LayerCycles", "busy_mask", "from_steps", "layers_figure", "log_axes", "number",
+__all__ = ["LayerCycles", "LogTicks", "busy_mask", "from_steps", "layers_figure", "log_axes", "number",
            "overlap_fraction", "save", "save_as", "short", "tick_names", "timeline_figure"]

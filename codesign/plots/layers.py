@@ -82,7 +82,10 @@ def layers_figure(panels: Sequence[tuple[str, Sequence[LayerCycles]]], title: st
     fig, axes = plt.subplots(len(panels), 1, figsize=size, layout="constrained", squeeze=False, sharey=True)
     for ax, (name, layers) in zip(axes[:, 0], panels, strict=True):
         _panel(ax, name, layers, summary)
-        ax.set_ylabel(ylabel)
+    if len(panels) == 1:
+        axes[0, 0].set_ylabel(ylabel)
+    else:  # one label for the shared scale: a panel is too short for a long one
+        fig.supylabel(ylabel)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
     if title:

@@ -11,10 +11,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+from matplotlib.ticker import FuncFormatter, Locator, LogLocator, MaxNLocator, NullLocator
 
 DPI = 120
+MIN_LOG_TICKS = 3  # fewer 1-2-5 ticks than this in view: the axis spans under a decade
 
 
 def save(fig: Figure, directory: str | Path, stem: str,
@@ -47,9 +49,28 @@ def log_axes(ax: Any, axes: str) -> None:
     for name in axes:
         axis = ax.xaxis if name == "x" else ax.yaxis
         getattr(ax, f"set_{name}scale")("log")
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_locator(LogTicks())
         axis.set_major_formatter(plain)
         axis.set_minor_locator(NullLocator())
+
+
+class LogTicks(Locator):
+    """Major ticks of a log axis: 1, 2 and 5 per decade; on an axis spanning less than a decade
+    (a sweep's latencies from 6 M to 12 M cycles) where those leave fewer than MIN_LOG_TICKS in
+    view, every integer multiple (6M, 7M, ... 10M), and failing that evenly spaced values."""
+
+    def __call__(self) -> Any:
+        assert self.axis is not None, "a locator is called once it is set on an axis"
+        low, high = self.axis.get_view_interval()
+        return self.tick_values(low, high)
+
+    def tick_values(self, vmin: float, vmax: float) -> Any:
+        low, high = sorted((vmin, vmax))
+        for subs in ((1.0, 2.0, 5.0), tuple(float(k) for k in range(1, 10))):
+            ticks = np.asarray(LogLocator(base=10, subs=subs, numticks=1000).tick_values(low, high))
+            if np.count_nonzero((ticks >= low) & (ticks <= high)) >= MIN_LOG_TICKS:
+                return ticks
+        return MaxNLocator(MIN_LOG_TICKS + 1).tick_values(low, high)
 
 
 def plain_axis(axis: Any) -> None:

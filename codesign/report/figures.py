@@ -83,7 +83,7 @@ def pareto_figure(designs: Sequence[Design], x: str, y: str, color: str | None =
         cmap = plt.get_cmap("viridis", max(len(keys), 2))
         for v in keys:
             rows = [i for i, w in enumerate(values) if w == v]
-            ax.scatter(xs[rows], ys[rows], s=14, color=cmap(index[v]), label=f"{color}={v}")
+            ax.scatter(xs[rows], ys[rows], s=14, color=cmap(index[v]), label=f"{color}={_value(v)}")
     else:
         ax.scatter(xs, ys, s=14, color="tab:blue", label="designs")
     ringed = [i for i, d in enumerate(designs) if d.on_front]

@@ -44,7 +44,8 @@ def test_layers_figure_stacks_each_layer_to_its_cycles(tmp_path):
         assert sum(p.get_height() for p in stacked[i::3]) == pytest.approx(layer.cycles)
     beside = [p.get_height() for p in top.patches if p.get_gid() == "beside"]
     assert beside == pytest.approx([x.load_busy for x in layers] + [x.store_busy for x in layers])
-    assert top.get_ylabel() == "cycles per inference" and "7,500 accelerator cycles" in top.get_title()
+    assert fig.get_supylabel() == "cycles per inference" and "7,500 accelerator cycles" in top.get_title()
+    assert top.get_ylabel() == bottom.get_ylabel() == ""  # one label for the shared scale
     assert top.get_ylim() == bottom.get_ylim()  # designs compare on one scale
     assert len(fig.legends[0].get_texts()) == 6
     path = plots.save_as(fig, tmp_path / "sub" / "layers.png")

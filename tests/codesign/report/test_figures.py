@@ -56,6 +56,14 @@ def test_pareto_figure_plots_every_design_and_names_the_front(tmp_path: Path, co
     assert b"<svg" in svg.read_bytes()[:400]
 
 
+def test_pareto_legend_names_sizes_in_kib():
+    designs = [dataclasses.replace(d, params={"acc_bytes": (32 << 10) * (1 + i % 2)})
+               for i, d in enumerate(_designs())]
+    fig = figures.pareto_figure(designs, "latency_cycles", "area_mm2", "acc_bytes")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[:2] == ["acc_bytes=32Ki", "acc_bytes=64Ki"]
+
+
 def test_roofline_places_each_layer_at_its_intensity_and_rate():
     d = _designs(1)[0]
     fig = figures.roofline_figure(d.config, d.result.workloads[0], d.point_id)
