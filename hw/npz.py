@@ -50,7 +50,9 @@ def read_npz(path: str | Path, *, error: type[WorkbenchError], what: str) -> dic
 
 
 def _check_sizes(archive: np.lib.npyio.NpzFile, path: Path, error: type[WorkbenchError]) -> None:
-    for info in archive.zip.infolist() if archive.zip is not None else ():
+    if archive.zip is None:
+        return
+    for info in archive.zip.infolist():
         name = info.filename.removesuffix(".npy")
         if info.file_size > MAX_ARRAY_BYTES:
             raise error(f"{path}: array {name!r} holds {info.file_size} bytes, more than the limit "

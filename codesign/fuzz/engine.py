@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import functools
 import io
 import json
@@ -145,6 +146,7 @@ def run_case(kind: Kind, case: Case | bytes, directory: Path) -> str:
 
 
 def _child(conn: Connection, kind: Kind, todo: list[Case | bytes], memory_bytes: int) -> None:
+    faulthandler.disable()  # a native crash is reported by the parent, not dumped here
     limit = _address_space() + memory_bytes
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     with tempfile.TemporaryDirectory(prefix=f"fuzz-{kind.name}-") as tmp:
@@ -233,7 +235,8 @@ def minimize(kind: Kind, data: bytes, problem: str, *, case_seconds: float = CAS
         while i < len(parts) and trials > 0:
             trial = parts[:i] + parts[i + chunk:]
             trials -= 1
-            (result,) = outcomes(kind, [b"".join(trial)], case_seconds=case_seconds, memory_bytes=memory_bytes)
+            (result,) = outcomes(kind, [b"".join(trial)], case_seconds=case_seconds,
+                                 memory_bytes=memory_bytes)
             if result.startswith("finding: ") and signature(result.removeprefix("finding: ")) == want:
                 parts = trial
             else:

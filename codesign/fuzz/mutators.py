@@ -133,7 +133,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
+        if math.isnan(value):
+            return "nan"
+        return ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
     if isinstance(value, int):
         return str(value)
     if isinstance(value, list):
@@ -217,7 +219,7 @@ def mutate_npz_array(data: bytes, rng: np.random.Generator) -> bytes:
     name = pick(rng, sorted(arrays))
     a = arrays[name]
     choice = int(rng.integers(8))
-    if choice == 0:
+    if choice == 0 and a.dtype.kind in "biufc":
         arrays[name] = a.astype(pick(rng, (np.float16, np.float64, np.int8, np.int64, np.uint8, np.bool_,
                                            np.complex64, "U4")))
     elif choice == 1 and a.ndim:
@@ -233,7 +235,8 @@ def mutate_npz_array(data: bytes, rng: np.random.Generator) -> bytes:
     elif choice == 5:
         del arrays[name]
     elif choice == 6:
-        arrays[pick(rng, ("extra", "input2", "labels"))] = np.zeros(pick(rng, ((1,), (2, 64), (0,))), np.float32)
+        shape = pick(rng, ((1,), (2, 64), (0,)))
+        arrays[pick(rng, ("extra", "input2", "labels"))] = np.zeros(shape, np.float32)
     else:
         arrays[name] = np.repeat(a, int(rng.integers(2, 5)), axis=0) if a.ndim else a
     return write_arrays(arrays)

@@ -68,7 +68,7 @@ def check(path: Path) -> str:
             continue
         if data.labels is not None:
             labels = data.labels
-            assert labels.ndim == 1 and labels.dtype.kind in "iu", f"labels {labels.dtype}{list(labels.shape)}"
+            assert labels.ndim == 1 and labels.dtype.kind in "iu", f"labels {labels.dtype}{labels.shape}"
             assert len(labels) == len(data.samples), "a label count unlike the sample count"
     if len(refusals) == len(graphs()):
         raise refusals[0]

@@ -13,6 +13,7 @@ point, confirmations) and opens it to resume the tiny space's sweep.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sqlite3
@@ -121,15 +122,14 @@ def mutate_sql(data: bytes, rng: np.random.Generator) -> bytes:
     statement = pick(rng, _DAMAGES).format(col=pick(rng, _COLUMNS), key=pick(rng, _KEYS),
                                            ccol=pick(rng, ("id", "workload", "result")),
                                            table=pick(rng, ("meta", "points", "confirmations")))
-    value = pick(rng, _VALUES + tuple(v for v in HOSTILE if isinstance(v, (int, float, str)) and v is not True))
+    hostile = tuple(v for v in HOSTILE if isinstance(v, (int, float, str)) and not isinstance(v, bool))
+    value = pick(rng, _VALUES + hostile)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s.db"
         path.write_bytes(data)
         db = sqlite3.connect(path, isolation_level=None)
-        try:
+        with contextlib.suppress(sqlite3.Error, OverflowError):  # a damage this file cannot take
             db.execute(statement, (value,) if "?" in statement else ())
-        except (sqlite3.Error, OverflowError):
-            pass  # a damage this file cannot take: the file as it is
         db.close()
         return path.read_bytes()
 

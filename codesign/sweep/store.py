@@ -274,8 +274,9 @@ def _check(path: Path, db: sqlite3.Connection, tables: set[str], space: Space, s
         raise StoreError(f"{path}: the store already holds {held} points of this sweep; pass --resume to "
                          "continue it, or use another --store")
     if held and (meta.get("strategy"), meta.get("seed")) != (strategy, str(seed)):
-        raise StoreError(f"{path}: the sweep was started with strategy {_shown(meta.get('strategy'))} and seed "
-                         f"{_shown(meta.get('seed'))}; resume it with those, not strategy {strategy} and seed {seed}")
+        started = f"strategy {_shown(meta.get('strategy'))} and seed {_shown(meta.get('seed'))}"
+        raise StoreError(f"{path}: the sweep was started with {started}; resume it with those, not "
+                         f"strategy {strategy} and seed {seed}")
     if not held:
         settings = [("strategy", strategy), ("seed", str(seed))]
         db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", settings)

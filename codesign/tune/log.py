@@ -50,7 +50,8 @@ def read(path: str | Path) -> list[TrialRecord]:
     try:
         lines = Path(path).read_bytes().decode().splitlines()
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not a tuning log (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
+        raise InputError(f"{path}: not a tuning log (not UTF-8 text: {exc.reason} at byte {exc.start})") \
+            from None
     out = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
