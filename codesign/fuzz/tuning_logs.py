@@ -99,4 +99,77 @@ TRIALS = Kind(name="tuning-log", suffix=".jsonl", bases={"tiny-conv": _trial_log
               mutations={"line": mutate_line, "bytes": mutate_bytes}, check=check_trials)
 CPU_LOG = Kind(name="cpu-tuning-log", suffix=".json", bases={"znver3": _cpu_log},
                mutations={"json": mutate_json, "bytes": mutate_bytes}, check=check_cpu)
-KIND = TRIALS
+
+
+
+# -- the tuning cache (codesign.exec.store: SQLite, key -> JSON) ------------------------------------
+_KEYS = ("m1", "m2", "m3")
+
+
+def _cache() -> bytes:
+    import tempfile
+
+    from codesign.exec.store import Store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(Path(tmp) / "cache.sqlite")
+        store.put_measurements({"m1": Measurement("ok", cycles=900, run_s=0.1),
+                                "m2": Measurement.failed("error", "the program failed")})
+        store.put_features({"f1": [1.0, 2.5, 0.0]})
+        store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.close()
+        return (Path(tmp) / "cache.sqlite").read_bytes()
+
+
+def mutate_cache(data: bytes, rng: np.random.Generator) -> bytes:
+    """One row's key or JSON value damaged, a table dropped or replaced, through SQL."""
+    import contextlib
+    import sqlite3
+    import tempfile
+
+    value = pick(rng, ("", "null", "[]", "{}", '{"status": 1}', '{"status": "ok", "cycles": "x"}',
+                       '{"status": "ok", "cycles": -5}', '{"status": "ok", "cycles": 1e400}', "[1, NaN]",
+                       '["a"]', "[true]", b"\xff\x00", 7, None))
+    statement = pick(rng, ("UPDATE measurements SET value = ? WHERE key = 'm1'",
+                           "UPDATE features SET value = ?", "UPDATE measurements SET key = ?",
+                           "DROP TABLE measurements", "DROP TABLE features",
+                           "CREATE TABLE IF NOT EXISTS x (a); DROP TABLE measurements; "
+                           "CREATE TABLE measurements (key INTEGER, value BLOB, extra)"))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cache.sqlite"
+        path.write_bytes(data)
+        db = sqlite3.connect(path, isolation_level=None)
+        with contextlib.suppress(sqlite3.Error):
+            if "?" in statement:
+                db.execute(statement, (value,))
+            else:
+                db.executescript(statement)
+        db.close()
+        return path.read_bytes()
+
+
+def check_cache(path: Path) -> str:
+    """The cache opened as a tuning run opens it (a damaged file is moved aside and started
+    afresh), read, written and read back: "accepted" when every measurement read is a
+    Measurement of a string status and integer (or no) cycles, every feature vector a list
+    of numbers, and what was written reads back."""
+    from codesign.exec.store import Store
+
+    store = Store(path)
+    try:
+        for m in store.get_measurements(list(_KEYS)).values():
+            assert isinstance(m.status, str), f"status {m.status!r}"
+            assert m.cycles is None or (isinstance(m.cycles, int) and not isinstance(m.cycles, bool)
+                                        and m.cycles >= 0), f"cycles {m.cycles!r}"
+        features = store.get_features("f1")
+        assert features is None or all(isinstance(x, (int, float)) for x in features), features
+        fresh = Measurement("ok", cycles=77)
+        store.put_measurements({"m3": fresh})
+        assert store.get_measurements(["m3"]) == {"m3": fresh}, "a measurement written does not read back"
+    finally:
+        store.close()
+    return "accepted"
+
+
+CACHE = Kind(name="tuning-cache", suffix=".sqlite", bases={"small": _cache},
+             mutations={"sql": mutate_cache, "bytes": mutate_bytes}, check=check_cache)

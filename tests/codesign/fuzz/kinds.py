@@ -9,8 +9,8 @@ from codesign.fuzz import cmodels, configs, npz_inputs, sweeps, tuning_logs
 from codesign.fuzz.engine import FuzzReport, Kind, case_bytes, minimize
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    configs.KIND, npz_inputs.KIND, tuning_logs.TRIALS, tuning_logs.CPU_LOG, sweeps.SPACES, sweeps.STORES,
-    cmodels.KIND)}
+    configs.KIND, npz_inputs.KIND, tuning_logs.TRIALS, tuning_logs.CPU_LOG, tuning_logs.CACHE, sweeps.SPACES,
+    sweeps.STORES, cmodels.KIND)}
 CORPUS = Path(__file__).parent / "corpus"
 EXPECTED: dict[str, dict[str, str]] = json.loads((CORPUS / "expected.json").read_text())
 

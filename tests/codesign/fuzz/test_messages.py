@@ -35,3 +35,22 @@ def test_a_meta_value_with_a_newline_is_quoted_in_one_line(tmp_path: Path) -> No
     with pytest.raises(StoreError, match=r"another space \('tiny-fuzz', digest 'a\\nb'\)") as info:
         SweepStore.open(path, space, strategy="grid", seed=0, resume=True)
     assert "\n" not in str(info.value)
+
+
+def test_a_cache_damaged_past_its_header_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
+    from codesign.exec.store import Store
+    from codesign.tune.records import Measurement
+
+    path = tmp_path / "cache.sqlite"
+    path.write_bytes(tuning_logs._cache())
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE measurements")
+    db.execute("CREATE TABLE measurements (other)")  # opens, fails when read
+    db.commit()
+    db.close()
+    store = Store(path)
+    assert store.get_measurements(["m1"]) == {}
+    store.put_measurements({"m1": Measurement("ok", cycles=5)})
+    assert store.get_measurements(["m1"]) == {"m1": Measurement("ok", cycles=5)}
+    store.close()
+    assert (tmp_path / "cache.sqlite.damaged").is_file()
