@@ -25,8 +25,9 @@ def _kind(check: engine.Check) -> Kind:
                 {"bytes": mutate_bytes}, check)
 
 
-def _problems(kind: Kind, n: int = 1, **kw: float) -> list[str]:
-    return [f.problem.split(" (at ")[0] for f in fuzz(kind, cases(kind, range(n)), **kw).findings]
+def _problems(kind: Kind, memory_bytes: int = engine.MEMORY_BYTES) -> list[str]:
+    report = fuzz(kind, cases(kind, range(1)), memory_bytes=memory_bytes)
+    return [f.problem.split(" (at ")[0] for f in report.findings]
 
 
 def test_a_foreign_exception_is_a_finding() -> None:
