@@ -56,7 +56,7 @@ def _damage_named(path: Path) -> Iterator[None]:
         yield
     except StoreError:
         raise
-    except (sqlite3.Error, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (sqlite3.Error, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
         first = (str(exc).splitlines() or [""])[0][:200]
         raise StoreError(f"{path}: a damaged sweep store ({type(exc).__name__}: {first})") from None
 

@@ -163,7 +163,9 @@ def read_log(path: str | Path, target: CpuTarget | None = None) -> dict[str, Kno
     if not isinstance(record, dict) or record.get("format") != LOG_FORMAT:
         raise InputError(f"{path} is no CPU tuning log (codesign tune model MODEL --target cpu --log FILE)")
     if record.get("cpu") != target.cpu:
-        raise InputError(f"tuning log {path} was measured on a {record.get('cpu')} CPU; this host is a "
+        cpu = record.get("cpu")
+        shown = cpu if isinstance(cpu, str) and cpu.isprintable() else repr(cpu)  # one line
+        raise InputError(f"tuning log {path} was measured on a {shown} CPU; this host is a "
                          f"{target.cpu}: tune again here")
     convolutions = record.get("convolutions", [])
     if not isinstance(convolutions, list):
