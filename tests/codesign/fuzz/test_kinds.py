@@ -16,7 +16,7 @@ from .kinds import CORPUS, EXPECTED, KINDS, unexpected
 
 # cases per kind in `make test` (~25 s of CPU together on the 2-core machine) and in `make test-slow`
 SMALL = {"config": 300, "npz": 500, "tuning-log": 400, "cpu-tuning-log": 400, "space": 300, "store": 300,
-         "cmodel": 40, "tuning-cache": 300}
+         "cmodel": 40, "tuning-cache": 100}  # the cache: SQLite commits, ~80 ms of wall time a case
 LARGE = {name: 10 * n for name, n in SMALL.items()}
 
 
