@@ -22,6 +22,7 @@ import json
 import multiprocessing
 import os
 import resource
+import shutil
 import tempfile
 import traceback
 import warnings
@@ -140,8 +141,10 @@ def run_case(kind: Kind, case: Case | bytes, directory: Path) -> str:
     except WorkbenchError as exc:
         return one_line(exc)
     finally:
-        for leftover in directory.iterdir():  # the file, and what a reader left beside it (-wal, -shm)
-            if leftover.is_file():
+        for leftover in directory.iterdir():  # the file, and what a reader left beside it (-wal, a report)
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            else:
                 leftover.unlink()
 
 

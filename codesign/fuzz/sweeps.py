@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.fuzz.engine import Kind
+from codesign.fuzz.engine import Kind, run_cli, strict_json
 from codesign.fuzz.mutators import HOSTILE, dump_toml, mutate_bytes, mutate_tree, pick
 from codesign.sweep.records import PointResult
 from codesign.sweep.space import PACKAGED, load_space, space_from_text
@@ -96,7 +96,9 @@ def _store() -> bytes:
                 store.record(point, "ok", result=PointResult(point.id, (), metrics, {}), wall_s=0.5)
             store.record(points[4], "infeasible", reason="over the SRAM budget")
             store.record(points[5], "crash", reason="the worker died", attempts=2)
-            store.record_confirmation(points[0].id, "mlp", {"cycles": 1234, "agree": True})
+            store.record_confirmation(points[0].id, "mlp", {"workload": "mlp", "fsim_exact": True,
+                                                            "rtl_exact": True, "timing_cycles": 1234,
+                                                            "rtl_cycles": 1234})
         return path.read_bytes()
 
 
@@ -161,3 +163,19 @@ def check_store(path: Path) -> str:
 
 STORES = Kind(name="store", suffix=".db", bases={"tiny": _store},
               mutations={"sql": mutate_sql, "pages": mutate_pages, "bytes": mutate_bytes}, check=check_store)
+
+
+def check_report(path: Path) -> str:
+    """check_store, then `codesign report STORE -o DIR --json` (figures and the page)."""
+    result = check_store(path)
+    if result != "accepted":
+        return result
+    result, out = run_cli(["report", str(path), "-o", str(path.with_name("report")), "--json"])
+    if result == "accepted":
+        strict_json(out)
+    return result
+
+
+# `codesign report` draws every figure: ~2 s a case, so a budget of its own
+REPORTS = Kind(name="store-report", suffix=".db", bases=STORES.bases, mutations=STORES.mutations,
+               check=check_report)

@@ -184,8 +184,22 @@ class SweepStore:
             return {}
         out: dict[str, list[dict[str, Any]]] = {}
         for point_id, result in self.db.execute("SELECT id, result FROM confirmations ORDER BY id, workload"):
-            out.setdefault(point_id, []).append(json.loads(result))
+            found = json.loads(result)
+            if not isinstance(found, dict):
+                raise StoreError(f"{self.path}: a damaged sweep store (the confirmation of {point_id!r} is "
+                                 f"{found!r}, not an object)")
+            out.setdefault(point_id, []).append(found)
         return out
+
+    @_reader
+    def objectives(self) -> tuple[str, ...]:
+        """The metrics the sweep optimizes (meta 'objectives'); StoreError when they are not a
+        non-empty list of the store's metric columns."""
+        found = json.loads(self.meta()["objectives"])
+        if not (isinstance(found, list) and found and all(m in METRIC_COLUMNS for m in found)):
+            raise StoreError(f"{self.path}: a damaged sweep store (objectives {found!r} are not a list of "
+                             f"{', '.join(METRIC_COLUMNS)})")
+        return tuple(found)
 
     @_reader
     def meta(self) -> dict[str, str]:

@@ -10,7 +10,7 @@ from codesign.fuzz.engine import FuzzReport, Kind, case_bytes, minimize
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     configs.KIND, npz_inputs.KIND, tuning_logs.TRIALS, tuning_logs.CPU_LOG, tuning_logs.CACHE, sweeps.SPACES,
-    sweeps.STORES, cmodels.KIND)}
+    sweeps.STORES, sweeps.REPORTS, cmodels.KIND)}
 CORPUS = Path(__file__).parent / "corpus"
 EXPECTED: dict[str, dict[str, str]] = json.loads((CORPUS / "expected.json").read_text())
 
