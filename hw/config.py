@@ -239,15 +239,18 @@ class AcceleratorConfig:
         unknown = sorted(set(data) - names - set(_READ_BACK))
         if unknown:
             raise ConfigError(f"{where}: unknown parameter(s) {', '.join(unknown)}")
-        cfg = cls(**{k: v for k, v in data.items() if k in names})
+        try:
+            cfg = cls(**{k: v for k, v in data.items() if k in names})
+        except TypeError as exc:  # a value of the wrong kind: for a file, bad input like any other
+            raise ConfigError(f"{where}: {exc}") from None
         _check_derived(cfg, {k: v for k, v in data.items() if k not in names}, where)
         return cfg
 
     @classmethod
     def load(cls, path: str | Path) -> AcceleratorConfig:
         try:
-            data = json.loads(Path(path).read_text())
-        except json.JSONDecodeError as exc:
+            data = json.loads(Path(path).read_bytes())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a JSON object of parameters")

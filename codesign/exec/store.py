@@ -68,6 +68,9 @@ def _open(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError:
         db.close()
         raise
+    except UnicodeDecodeError as exc:  # a schema of bytes that are not UTF-8: not a store of ours
+        db.close()
+        raise sqlite3.DatabaseError(str(exc)) from None
     return db
 
 
@@ -78,15 +81,29 @@ class Store:
         self.path = Path(path) if path is not None else cache_root() / "tune" / "cache.sqlite"
         try:
             self.db = _open(self.path)
+            self._inode = _inode(self.path)
         except sqlite3.DatabaseError:  # not a database (truncated, overwritten): start afresh
-            with locked(self.path.with_name(f".{self.path.name}.lock")):
-                try:
-                    self.db = _open(self.path)  # another process may have replaced it already
-                except sqlite3.DatabaseError:
-                    for suffix in ("", "-wal", "-shm"):
-                        with contextlib.suppress(OSError):
-                            os.replace(f"{self.path}{suffix}", f"{self.path}.damaged{suffix}")
-                    self.db = _open(self.path)
+            self._start_afresh(None)
+
+    def _start_afresh(self, damaged: sqlite3.Connection | None) -> None:
+        """The file moved aside (to *.damaged) and a new store opened in its place, unless
+        another process replaced it already (it opens, or is another file than `damaged`'s)."""
+        with locked(self.path.with_name(f".{self.path.name}.lock")):
+            if damaged is not None:
+                damaged.close()
+                if _inode(self.path) == self._inode:
+                    self._move_aside()
+            try:
+                self.db = _open(self.path)
+            except sqlite3.DatabaseError:
+                self._move_aside()
+                self.db = _open(self.path)
+            self._inode = _inode(self.path)
+
+    def _move_aside(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.replace(f"{self.path}{suffix}", f"{self.path}.damaged{suffix}")
 
     def close(self) -> None:
         self.db.close()
@@ -100,7 +117,9 @@ class Store:
         out = {}
         for k, v in self._get("measurements", keys):
             with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
-                out[k] = Measurement.from_json(json.loads(v))
+                found = Measurement.from_json(json.loads(v))
+                if _sound(found):
+                    out[k] = found
         return out
 
     def put_measurements(self, items: dict[str, Measurement]) -> None:
@@ -111,7 +130,7 @@ class Store:
         found = dict(self._get("features", [source_digest(features=True) + ":" + key]))
         try:
             value = json.loads(next(iter(found.values()))) if found else None
-        except ValueError:
+        except (ValueError, TypeError):
             return None
         ok = isinstance(value, list) and all(isinstance(x, (int, float)) for x in value)
         return value if ok else None  # a damaged value counts as absent
@@ -121,7 +140,17 @@ class Store:
         self._put("features", ((prefix + k, json.dumps(v)) for k, v in items.items()))
 
     # -- plumbing -----------------------------------------------------------------------------------
+    # A file damaged past its header (a malformed page, a table dropped or replaced, text that is
+    # not UTF-8) is found only when read or written: it is moved aside and the work goes on in a
+    # new store, as for a file that does not open.
     def _get(self, table: str, keys: list[str]) -> list[tuple[str, str]]:
+        try:
+            return self._select(table, keys)
+        except sqlite3.DatabaseError:
+            self._start_afresh(self.db)
+            return self._select(table, keys)
+
+    def _select(self, table: str, keys: list[str]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
@@ -130,5 +159,26 @@ class Store:
         return out
 
     def _put(self, table: str, rows: Iterable[tuple[str, str]]) -> None:
-        with self.db:
-            self.db.executemany(f"INSERT OR REPLACE INTO {table} (key, value) VALUES (?, ?)", rows)
+        rows = list(rows)
+        try:
+            with self.db:
+                self.db.executemany(f"INSERT OR REPLACE INTO {table} (key, value) VALUES (?, ?)", rows)
+        except sqlite3.DatabaseError:
+            self._start_afresh(self.db)
+            with self.db:
+                self.db.executemany(f"INSERT OR REPLACE INTO {table} (key, value) VALUES (?, ?)", rows)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+def _sound(m: Measurement) -> bool:
+    """A measurement of a string status and no or non-negative integer cycles (a damaged value
+    counts as absent)."""
+    cycles_ok = m.cycles is None or (isinstance(m.cycles, int) and not isinstance(m.cycles, bool)
+                                     and m.cycles >= 0)
+    return isinstance(m.status, str) and cycles_ok

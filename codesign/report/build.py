@@ -9,7 +9,6 @@ on each objective; and index.html / report.md listing the best designs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,14 +56,18 @@ def build_report(store: str | Path, directory: str | Path, *, top: int = 5) -> R
     out = Path(directory)
     with SweepStore.read(store) as db:
         meta = db.meta()
-        objectives = tuple(json.loads(meta["objectives"]))
+        objectives = db.objectives()
         rows = [r for r in db.points("ok") if r.result is not None]
         if not rows:
             raise ReportError(f"{store}: the store holds no evaluated point yet "
                               f"({', '.join(f'{k} {v}' for k, v in db.counts().items() if v)})")
         front = {p.id for p in pareto_front(db, objectives)}
         confirmed = db.confirmations()
-    designs = _designs(rows, front, confirmed)
+    try:
+        designs = _designs(rows, front, confirmed)
+    except (KeyError, TypeError) as exc:  # a confirmation row of the wrong shape
+        raise ReportError(f"{store}: a damaged confirmation in the store ({type(exc).__name__}: {exc})") \
+            from None
     best = sorted((d for d in designs if d.on_front), key=lambda d: d.metric(objectives[0]))[:top]
     params = varied(designs)
     sections = _figures(designs, best, params, objectives, out)

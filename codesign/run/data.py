@@ -88,6 +88,9 @@ def _read_npz(path: Path, graph: Graph,
     except InputError as exc:
         raise InputError(f"{option} {exc}") from None
     own = arrays.pop(LABELS_KEY, None)
+    if own is not None and (own.dtype.kind not in "iu" or own.ndim != 1):
+        raise InputError(f"{option} {path}: array 'labels' must be a 1-d integer array, not "
+                         f"{own.dtype.name}{list(own.shape)}")
     if len(graph.inputs) == 1 and len(arrays) == 1 and graph.inputs[0] not in arrays:
         arrays = {graph.inputs[0]: next(iter(arrays.values()))}
     missing = [n for n in graph.inputs if n not in arrays]

@@ -227,9 +227,12 @@ def load_space(path: str | Path, *, area_mm2: AreaModel | None = None) -> Space:
     """The space of the TOML file at `path`; SpaceError names any key that breaks a rule."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode()
     except OSError as exc:
         raise SpaceError(f"{path}: cannot read the space ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise SpaceError(f"{path}: not a space file (not UTF-8 text: {exc.reason} at byte {exc.start})") \
+            from None
     return space_from_text(text, path=path, area_mm2=area_mm2)
 
 

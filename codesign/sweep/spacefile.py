@@ -217,8 +217,9 @@ def _model(where: str, at: str, model: str, folder: Path) -> str:
     file = folder / model
     if file.is_file():
         return str(file.resolve())
+    shown = str(file) if str(file).isprintable() else repr(str(file))  # the message stays one line
     raise SpaceError(f"{where}: {at}: {model!r} is neither a zoo model ({', '.join(sorted(MODELS))}) "
-                     f"nor a file ({file})")
+                     f"nor a file ({shown})")
 
 
 # -- small checks ------------------------------------------------------------------------------------

@@ -11,9 +11,12 @@ file stays consistent (reference/sweep.md §2.1 measured 50 SIGKILLs during writ
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,27 @@ _SCHEMA = (
 
 class StoreError(InputError):
     """A store file that cannot hold this sweep; the message names the file and why."""
+
+
+@contextlib.contextmanager
+def _damage_named(path: Path) -> Iterator[None]:
+    """A damaged file (SQLite's own complaint, a column or table missing, a field that is not
+    the JSON or the record it should be) as a one-line StoreError."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except (sqlite3.Error, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise StoreError(f"{path}: a damaged sweep store ({type(exc).__name__}: {first})") from None
+
+
+def _reader(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def read(self: SweepStore, *args: Any, **kwargs: Any) -> Any:
+        with _damage_named(self.path):
+            return method(self, *args, **kwargs)
+    return read
 
 
 @dataclass(frozen=True)
@@ -81,17 +105,18 @@ class SweepStore:
         path = Path(path)
         db = _connect(path)
         try:
-            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not tables:
-                _create(db, space, strategy, seed)
-            else:
-                _check(path, db, tables, space, strategy, seed, resume)
+            with _damage_named(path):
+                tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if not tables:
+                    _create(db, space, strategy, seed)
+                else:
+                    _check(path, db, tables, space, strategy, seed, resume)
+                db.execute("PRAGMA journal_mode=WAL")  # only once the file is known to be a sweep store
+                db.execute("PRAGMA synchronous=NORMAL")
+                return cls(path, db, commit_s=commit_s)
         except BaseException:
             db.close()
             raise
-        db.execute("PRAGMA journal_mode=WAL")  # only once the file is known to be a sweep store
-        db.execute("PRAGMA synchronous=NORMAL")
-        return cls(path, db, commit_s=commit_s)
 
     @classmethod
     def read(cls, path: str | Path) -> SweepStore:
@@ -100,13 +125,14 @@ class SweepStore:
         if not path.is_file():
             raise StoreError(f"{path}: no such store")
         db = _connect(path)
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         try:
-            _check_schema(path, db, tables)
+            with _damage_named(path):
+                tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                _check_schema(path, db, tables)
+                return cls(path, db)
         except BaseException:
             db.close()
             raise
-        return cls(path, db)
 
     def close(self) -> None:
         self.flush()
@@ -150,6 +176,7 @@ class SweepStore:
                         (point_id, workload, json.dumps(result, sort_keys=True), time.time()))
 
     # -- reading --------------------------------------------------------------------------------
+    @_reader
     def confirmations(self) -> dict[str, list[dict[str, Any]]]:
         """Each confirmed design's confirmations (one per workload), by point id."""
         tables = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -157,27 +184,49 @@ class SweepStore:
             return {}
         out: dict[str, list[dict[str, Any]]] = {}
         for point_id, result in self.db.execute("SELECT id, result FROM confirmations ORDER BY id, workload"):
-            out.setdefault(point_id, []).append(json.loads(result))
+            found = json.loads(result)
+            if not isinstance(found, dict):
+                raise StoreError(f"{self.path}: a damaged sweep store (the confirmation of {point_id!r} is "
+                                 f"{found!r}, not an object)")
+            out.setdefault(point_id, []).append(found)
         return out
 
+    @_reader
+    def objectives(self) -> tuple[str, ...]:
+        """The metrics the sweep optimizes (meta 'objectives'); StoreError when they are not a
+        non-empty list of the store's metric columns."""
+        found = json.loads(self.meta()["objectives"])
+        if not (isinstance(found, list) and found and all(m in METRIC_COLUMNS for m in found)):
+            raise StoreError(f"{self.path}: a damaged sweep store (objectives {found!r} are not a list of "
+                             f"{', '.join(METRIC_COLUMNS)})")
+        return tuple(found)
+
+    @_reader
     def meta(self) -> dict[str, str]:
         return dict(self.db.execute("SELECT key, value FROM meta").fetchall())
 
+    @_reader
     def ids(self) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT id FROM points")}
 
+    @_reader
     def counts(self) -> dict[str, int]:
         found = dict(self.db.execute("SELECT status, count(*) FROM points GROUP BY status").fetchall())
         return {status: int(found.get(status, 0)) for status in STATUSES}
 
+    @_reader
     def points(self, status: str | None = None) -> list[StoredPoint]:
         """The stored points in the order they finished (only `status`'s when given)."""
         where, args = ("WHERE status = ?", (status,)) if status else ("", ())
         rows = self.db.execute("SELECT id, seq, config, status, result, reason, attempts, wall_s "
                                f"FROM points {where} ORDER BY seq", args)
-        return [StoredPoint(r[0], r[1], json.loads(r[2]), r[3],
-                            PointResult.from_json(json.loads(r[4])) if r[4] is not None else None,
-                            r[5], r[6], r[7]) for r in rows]
+        out = [StoredPoint(r[0], r[1], json.loads(r[2]), r[3],
+                           PointResult.from_json(json.loads(r[4])) if r[4] is not None else None,
+                           r[5], r[6], r[7]) for r in rows]
+        for p in out:
+            if p.status not in STATUSES:
+                raise StoreError(f"{self.path}: point {p.id!r} has the unknown status {p.status!r}")
+        return out
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -187,8 +236,12 @@ def _connect(path: Path) -> sqlite3.Connection:
                 raise StoreError(f"{path}: not an SQLite file, so not a sweep store")
     try:
         db = sqlite3.connect(path, isolation_level=None, timeout=60)
-        db.execute("SELECT count(*) FROM sqlite_master")
     except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot open the store ({exc})") from None
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master")
+    except (sqlite3.Error, UnicodeDecodeError) as exc:  # a schema of bytes that are not UTF-8
+        db.close()
         raise StoreError(f"{path}: cannot open the store ({exc})") from None
     return db
 
@@ -218,20 +271,26 @@ def _check_schema(path: Path, db: sqlite3.Connection, tables: set[str]) -> dict[
     return meta
 
 
+def _shown(value: str | None) -> str:
+    """A meta value in a message: as it is, or quoted where it would break the line."""
+    return value if isinstance(value, str) and value.isprintable() else repr(value)
+
+
 def _check(path: Path, db: sqlite3.Connection, tables: set[str], space: Space, strategy: str, seed: int,
            resume: bool) -> None:
     meta = _check_schema(path, db, tables)
     if meta.get("space_digest") != space.digest:
         raise StoreError(f"{path}: the store holds a sweep of another space ({meta.get('space_name')!r}, "
-                         f"digest {meta.get('space_digest')}), not of {space.name!r} "
+                         f"digest {_shown(meta.get('space_digest'))}), not of {space.name!r} "
                          f"(digest {space.digest}); use another --store")
     held = int(db.execute("SELECT count(*) FROM points").fetchone()[0])
     if held and not resume:
         raise StoreError(f"{path}: the store already holds {held} points of this sweep; pass --resume to "
                          "continue it, or use another --store")
     if held and (meta.get("strategy"), meta.get("seed")) != (strategy, str(seed)):
-        raise StoreError(f"{path}: the sweep was started with strategy {meta.get('strategy')} and seed "
-                         f"{meta.get('seed')}; resume it with those, not strategy {strategy} and seed {seed}")
+        started = f"strategy {_shown(meta.get('strategy'))} and seed {_shown(meta.get('seed'))}"
+        raise StoreError(f"{path}: the sweep was started with {started}; resume it with those, not "
+                         f"strategy {strategy} and seed {seed}")
     if not held:
         settings = [("strategy", strategy), ("seed", str(seed))]
         db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", settings)

@@ -47,7 +47,11 @@ def append(path: str | Path, records: list[TrialRecord]) -> None:
 def read(path: str | Path) -> list[TrialRecord]:
     """Every record of the log at `path`; OSError when it cannot be read, ValueError naming the
     line when a line (other than a cut-short last one) is not a trial record."""
-    lines = Path(path).read_text().splitlines()
+    try:
+        lines = Path(path).read_bytes().decode().splitlines()
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a tuning log (not UTF-8 text: {exc.reason} at byte {exc.start})") \
+            from None
     out = []
     for n, line in enumerate(lines, 1):
         if not line.strip():

@@ -3,7 +3,12 @@ user's `input_shapes`, then ONNX shape inference for every other value."""
 
 from __future__ import annotations
 
+import faulthandler
+import json
 import math
+import os
+import signal
+import tempfile
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -177,6 +182,57 @@ def infer_types(model: onnx.ModelProto, label: str) -> dict[str, TypeInfo]:
     del model.graph.value_info[:]
     for out in model.graph.output:
         out.type.tensor_type.ClearField("shape")
+    return _in_child(model, label)
+
+
+def _in_child(model: onnx.ModelProto, label: str) -> dict[str, TypeInfo]:
+    """_infer run in a forked child: an abort or a crash inside onnx's C++ (a check it asserts
+    rather than reports) is a ModelImportError here, not the end of the process.  The types
+    come back as JSON (never a pickle: the child has read a file a user handed over)."""
+    if not hasattr(os, "fork"):  # no fork on this platform: inference in this process
+        return _infer(model, label)
+    read_end, write_end = os.pipe()
+    with tempfile.TemporaryFile() as errors:  # what onnx prints as it aborts, for the message
+        pid = os.fork()
+        if pid == 0:  # the child: whatever happens, it ends here
+            try:
+                faulthandler.disable()
+                os.dup2(errors.fileno(), 2)
+                os.close(read_end)
+                with os.fdopen(write_end, "wb") as out:
+                    out.write(json.dumps(_reply(model, label)).encode())
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as reply_file:
+            reply = reply_file.read()
+        _, status = os.waitpid(pid, 0)
+        errors.seek(0)
+        said = errors.read(4096).decode(errors="replace").strip()
+    if not reply:
+        how = f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status) \
+            else f"exit status {os.waitstatus_to_exitcode(status)}"
+        said = f": {said.splitlines()[0][:300]}" if said else ""
+        raise ModelImportError(f"{label}: ONNX shape inference crashed ({how}{said}); the model is malformed")
+    data = json.loads(reply)
+    if "error" in data:
+        raise ModelImportError(data["error"])
+    if "bug" in data:
+        raise RuntimeError(f"ONNX shape inference in the child: {data['bug']}")
+    types = data["types"]
+    return {name: (None if dims is None else tuple(dims), dtype) for name, (dims, dtype) in types.items()}
+
+
+def _reply(model: onnx.ModelProto, label: str) -> dict[str, object]:
+    try:
+        return {"types": _infer(model, label)}
+    except ModelImportError as e:
+        return {"error": str(e)}
+    except Exception as e:  # a bug: the parent raises it with its traceback's gist
+        return {"bug": f"{type(e).__name__}: {e}"}
+
+
+def _infer(model: onnx.ModelProto, label: str) -> dict[str, TypeInfo]:
     try:
         inferred = onnx.shape_inference.infer_shapes(
             model, check_type=False, strict_mode=False, data_prop=True

@@ -70,6 +70,11 @@ def load(path: str | Path, knobs_for: KnobsFor | None = None) -> tuple[CompiledM
 
 
 def _graph(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Graph:
+    names = [meta["graph_name"], *meta["inputs"], *meta["outputs"], *(v["name"] for v in meta["values"]),
+             *(x for n in meta["nodes"] for x in (n["name"], n["op"], *n["inputs"], *n["outputs"]))]
+    for name in names:
+        if not isinstance(name, str) or not name.isprintable():  # messages quote names in one line
+            raise TypeError(f"name {name!r} is not a printable string")
     g = Graph(meta["graph_name"])
     for v in meta["values"]:
         data = arrays[v["const"]] if v["const"] else None

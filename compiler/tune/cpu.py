@@ -155,7 +155,7 @@ def read_log(path: str | Path, target: CpuTarget | None = None) -> dict[str, Kno
     not such a log, or measured on another CPU than `target` (the host by default)."""
     target = host_target() if target is None else target
     try:
-        record = json.loads(Path(path).read_text())
+        record = json.loads(Path(path).read_bytes())
     except OSError as e:
         raise InputError(f"tuning log {path}: {e.strerror or e}") from None
     except ValueError:
@@ -163,9 +163,23 @@ def read_log(path: str | Path, target: CpuTarget | None = None) -> dict[str, Kno
     if not isinstance(record, dict) or record.get("format") != LOG_FORMAT:
         raise InputError(f"{path} is no CPU tuning log (codesign tune model MODEL --target cpu --log FILE)")
     if record.get("cpu") != target.cpu:
-        raise InputError(f"tuning log {path} was measured on a {record.get('cpu')} CPU; this host is a "
+        cpu = record.get("cpu")
+        shown = cpu if isinstance(cpu, str) and cpu.isprintable() else repr(cpu)  # one line
+        raise InputError(f"tuning log {path} was measured on a {shown} CPU; this host is a "
                          f"{target.cpu}: tune again here")
-    return {c["key"]: c["best"] for c in record.get("convolutions", []) if c.get("best")}
+    convolutions = record.get("convolutions", [])
+    if not isinstance(convolutions, list):
+        raise InputError(f"tuning log {path}: convolutions is not a list")
+    for i, c in enumerate(convolutions):
+        if not (isinstance(c, dict) and isinstance(c.get("key"), str) and _are_knobs(c.get("best") or {})):
+            raise InputError(f"tuning log {path}: convolution {i} is not an object with a key (a string) "
+                             "and best knobs (an object of integers and strings)")
+    return {c["key"]: c["best"] for c in convolutions if c.get("best")}
+
+
+def _are_knobs(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(v, (int, str)) and not isinstance(v, bool) for v in value.values())
 
 
 def tuned_table(results: list[ConvTuning]) -> dict[str, Knobs]:
