@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from hw import isa
-from hw.config import AcceleratorConfig
+from hw.config import BURST_BOUNDARY_BYTES, AcceleratorConfig
 from hw.errors import WorkbenchError
 from hw.npz import read_npz
 
@@ -238,12 +238,19 @@ class _PendingUopLoad:
     flags: dict[str, bool]
 
 
+# where every region starts (see ProgramBuilder); the arena places regions on the same pages
+REGION_ALIGN_BYTES = BURST_BOUNDARY_BYTES
+
+
 class ProgramBuilder:
     """Write instruction streams by hand: loads, stores, GEMM/ALU, token push/pop, FINISH.
 
     Data regions are laid out as they are declared; the micro-op table and the instruction
-    stream follow them, placed at `build()`.  Every region starts on a multiple of the largest
-    element size, so any memory type can address it.
+    stream follow them, placed at `build()`.  Every region starts on a 4 KiB page
+    (`REGION_ALIGN_BYTES`), a multiple of every element size, so any memory type can address it,
+    and at the same offset within its page wherever the runtime's arena moves it: bursts, which
+    end at page boundaries, are then the same in a step's own image and in the whole model's, so
+    a layer measured alone takes exactly the cycles it takes in the model.
     """
 
     def __init__(self, cfg: AcceleratorConfig) -> None:
@@ -252,7 +259,7 @@ class ProgramBuilder:
         self._constants: dict[str, np.ndarray] = {}
         self._uops: list[isa.Uop] = []
         self._items: list[isa.Insn | _PendingUopLoad] = []
-        self._align = max(cfg.max_elem_bytes, 64)
+        self._align = REGION_ALIGN_BYTES
         self._next = 0
 
     # -- regions ------------------------------------------------------------------------------
@@ -339,8 +346,7 @@ class ProgramBuilder:
         """A copy of what was written so far, to build for `cfg`: a config whose element sizes
         equal this one's (DRAM addresses are in elements), differing in the scratchpad depths
         or the memory system, so only the encoding of the instructions differs."""
-        if any(cfg.elem_bytes(m) != self.cfg.elem_bytes(m) for m in isa.MemType) or \
-                max(cfg.max_elem_bytes, 64) != self._align:
+        if any(cfg.elem_bytes(m) != self.cfg.elem_bytes(m) for m in isa.MemType):
             raise ProgramError(f"a program written for {self.cfg.name} cannot be built for {cfg.name}: "
                                "their element sizes differ")
         copy = ProgramBuilder(cfg)

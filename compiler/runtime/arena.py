@@ -10,11 +10,12 @@ output) to the last step that reads it, and buffers whose lifetimes do not overl
 a predecessor's packed output in the same layout reads it where the predecessor stored it: its
 input region is the predecessor's output region, so the hand-over costs no copy.
 
-Every offset is a multiple of `align_bytes`, the least common multiple of the element sizes of
-all memory types and of the bus word: a relocated DMA moves by whole elements and keeps its
-position within bus words, so it takes the same bursts as before, except where the move puts one
-of its rows across a 4 KiB boundary or takes it off one (bursts are cut there): then its cycles
-may differ by a few (ResNet-18 on `vta`: 6 of 19 steps, by 1 to 136 cycles).
+Every offset is a multiple of `align_bytes`: a 4 KiB page, which is a multiple of every memory
+type's element size and of the bus word.  Programs place their regions on pages too
+(`hw.program.REGION_ALIGN_BYTES`), so a relocated DMA moves by whole pages: it addresses the same
+elements, the same bus words and the same offsets within a page, and takes exactly the bursts it
+took in its own image (bursts end at 4 KiB boundaries): a step costs the same cycles alone and in
+the model, which is what lets a sweep measure layers one by one.
 
 `relocate` is the operation under the plan: the same Program with its regions at new offsets,
 every LOAD and STORE address moved with the region it points into.
@@ -31,15 +32,17 @@ import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
-from hw.program import Program, ProgramError, Region
+from hw.program import REGION_ALIGN_BYTES, Program, ProgramError, Region
 
 STATIC_ROLES = ("insns", "uops", "constant")
 
 
 def align_bytes(cfg: AcceleratorConfig) -> int:
-    """The alignment of every arena offset: the least common multiple of all memory types'
-    element sizes and of the bus word (element sizes are powers of two: their largest)."""
-    return math.lcm(cfg.bus_bytes, *(cfg.elem_bytes(m) for m in isa.MemType))
+    """The alignment of every arena offset: the least common multiple of the programs' region
+    alignment (a 4 KiB page: a region keeps its offset within a page, so its bursts, cut at page
+    boundaries, stay those of the step's own image), all memory types' element sizes and the bus
+    word (all powers of two: their largest)."""
+    return math.lcm(REGION_ALIGN_BYTES, cfg.bus_bytes, *(cfg.elem_bytes(m) for m in isa.MemType))
 
 
 def relocate(program: Program, offsets: Mapping[str, int], cfg: AcceleratorConfig,
