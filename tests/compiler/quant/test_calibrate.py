@@ -125,7 +125,7 @@ def test_collect_summarises_inputs_and_every_float_output() -> None:
     xs = [{"x": np.array([[[1.0, 2.0, 0.0], [0.0, -1.0, 1.0]]], np.float32)}]
     cal = collect(_tiny(), xs)
     assert cal.samples == 1 and sorted(cal.stats) == ["x", "y", "z"]
-    y = xs[0]["x"] @ _tiny().const_data("w")  # [[2, 1, 2], [-0.5, 1, -3]]
+    y = xs[0]["x"] @ np.asarray(_tiny().const_data("w"))  # [[2, 1, 2], [-0.5, 1, -3]]
     assert cal.stats["y"].absmax == 3.0 == np.abs(y).max()
     np.testing.assert_array_equal(cal.stats["y"].axis_absmax[2], np.abs(y).max(axis=(0, 1)))
     assert cal.amax("z", "minmax") == 2.0

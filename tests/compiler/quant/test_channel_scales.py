@@ -127,11 +127,11 @@ def test_folded_weights_are_w_times_the_channel_scales_before_quantization() -> 
     folded = quantize_weight(W_PW.astype(np.float64) * s_c.reshape(1, 2, 1, 1))
     np.testing.assert_array_equal(q.const_data(reader.inputs[1]), folded.data)
     np.testing.assert_array_equal(q.const_data(reader.inputs[2]), np.rint(B_PW / folded.scales))
-    mult, shift = q.const_data(reader.inputs[3]), reader.int_attr("shift")
+    mult, shift = np.asarray(q.const_data(reader.inputs[3])), reader.int_attr("shift")
     np.testing.assert_allclose(mult / 2.0**shift, folded.scales / s_p, rtol=1e-4)
     # the producer: multipliers for its per-channel output scales; Clip(0, 6) is [0, 127] for both
     w_scale = quantize_weight(W_DW).scales
-    mult, shift = q.const_data(producer.inputs[3]), producer.int_attr("shift")
+    mult, shift = np.asarray(q.const_data(producer.inputs[3])), producer.int_attr("shift")
     np.testing.assert_allclose(mult / 2.0**shift, s_x * w_scale / s_c, rtol=1e-4)
     assert (producer.int_attr("clip_lo"), producer.int_attr("clip_hi")) == (0, 127)
     assert producer.float_attr("out_scale") == 1.0
