@@ -70,7 +70,7 @@ class TensorStats:
             per = a.max(axis=others, initial=0.0).astype(np.float64)
             seen = self.axis_absmax.get(axis)
             runner_up = self.axis_runner_up.get(axis, np.zeros_like(per))
-            if seen is not None:  # this input's max is the runner-up's or the previous max is
+            if seen is not None:  # the smaller of this input's max and the max so far may be it
                 runner_up = np.maximum(runner_up, np.minimum(seen, per))
             self.axis_runner_up[axis] = runner_up
             self.axis_absmax[axis] = per if seen is None else np.maximum(seen, per)
