@@ -46,7 +46,9 @@ class TensorStats:
     every scale represents exactly (left out of the histogram so that a ReLU's spike at 0 does
     not steer the entropy search); the largest |x|; the largest |x| and the sum of x along
     axis 1 and along the last axis (channels of NCHW and of dense outputs; not W of a 4-d
-    tensor), for accumulator bounds and bias correction."""
+    tensor), for accumulator bounds and bias correction; and along those axes the second
+    largest of the inputs' own largest |x| (`axis_runner_up`: how far one input stands out,
+    compiler.quant.static.settled_channels)."""
 
     counts: np.ndarray = field(default_factory=lambda: np.zeros(BINS, np.int64))
     zeros: int = 0
@@ -55,6 +57,7 @@ class TensorStats:
     axis_absmax: dict[int, np.ndarray] = field(default_factory=dict)
     axis_sum: dict[int, np.ndarray] = field(default_factory=dict)
     axis_count: dict[int, int] = field(default_factory=dict)
+    axis_runner_up: dict[int, np.ndarray] = field(default_factory=dict)
 
     def add(self, x: np.ndarray) -> None:
         a = np.abs(x.astype(np.float32, copy=False))
@@ -66,6 +69,10 @@ class TensorStats:
             others = tuple(i for i in range(a.ndim) if i != axis)
             per = a.max(axis=others, initial=0.0).astype(np.float64)
             seen = self.axis_absmax.get(axis)
+            runner_up = self.axis_runner_up.get(axis, np.zeros_like(per))
+            if seen is not None:  # the smaller of this input's max and the max so far may be it
+                runner_up = np.maximum(runner_up, np.minimum(seen, per))
+            self.axis_runner_up[axis] = runner_up
             self.axis_absmax[axis] = per if seen is None else np.maximum(seen, per)
             self.axis_sum[axis] = self.axis_sum.get(axis, 0.0) + x.sum(axis=others, dtype=np.float64)
             self.axis_count[axis] = self.axis_count.get(axis, 0) + size // a.shape[axis]

@@ -17,10 +17,14 @@ A depthwise convolution's output that only group-1 convolutions read (MobileNetV
 ReLU6, each read by one 1x1 projection) gets one scale per channel instead (`channel_scales`;
 compiler.quant.plan: the readers fold them into their float weights, the integer ops are the same):
 its channels' ranges differ by up to 50 times, and at one scale those outputs are the largest
-source of error in MobileNetV2. So do the values of a linear residual stream (MobileNetV2's
-bottleneck outputs and the adds that join them), with one channel profile per stage so that the
-adds keep scalar multipliers (`stream_channel_scales`, compiler.quant.plan.
-channel_scaled_streams). `per_channel=False` turns both off.
+source of error in MobileNetV2, where the calibration inputs agree on each channel's range.
+Where they do not (`settled_channels`: a trained network's deep, image-specific channels, as
+EfficientNet-Lite1's last blocks on photos) the value keeps one scale: a channel scale set by
+the calibration's range saturates on the next input that excites that channel. So do the
+values of a linear residual stream (MobileNetV2's bottleneck outputs and the adds that join
+them), with one channel profile per stage so that the adds keep scalar multipliers
+(`stream_channel_scales`, compiler.quant.plan.channel_scaled_streams). `per_channel=False`
+turns both off.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import numpy as np
 from compiler.graph.ir import Graph, Node
 from compiler.graph.opdefs.qops import INT8_MAX
 from compiler.graph.passes import simplify
-from compiler.quant.calibrate import CALIBRATORS, Calibration, collect
+from compiler.quant.calibrate import CALIBRATORS, Calibration, TensorStats, collect
 from compiler.quant.errors import LayerQuantizationError, QuantizationError, QuantizationWarning
 from compiler.quant.plan import Plan, channel_scaled_streams, channel_scaled_values, codings, unsigned_values
 from compiler.quant.rewrite import rewrite
@@ -89,6 +93,20 @@ CHANNEL_FLOOR = 2.0**-8
 # With `--calibration entropy` MobileNetV2's mean cosine over 30 validation inputs was 0.908;
 # entropy elsewhere and percentile here gives 0.998.
 CHANNEL_METHODS = {"entropy": "percentile"}
+# A value's per-channel ranges are trusted only where the calibration inputs agree on them
+# (`settled_channels`): a channel whose largest |x| on one input is more than RANGE_JUMP times
+# its largest on every other input has a range that the next input may well exceed, and at a
+# per-channel scale it saturates where one scale per tensor would not. Trained networks' deep
+# layers have such channels (features that only some images excite): EfficientNet-Lite1's
+# depthwise outputs in blocks 16-20, calibrated on 48 photos, have 2.4-17% of their live
+# channels so (blocks 0-15: at most 1.3%; the zoo's seeded MobileNetV2 on its 16 calibration
+# inputs: at most 0.7%), and at per-channel scales those channels saturated on other photos
+# (saturation noise up to 4% of the signal in blocks 17-19), taking int8 top-1 agreement with
+# fp32 over 200 photos to 0.88 and mean cosine 0.949; one scale per tensor where more than
+# UNSETTLED_FRACTION of the live channels jump (blocks 16-20): 0.97, cosine 0.996 (one scale on
+# every depthwise output: 0.975, cosine 0.996; alpha 0.25 everywhere: 0.90, cosine 0.979).
+RANGE_JUMP = 2.0
+UNSETTLED_FRACTION = 0.02
 
 
 def quantize(
@@ -299,7 +317,8 @@ def channel_scales(
     quantization: the exponent balances activation steps against weight steps, as SmoothQuant's
     migration strength does. Every channel's threshold is at least its calibrated max_c when the
     tensor's is the tensor's max, so a channel saturates between its own calibrated range and
-    the tensor's."""
+    the tensor's. A value whose channel ranges the calibration inputs do not agree on
+    (`settled_channels`) is left out: it keeps one scale per tensor."""
     overrides = dict(overrides or {})
     result = {}
     for name in names:
@@ -308,11 +327,25 @@ def channel_scales(
         if per is None or graph.values[name].rank != 4:
             raise QuantizationError(f"{name} has no per-channel statistics")
         whole = calibration.amax(name, overrides.get(name, CHANNEL_METHODS.get(method, method)))
-        if whole <= 0 or stats.absmax <= 0:
-            continue  # never nonzero on the calibration data: the per-tensor fallback
+        if whole <= 0 or stats.absmax <= 0 or not settled_channels(stats):
+            continue  # never nonzero on the calibration data, or ranges it cannot tell: one scale
         ratio = np.maximum(per / stats.absmax, CHANNEL_FLOOR)
         result[name] = _float32(whole * ratio**alpha / INT8_MAX)
     return result
+
+
+def settled_channels(stats: TensorStats, jump: float = RANGE_JUMP,
+                     fraction: float = UNSETTLED_FRACTION) -> bool:
+    """Whether the calibration inputs agree on the channel ranges (axis 1) of a value: at most
+    `fraction` of its channels that were ever nonzero have a largest |x| on one input above
+    `jump` times their largest on any other input (a channel nonzero on one input only jumps;
+    so does every channel of a value calibrated on one input)."""
+    top, runner_up = stats.axis_absmax.get(1), stats.axis_runner_up.get(1)
+    if top is None or runner_up is None:
+        return False
+    live = top > 0
+    jumps = top[live] > jump * runner_up[live]
+    return bool(jumps.mean() <= fraction) if jumps.size else True
 
 
 def stream_channel_scales(

@@ -48,6 +48,19 @@ def test_channel_maxima_along_axis_1_and_the_last_axis() -> None:
     np.testing.assert_array_equal(nchw.axis_absmax[1], [2.0, 0.0, 5.0])
 
 
+def test_runner_up_is_the_second_largest_input_maximum_per_channel() -> None:
+    stats = TensorStats()
+    # channel maxima of three inputs: [1, 4, 0], [3, 2, 0], [2, 8, 5]
+    for maxima in ([1.0, 4.0, 0.0], [3.0, -2.0, 0.0], [-2.0, 8.0, 5.0]):
+        x = np.zeros((1, 3, 2, 2), np.float32)
+        x[0, :, 1, 0] = maxima
+        stats.add(x)
+    np.testing.assert_array_equal(stats.axis_absmax[1], [3.0, 8.0, 5.0])
+    np.testing.assert_array_equal(stats.axis_runner_up[1], [2.0, 4.0, 0.0])
+    one = _stats(np.ones((1, 2, 1, 1)))
+    np.testing.assert_array_equal(one.axis_runner_up[1], [0.0, 0.0])  # one input: no runner-up
+
+
 def _stats(values: np.ndarray) -> TensorStats:
     stats = TensorStats()
     stats.add(values.astype(np.float32))
@@ -112,7 +125,7 @@ def test_collect_summarises_inputs_and_every_float_output() -> None:
     xs = [{"x": np.array([[[1.0, 2.0, 0.0], [0.0, -1.0, 1.0]]], np.float32)}]
     cal = collect(_tiny(), xs)
     assert cal.samples == 1 and sorted(cal.stats) == ["x", "y", "z"]
-    y = xs[0]["x"] @ _tiny().const_data("w")  # [[2, 1, 2], [-0.5, 1, -3]]
+    y = xs[0]["x"] @ np.asarray(_tiny().const_data("w"))  # [[2, 1, 2], [-0.5, 1, -3]]
     assert cal.stats["y"].absmax == 3.0 == np.abs(y).max()
     np.testing.assert_array_equal(cal.stats["y"].axis_absmax[2], np.abs(y).max(axis=(0, 1)))
     assert cal.amax("z", "minmax") == 2.0

@@ -11,8 +11,9 @@ import pytest
 from compiler.graph import Graph, const, run_graph
 from compiler.graph.builder import append
 from compiler.quant import Plan, QuantizationError, codings, collect, quantize, rewrite
+from compiler.quant.calibrate import TensorStats
 from compiler.quant.requant import quantize_weight
-from compiler.quant.static import activation_scales, channel_scales
+from compiler.quant.static import activation_scales, channel_scales, settled_channels
 
 # depthwise weights: channel 0 reaches about 6 (Clip saturates it), channel 1 stays near 0.1
 W_DW = np.array([3.0, 0.05], np.float32).reshape(2, 1, 1, 1)
@@ -77,6 +78,45 @@ def test_entropy_is_replaced_by_percentile_for_channel_scales_unless_overridden(
     np.testing.assert_allclose(ratio, cal.amax("r", "entropy") / cal.amax("r", "minmax"), rtol=1e-6)
 
 
+def _channel_stats(maxima: list[list[float]]) -> TensorStats:
+    """Statistics of inputs [1, C, 1, 1] whose channels take the given values, one list per input."""
+    stats = TensorStats()
+    for row in maxima:
+        stats.add(np.array(row, np.float32).reshape(1, -1, 1, 1))
+    return stats
+
+
+def test_channels_are_settled_when_no_input_stands_out() -> None:
+    even = [[1.0, 0.5, 0.0] + [1.0] * 47, [1.5, 0.25, 0.0] + [1.0] * 47]  # jumps at most 2x; a dead channel
+    assert settled_channels(_channel_stats(even))
+    # one channel of 50 live ones (2%) jumps: still settled; two (4%): not
+    one = [[0.1] + [1.0] * 49, [1.0] * 50]
+    two = [[0.1, 0.1] + [1.0] * 48, [1.0] * 50]
+    assert settled_channels(_channel_stats(one)) and not settled_channels(_channel_stats(two))
+    assert settled_channels(_channel_stats(two), fraction=0.04)
+    assert not settled_channels(_channel_stats([[1.0, 2.0]]))  # one input: every channel jumps
+    assert settled_channels(_channel_stats([[0.0, 0.0], [0.0, 0.0]]))  # nothing live
+
+
+def test_unsettled_channel_ranges_keep_one_scale() -> None:
+    g = _dw_pw()
+    # channel 1 is excited by one calibration input only (x up to 2.5 there, 0.02 elsewhere)
+    inputs = _inputs(4, 1)
+    for feed in inputs[1:]:
+        feed["x"][0, 1] = np.float32(0.02)
+    cal = collect(g, inputs)
+    assert not settled_channels(cal.stats["r"])
+    assert channel_scales(g, cal, ["r"], "minmax") == {}
+    q = quantize(g, inputs, method="minmax")
+    reader = next(n for n in q.nodes if n.op == "QConv" and n.outputs[0] == "p")
+    # one scale: the reader takes the tensor's, 6 / 255 (unsigned), not 1.0 (folded channel scales)
+    assert q.values[reader.inputs[0]].dtype == "int8"
+    producer = next(n for n in q.nodes if n.op == "QConv" and n.outputs[0] == "r")
+    assert producer.float_attr("out_scale") == pytest.approx(6 / 255, rel=1e-6)
+    settled = quantize(g, _inputs(4, 1), method="minmax")
+    assert next(n for n in settled.nodes if n.outputs[0] == "r").float_attr("out_scale") == 1.0
+
+
 def test_folded_weights_are_w_times_the_channel_scales_before_quantization() -> None:
     g = _dw_pw()
     s_x, s_c, s_p = 2 / 127, np.array([6 / 127, 0.1 / 127]), 0.5
@@ -87,11 +127,11 @@ def test_folded_weights_are_w_times_the_channel_scales_before_quantization() -> 
     folded = quantize_weight(W_PW.astype(np.float64) * s_c.reshape(1, 2, 1, 1))
     np.testing.assert_array_equal(q.const_data(reader.inputs[1]), folded.data)
     np.testing.assert_array_equal(q.const_data(reader.inputs[2]), np.rint(B_PW / folded.scales))
-    mult, shift = q.const_data(reader.inputs[3]), reader.int_attr("shift")
+    mult, shift = np.asarray(q.const_data(reader.inputs[3])), reader.int_attr("shift")
     np.testing.assert_allclose(mult / 2.0**shift, folded.scales / s_p, rtol=1e-4)
     # the producer: multipliers for its per-channel output scales; Clip(0, 6) is [0, 127] for both
     w_scale = quantize_weight(W_DW).scales
-    mult, shift = q.const_data(producer.inputs[3]), producer.int_attr("shift")
+    mult, shift = np.asarray(q.const_data(producer.inputs[3])), producer.int_attr("shift")
     np.testing.assert_allclose(mult / 2.0**shift, s_x * w_scale / s_c, rtol=1e-4)
     assert (producer.int_attr("clip_lo"), producer.int_attr("clip_hi")) == (0, 127)
     assert producer.float_attr("out_scale") == 1.0

