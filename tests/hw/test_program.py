@@ -41,12 +41,16 @@ def test_program_is_immutable():
         program.fingerprint = "x"  # type: ignore[misc]
 
 
-def test_regions_are_aligned_to_the_largest_element():
-    b = ProgramBuilder(PRESETS["vta"])
+@pytest.mark.parametrize("name", ["tiny", "vta", "rect"])
+def test_regions_start_on_4k_pages_addressable_by_every_element(name):
+    cfg = PRESETS[name]
+    b = ProgramBuilder(cfg)
     b.region("a", (3,), np.int8, "input")
-    second = b.region("b", (3,), np.int8, "input")
-    assert second.offset == 256  # vta's wgt element
-    assert b.dram_base(second, isa.MemType.WGT) == 1 and b.dram_base(second, isa.MemType.INP) == 16
+    second = b.region("b", (4097,), np.int8, "input")
+    third = b.region("c", (1,), np.int8, "input")
+    assert (second.offset, third.offset) == (4096, 3 * 4096)  # a page each, a page and a byte: two
+    for m in isa.MemType:
+        assert b.dram_base(third, m) * cfg.elem_bytes(m) == third.offset
 
 
 def test_wrong_config_is_an_error():
@@ -211,7 +215,7 @@ def _resave(path, **changes):
     ({"regions": 5}, r"malformed program metadata \(TypeError: 'int' object is not iterable\)"),
     ({"dram_bytes": 1 << 40}, r"malformed program metadata \(ValueError: dram_bytes 1099511627776 is "
                               r"not an int in \[0, 4294967296\] \(a 32-bit DRAM address reaches 4 GiB\)\)"),
-    ({"dram_bytes": 64}, r"p.npz: region 'out' \(bytes 64..71\) is outside the 64-byte DRAM image$"),
+    ({"dram_bytes": 4096}, r"p.npz: region 'out' \(bytes 4096..4103\) is outside the 4096-byte DRAM image$"),
     ({"regions": [{"name": "x", "offset": 0, "shape": [1], "dtype": "object", "role": "input"}]},
      r"malformed program metadata \(ValueError: region 'x' has dtype 'object', role 'input'"),
     ({"fingerprint": None, "regions": []}, r"the instructions \(\[\d+, 2\]\) do not match one "
