@@ -16,6 +16,13 @@ from sim.scratchpads import Scratchpads
 
 def alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> int:
     """Execute one ALU instruction; returns the micro-ops executed."""
+    step = prepare_alu(cfg, spads, insn)
+    step(spads)
+    return step.uops
+
+
+def prepare_alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> AluStep:
+    """Check `insn` against the micro-ops `spads` holds now; the step that executes it."""
     if insn.reset:
         raise SimulationError("ALU instructions cannot set reset")
     u = decoded_uops(cfg, spads, insn)
@@ -23,18 +30,43 @@ def alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> int:
     check_affine(spads, isa.MemType.ACC, "ALU src", insn, u["src"], "src")
     d = loop_indices(insn, u["dst"], insn.dst_factor_out, insn.dst_factor_in)
     s = loop_indices(insn, u["src"], insn.src_factor_out, insn.src_factor_in)
-    acc = spads.acc
+    return AluStep(cfg, insn, d, s, _alu_independent(d, None if insn.use_imm else s))
 
-    def step(dst: np.ndarray | int, src: np.ndarray | int) -> None:
-        b = np.int64(insn.imm) if insn.use_imm else acc[src].astype(np.int64)
-        acc[dst] = alu_op(cfg, insn.alu_opcode, acc[dst].astype(np.int64), b).astype(acc.dtype)
 
-    if _alu_independent(d, None if insn.use_imm else s):
-        step(d, s)
-    else:
-        for dn, sn in zip(d.tolist(), s.tolist(), strict=True):
-            step(dn, sn)
-    return int(d.size)
+class AluStep:
+    """One checked ALU instruction over fixed acc indices: one vectorized step when the
+    iterations are independent (contiguous indices as slices), else one step per iteration."""
+
+    def __init__(self, cfg: AcceleratorConfig, insn: isa.Alu, d: np.ndarray, s: np.ndarray,
+                 independent: bool) -> None:
+        self.cfg, self.op, self.uops = cfg, insn.alu_opcode, int(d.size)
+        self.imm = np.int64(insn.imm) if insn.use_imm else None
+        self.independent = independent
+        if independent:
+            self.d: np.ndarray | slice = _as_slice(d)
+            self.s: np.ndarray | slice = _as_slice(s)
+        else:
+            self.pairs = list(zip(d.tolist(), s.tolist(), strict=True))
+
+    def __call__(self, spads: Scratchpads) -> None:
+        if self.independent:
+            self._step(spads.acc, self.d, self.s)
+        else:
+            for dn, sn in self.pairs:
+                self._step(spads.acc, dn, sn)
+
+    def _step(self, acc: np.ndarray, dst: np.ndarray | slice | int, src: np.ndarray | slice | int) -> None:
+        b = self.imm if self.imm is not None else acc[src].astype(np.int64)
+        acc[dst] = alu_op(self.cfg, self.op, acc[dst].astype(np.int64), b).astype(acc.dtype)
+
+
+def _as_slice(index: np.ndarray) -> np.ndarray | slice:
+    """`index` as a slice when it counts up by one (a view instead of a gather), else itself."""
+    if index.size and int(index[-1]) - int(index[0]) == index.size - 1 and (
+        index.size == 1 or bool(np.all(np.diff(index) == 1))
+    ):
+        return slice(int(index[0]), int(index[-1]) + 1)
+    return index
 
 
 def _alu_independent(d: np.ndarray, s: np.ndarray | None) -> bool:

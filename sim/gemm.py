@@ -76,25 +76,24 @@ class GemmUnit:
 
     def __init__(self, cfg: AcceleratorConfig, spads: Scratchpads) -> None:
         self.cfg, self.spads = cfg, spads
-        self.plans: dict[tuple, GemmPlan] = {}
+        self.plans: dict[tuple, GemmStep] = {}
         spads.on_uop_load = self.plans.clear
 
     def execute(self, insn: isa.Gemm) -> int:
         """Run `insn`; returns the micro-ops counted (reset GEMMs count none)."""
+        step = self.prepare(insn)
+        step(self.spads)
+        return step.uops
+
+    def prepare(self, insn: isa.Gemm) -> GemmStep:
+        """Check `insn` against the micro-ops loaded now; the step that executes it."""
         key = (insn.reset, insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in,
                insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out,
                insn.src_factor_in, insn.wgt_factor_out, insn.wgt_factor_in)
-        plan = self.plans.get(key)
-        if plan is None:
-            plan = self.plans[key] = self._plan(insn)
-        acc = self.spads.acc
-        if plan.reset_dst is not None:
-            acc[plan.reset_dst] = 0
-        for product in plan.products:
-            self._run_product(product)
-        if plan.general is not None:
-            self._run_general(*plan.general)
-        return plan.uops
+        step = self.plans.get(key)
+        if step is None:
+            step = self.plans[key] = GemmStep(self.cfg, self._plan(insn))
+        return step
 
     def _plan(self, insn: isa.Gemm) -> GemmPlan:
         u = decoded_uops(self.cfg, self.spads, insn)
@@ -115,30 +114,49 @@ class GemmUnit:
         )
         return GemmPlan(insn.uop_iterations, general=general)  # type: ignore[arg-type]
 
-    def _run_product(self, p: _Product) -> None:
-        cfg, mirror = self.cfg, self.spads.mirror
-        terms = p.src.shape[1]
-        step = self.spads.exact_terms
-        y = np.zeros((p.src.shape[0] * cfg.batch, p.wgt.shape[0] * cfg.block_out), np.int64)
-        for start in range(0, terms, step):
-            part = slice(start, start + step)
-            x = mirror[isa.MemType.INP][p.src[:, part]]  # (T, k, batch, block_in)
-            x = x.transpose(0, 2, 1, 3).reshape(y.shape[0], -1)
-            w = mirror[isa.MemType.WGT][p.wgt[:, part]]  # (G, k, block_out, block_in)
-            w = w.transpose(1, 3, 0, 2).reshape(x.shape[1], -1)
-            y += (x @ w).astype(np.int64)
-        y = y.reshape(-1, cfg.batch, p.wgt.shape[0], cfg.block_out).transpose(0, 2, 1, 3)
-        acc = self.spads.acc
-        acc[p.written] = (acc[p.written] + y.reshape(-1, cfg.batch, cfg.block_out)).astype(acc.dtype)
 
-    def _run_general(self, d: np.ndarray, s: np.ndarray, w: np.ndarray) -> None:
-        mirror = self.spads.mirror
-        acc64 = self.spads.acc.astype(np.int64)
-        for start in range(0, d.size, _CHUNK):
-            part = slice(start, start + _CHUNK)
-            x, wm = mirror[isa.MemType.INP][s[part]], mirror[isa.MemType.WGT][w[part]]
-            np.add.at(acc64, d[part], np.einsum("nbi,noi->nbo", x, wm).astype(np.int64))
-        self.spads.acc[:] = acc64.astype(self.spads.acc.dtype)
+
+class GemmStep:
+    """One planned GEMM instruction, run on any machine of the same config."""
+
+    def __init__(self, cfg: AcceleratorConfig, plan: GemmPlan) -> None:
+        self.cfg, self.plan, self.uops = cfg, plan, plan.uops
+
+    def __call__(self, spads: Scratchpads) -> None:
+        plan = self.plan
+        if plan.reset_dst is not None:
+            spads.acc[plan.reset_dst] = 0
+        for product in plan.products:
+            _run_product(self.cfg, spads, product)
+        if plan.general is not None:
+            _run_general(spads, *plan.general)
+
+
+def _run_product(cfg: AcceleratorConfig, spads: Scratchpads, p: _Product) -> None:
+    mirror = spads.mirror
+    terms = p.src.shape[1]
+    step = spads.exact_terms
+    y = np.zeros((p.src.shape[0] * cfg.batch, p.wgt.shape[0] * cfg.block_out), np.int64)
+    for start in range(0, terms, step):
+        part = slice(start, start + step)
+        x = mirror[isa.MemType.INP][p.src[:, part]]  # (T, k, batch, block_in)
+        x = x.transpose(0, 2, 1, 3).reshape(y.shape[0], -1)
+        w = mirror[isa.MemType.WGT][p.wgt[:, part]]  # (G, k, block_out, block_in)
+        w = w.transpose(1, 3, 0, 2).reshape(x.shape[1], -1)
+        y += (x @ w).astype(np.int64)
+    y = y.reshape(-1, cfg.batch, p.wgt.shape[0], cfg.block_out).transpose(0, 2, 1, 3)
+    acc = spads.acc
+    acc[p.written] = (acc[p.written] + y.reshape(-1, cfg.batch, cfg.block_out)).astype(acc.dtype)
+
+
+def _run_general(spads: Scratchpads, d: np.ndarray, s: np.ndarray, w: np.ndarray) -> None:
+    mirror = spads.mirror
+    acc64 = spads.acc.astype(np.int64)
+    for start in range(0, d.size, _CHUNK):
+        part = slice(start, start + _CHUNK)
+        x, wm = mirror[isa.MemType.INP][s[part]], mirror[isa.MemType.WGT][w[part]]
+        np.add.at(acc64, d[part], np.einsum("nbi,noi->nbo", x, wm).astype(np.int64))
+    spads.acc[:] = acc64.astype(spads.acc.dtype)
 
 
 def _loops(insn: isa.Gemm) -> list[Loop]:
