@@ -177,32 +177,62 @@ def _offsets(loops: list[Loop], column: int) -> np.ndarray:
 
 
 def _structured(insn: isa.Gemm, u: dict) -> tuple[_Product, ...] | None:
-    """Products for the common shape, or None when spatial loops move weights or collide."""
+    """Products for the common shapes, or None when a loop moves dst, src and wgt together or
+    two iterations write the same accumulator.
+
+    Loops that move dst but not wgt give rows (T), loops that move dst and wgt but not src give
+    columns, beside the micro-ops' own dst groups (G); loops that leave dst fixed are the
+    reduction. Micro-op groups that read the same weights from inputs a fixed distance apart
+    are rows too."""
     loops = _loops(insn)
-    spatial = [loop for loop in loops if loop[1] != 0]
+    rows = [loop for loop in loops if loop[1] != 0 and loop[3] == 0]
+    cols = [loop for loop in loops if loop[1] != 0 and loop[3] != 0 and loop[2] == 0]
     reduction = [loop for loop in loops if loop[1] == 0]
-    if any(loop[3] != 0 for loop in spatial):
+    if len(rows) + len(cols) + len(reduction) != len(loops):
         return None
     dsts, group = np.unique(u["dst"], return_inverse=True)
     group = group.reshape(-1)
-    written = dsts[None, :] + _offsets(spatial, 1)[:, None]  # (T, G)
+    order = np.argsort(group, kind="stable")
+    src, wgt, sizes = u["src"][order], u["wgt"][order], np.bincount(group)
+    k = int(sizes[0])
+    same_size = bool(np.all(sizes == k))
+    s2 = src.reshape(-1, k) if same_size else None
+    w2 = wgt.reshape(-1, k) if same_size else None
+    shift = (s2 - s2[:, :1]) if s2 is not None else None
+    if s2 is not None and w2 is not None and shift is not None and dsts.size > 1 and \
+            np.all(w2 == w2[0]) and np.all(shift == shift[0]):  # groups as rows
+        base_d, base_s = dsts[:, None], s2[:, :1]
+        row_d = (base_d + _offsets(rows, 1)[None, :]).reshape(-1)
+        row_s = (base_s + _offsets(rows, 2)[None, :]).reshape(-1)
+        return _products(row_d, row_s, np.array([0]), s2[0] - s2[0, 0], w2[:1], cols, reduction)
+    row_d, row_s = _offsets(rows, 1), _offsets(rows, 2)
+    if s2 is not None and w2 is not None and np.all(s2 == s2[0]):  # one product: groups as columns
+        return _products(row_d, row_s, dsts, s2[0], w2, cols, reduction)
+    starts = np.concatenate(([0], np.cumsum(sizes)))
+    parts = [
+        _products(row_d, row_s, dsts[g : g + 1], src[starts[g] : starts[g + 1]],
+                  wgt[None, starts[g] : starts[g + 1]], cols, reduction)
+        for g in range(dsts.size)
+    ]
+    if any(part is None for part in parts):
+        return None
+    written = np.concatenate([p.written for part in parts for p in part])  # type: ignore[union-attr]
     if np.unique(written).size != written.size:
         return None
-    off_s, red_s, red_w = _offsets(spatial, 2), _offsets(reduction, 2), _offsets(reduction, 3)
-    order = np.argsort(group, kind="stable")
-    src, wgt = u["src"][order], u["wgt"][order]
-    sizes = np.bincount(group)
+    return tuple(p for part in parts for p in part)  # type: ignore[union-attr]
 
-    def product(s: np.ndarray, w: np.ndarray, cols: np.ndarray) -> _Product:
-        s_idx = (s[None, None, :] + off_s[:, None, None] + red_s[None, :, None]).reshape(off_s.size, -1)
-        w_idx = (w[:, None, :] + red_w[None, :, None]).reshape(w.shape[0], -1)
-        return _Product(s_idx, w_idx, written[:, cols].reshape(-1))
 
-    k = int(sizes[0])
-    if np.all(sizes == k) and np.all(src.reshape(dsts.size, k) == src[:k]):
-        return (product(src[:k], wgt.reshape(dsts.size, k), np.arange(dsts.size)),)
-    starts = np.concatenate(([0], np.cumsum(sizes)))
-    return tuple(
-        product(src[starts[g] : starts[g + 1]], wgt[None, starts[g] : starts[g + 1]], np.array([g]))
-        for g in range(dsts.size)
-    )
+def _products(row_d: np.ndarray, row_s: np.ndarray, dsts: np.ndarray, src: np.ndarray, wgt: np.ndarray,
+              cols: list[Loop], reduction: list[Loop]) -> tuple[_Product, ...] | None:
+    """The product of rows (acc offsets `row_d`, inp offsets `row_s`) and columns (the dst
+    groups `dsts` with their weights `wgt` [G, k] times the column loops' offsets), summing the
+    k micro-ops' terms (inp `src` [k]) over the reduction loops; None when two (row, column)
+    pairs write the same accumulator."""
+    col_d, col_w = _offsets(cols, 1), _offsets(cols, 3)
+    red_s, red_w = _offsets(reduction, 2), _offsets(reduction, 3)
+    written = row_d[:, None, None] + dsts[None, :, None] + col_d[None, None, :]  # (T, G, C)
+    if np.unique(written).size != written.size:
+        return None
+    s_idx = (src[None, None, :] + row_s[:, None, None] + red_s[None, :, None]).reshape(row_s.size, -1)
+    w_idx = wgt[:, None, None, :] + col_w[None, :, None, None] + red_w[None, None, :, None]
+    return (_Product(s_idx, w_idx.reshape(dsts.size * col_w.size, -1), written.reshape(-1)),)
