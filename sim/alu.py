@@ -13,7 +13,7 @@ from hw import isa
 from hw.config import AcceleratorConfig
 from sim.backend import SimulationError
 from sim.gemm import check_affine, decoded_uops, loop_indices
-from sim.scratchpads import Scratchpads, int_dtype
+from sim.scratchpads import Scratchpads, int_dtype, lattice
 
 
 def alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> int:
@@ -37,39 +37,60 @@ def prepare_alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> Al
 
 class AluStep:
     """One checked ALU instruction over fixed acc indices: one vectorized step when the
-    iterations are independent (contiguous indices as slices), else one step per iteration."""
+    iterations are independent (on strided views where the indices form a lattice), else one
+    step per iteration. min, max, + and * (and right shifts by an immediate) run in acc's own
+    type, the others in int64."""
 
     def __init__(self, cfg: AcceleratorConfig, insn: isa.Alu, d: np.ndarray, s: np.ndarray,
                  independent: bool) -> None:
         self.cfg, self.op, self.uops = cfg, insn.alu_opcode, int(d.size)
-        self.imm: np.integer | None = np.int64(insn.imm) if insn.use_imm else None
-        self.native = _NATIVE.get(self.op)
-        if self.native is not None and insn.use_imm:
-            self.imm = _native_imm(self.op, insn.imm, int_dtype(cfg.acc_bits))
-        self.independent = independent
-        if independent:
-            self.d: np.ndarray | slice = _as_slice(d)
-            self.s: np.ndarray | slice = _as_slice(s)
-        else:
-            self.pairs = list(zip(d.tolist(), s.tolist(), strict=True))
+        self.use_imm, self.independent = insn.use_imm, independent
+        self.imm = np.int64(insn.imm)
+        self.native, self.native_imm = _native(cfg, insn)
+        self.d, self.s = d, s
+        self.pairs = [] if independent else list(zip(d.tolist(), s.tolist(), strict=True))
+        nest = (insn.iter_out, insn.iter_in, -1)
+        self.d_lattice = lattice(d.reshape(nest)) if independent and d.size else None
+        reads = self.d_lattice is not None and not insn.use_imm
+        self.s_lattice = lattice(s.reshape(nest), distinct=False) if reads else None
 
     def __call__(self, spads: Scratchpads) -> None:
-        if self.independent:
-            self._step(spads.acc, self.d, self.s)
-        else:
+        acc = spads.acc
+        if not self.independent:
             for dn, sn in self.pairs:
-                self._step(spads.acc, dn, sn)
-
-    def _step(self, acc: np.ndarray, dst: np.ndarray | slice | int, src: np.ndarray | slice | int) -> None:
-        if self.native is not None:  # in acc's own type: min and max never leave it, + and * wrap
-            b = self.imm if self.imm is not None else acc[src]
-            if isinstance(dst, slice):
-                self.native(acc[dst], b, out=acc[dst])  # numpy copies an overlapping operand first
-            else:
-                acc[dst] = self.native(acc[dst], b)
+                acc[dn] = self._apply(acc[dn], None if self.use_imm else acc[sn], acc.dtype)
             return
-        b = self.imm if self.imm is not None else acc[src].astype(np.int64)
-        acc[dst] = alu_op(self.cfg, self.op, acc[dst].astype(np.int64), b).astype(acc.dtype)
+        if self.d_lattice is None:
+            acc[self.d] = self._apply(acc[self.d], None if self.use_imm else acc[self.s], acc.dtype)
+            return
+        dst = self.d_lattice.view(acc)
+        src = None
+        if not self.use_imm:
+            src = self.s_lattice.view(acc) if self.s_lattice else acc[self.s].reshape(dst.shape)
+        if self.native is not None:  # in place; numpy copies an operand that overlaps dst first
+            self.native(dst, self.native_imm if src is None else src, out=dst)
+        else:
+            dst[...] = self._apply(dst, src, acc.dtype)
+
+    def _apply(self, a: np.ndarray, b: np.ndarray | None, dtype: Any) -> np.ndarray:
+        if self.native is not None:
+            return self.native(a, self.native_imm if b is None else b)  # type: ignore[no-any-return]
+        operand = self.imm if b is None else b.astype(np.int64)
+        return alu_op(self.cfg, self.op, a.astype(np.int64), operand).astype(dtype)
+
+
+def _native(cfg: AcceleratorConfig, insn: isa.Alu) -> tuple[np.ufunc | None, np.integer | None]:
+    """The ufunc that computes `insn` in acc's own type (and its immediate in that type), or
+    (None, None): min and max never leave the type, the low acc_bits of a sum or product depend
+    only on the low acc_bits of the operands, and a right shift by 0..acc_bits-1 is exact."""
+    dtype = int_dtype(cfg.acc_bits)
+    if insn.alu_opcode == isa.AluOp.SHR:
+        amount = int(shift_amount(cfg, np.int64(insn.imm)))
+        if insn.use_imm and amount >= 0:
+            return np.right_shift, dtype(amount)
+        return None, None
+    ufunc = _NATIVE[insn.alu_opcode]
+    return ufunc, _native_imm(insn.alu_opcode, insn.imm, dtype) if insn.use_imm else None
 
 
 # Operations whose result in acc's own integer type equals the int64 result wrapped to acc_bits.
@@ -87,15 +108,6 @@ def _native_imm(op: isa.AluOp, imm: int, dtype: Any) -> np.integer:
         return dtype(min(max(imm, info.min), info.max))  # type: ignore[no-any-return]
     half = 1 << (info.bits - 1)
     return dtype((imm + half) % (2 * half) - half)  # type: ignore[no-any-return]
-
-
-def _as_slice(index: np.ndarray) -> np.ndarray | slice:
-    """`index` as a slice when it counts up by one (a view instead of a gather), else itself."""
-    if index.size and int(index[-1]) - int(index[0]) == index.size - 1 and (
-        index.size == 1 or bool(np.all(np.diff(index) == 1))
-    ):
-        return slice(int(index[0]), int(index[-1]) + 1)
-    return index
 
 
 def _alu_independent(d: np.ndarray, s: np.ndarray | None) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from sim.backend import SimulationError
-from sim.scratchpads import Scratchpads
+from sim.scratchpads import Lattice, Scratchpads, lattice
 
 _CHUNK = 1 << 14  # iterations per einsum chunk on the general path
 Loop = tuple[int, int, int, int]  # extent, dst factor, src factor, wgt factor
@@ -33,12 +33,14 @@ class _Product:
     src: np.ndarray  # (T, terms) inp indices
     wgt: np.ndarray  # (G, terms) wgt indices
     written: np.ndarray  # (T*G,) acc indices, t-major
+    out: Lattice | None = None  # `written` as a (T, G) lattice, where it is one
 
 
 @dataclass(frozen=True)
 class GemmPlan:
     uops: int
     reset_dst: np.ndarray | None = None
+    reset_lattice: Lattice | None = None
     products: tuple[_Product, ...] = ()
     general: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -100,7 +102,8 @@ class GemmUnit:
         check_affine(self.spads, isa.MemType.ACC, "GEMM dst", insn, u["dst"], "dst")
         if insn.reset:
             d = loop_indices(insn, u["dst"], insn.dst_factor_out, insn.dst_factor_in)
-            return GemmPlan(0, reset_dst=d)
+            nest = (insn.iter_out, insn.iter_in, -1)
+            return GemmPlan(0, reset_dst=d, reset_lattice=lattice(d.reshape(nest)) if d.size else None)
         check_affine(self.spads, isa.MemType.INP, "GEMM src", insn, u["src"], "src")
         check_affine(self.spads, isa.MemType.WGT, "GEMM wgt", insn, u["wgt"], "wgt")
         if not insn.uop_iterations:
@@ -124,7 +127,9 @@ class GemmStep:
 
     def __call__(self, spads: Scratchpads) -> None:
         plan = self.plan
-        if plan.reset_dst is not None:
+        if plan.reset_lattice is not None:
+            plan.reset_lattice.view(spads.acc)[...] = 0
+        elif plan.reset_dst is not None:
             spads.acc[plan.reset_dst] = 0
         for product in plan.products:
             _run_product(self.cfg, spads, product)
@@ -133,19 +138,28 @@ class GemmStep:
 
 
 def _run_product(cfg: AcceleratorConfig, spads: Scratchpads, p: _Product) -> None:
+    """acc[written] += inp[src] @ wgt[wgt]^T, in exact chunks of the terms (float32 chunks sum
+    below 2**24, so they are added as int32, which wraps like acc)."""
     mirror = spads.mirror
     terms = p.src.shape[1]
     step = spads.exact_terms
-    y = np.zeros((p.src.shape[0] * cfg.batch, p.wgt.shape[0] * cfg.block_out), np.int64)
+    exact32 = mirror[isa.MemType.INP].dtype == np.float32
+    y: np.ndarray | None = None
     for start in range(0, terms, step):
         part = slice(start, start + step)
         x = mirror[isa.MemType.INP][p.src[:, part]]  # (T, k, batch, block_in)
-        x = x.transpose(0, 2, 1, 3).reshape(y.shape[0], -1)
+        x = x.transpose(0, 2, 1, 3).reshape(p.src.shape[0] * cfg.batch, -1)
         w = mirror[isa.MemType.WGT][p.wgt[:, part]]  # (G, k, block_out, block_in)
         w = w.transpose(1, 3, 0, 2).reshape(x.shape[1], -1)
-        y += (x @ w).astype(np.int64)
+        chunk = (x @ w).astype(np.int32 if exact32 else np.int64)
+        y = chunk if y is None else y + chunk
+    assert y is not None
     y = y.reshape(-1, cfg.batch, p.wgt.shape[0], cfg.block_out).transpose(0, 2, 1, 3)
     acc = spads.acc
+    if p.out is not None:
+        view = p.out.view(acc)
+        view[...] = view + y.reshape(view.shape)  # int32 + int32 wraps; narrower acc: astype wraps
+        return
     acc[p.written] = (acc[p.written] + y.reshape(-1, cfg.batch, cfg.block_out)).astype(acc.dtype)
 
 
@@ -235,4 +249,6 @@ def _products(row_d: np.ndarray, row_s: np.ndarray, dsts: np.ndarray, src: np.nd
         return None
     s_idx = (src[None, None, :] + row_s[:, None, None] + red_s[None, :, None]).reshape(row_s.size, -1)
     w_idx = wgt[:, None, None, :] + col_w[None, :, None, None] + red_w[None, None, :, None]
-    return (_Product(s_idx, w_idx.reshape(dsts.size * col_w.size, -1), written.reshape(-1)),)
+    written = written.reshape(row_s.size, -1)
+    w_idx = w_idx.reshape(dsts.size * col_w.size, -1)
+    return (_Product(s_idx, w_idx, written.reshape(-1), lattice(written)),)
