@@ -6,7 +6,9 @@ queue it pushes has room.  The default schedule is deterministic; with `seed`, e
 random ready module, so a missing token shows up as a wrong answer or a deadlock.
 
 Execution is vectorized with numpy: a GEMM instruction never loops in Python over its micro-op
-iterations (see `sim.gemm`).
+iterations (see `sim.gemm`).  A model runs each Program once per input: the deterministic run of a
+validated Program is recorded as its data steps (`_Trace`) and the next run on the same simulator
+replays them, so decoding, token scheduling, checks and micro-op plans happen once per Program.
 """
 
 from __future__ import annotations
