@@ -6,14 +6,18 @@ queue it pushes has room.  The default schedule is deterministic; with `seed`, e
 random ready module, so a missing token shows up as a wrong answer or a deadlock.
 
 Execution is vectorized with numpy: a GEMM instruction never loops in Python over its micro-op
-iterations (see `sim.gemm`).
+iterations (see `sim.gemm`).  A model runs each Program once per input: the deterministic run of a
+validated Program is recorded as its data steps (`_Trace`) and the next run on the same simulator
+replays them, so decoding, token scheduling, checks and micro-op plans happen once per Program.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import weakref
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -26,7 +30,7 @@ from sim import alu
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
 from sim.gemm import GemmUnit
 from sim.limits import DEFAULT_LIMITS, Limits
-from sim.scratchpads import Scratchpads, sram_of
+from sim.scratchpads import Scratchpads, dram_window, sram_of
 from sim.validate import check_program
 
 _ORDER = (isa.Module.LOAD, isa.Module.COMPUTE, isa.Module.STORE)
@@ -48,6 +52,8 @@ class FunctionalSimulator:
         self.seed = seed
         self.limits = limits
         self.validate = validate
+        # per Program: its deterministic run as a `_Trace`, replayed on the next run
+        self._traces: weakref.WeakKeyDictionary[Program, _Trace] = weakref.WeakKeyDictionary()
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult:
         program.check_config(self.config)
@@ -66,10 +72,16 @@ class FunctionalSimulator:
         return self._execute(program, dram)
 
     def _execute(self, program: Program, dram: np.ndarray) -> Stats:
+        replayable = self.seed is None and self.validate
+        trace = self._traces.get(program) if replayable else None
+        if trace is not None and trace.matches(dram, self.config.elem_bytes(isa.MemType.UOP)):
+            return trace.replay(Scratchpads(self.config, dram))
         insns = _decode_all(program, self.config)
-        machine = _Machine(self.config, dram)
+        machine = _Machine(self.config, dram, record=replayable)
         with _BLAS.limit(limits=1, user_api="blas"):
             _Scheduler(insns, machine, self.seed).run()
+        if replayable:
+            self._traces[program] = machine.trace()
         return machine.stats
 
 
@@ -87,42 +99,103 @@ def _decode_all(program: Program, cfg: AcceleratorConfig) -> list[isa.Insn]:
     return out
 
 
-class _Machine:
-    """Architectural state (scratchpads, DRAM) and the execution of one instruction."""
+Step = Callable[[Scratchpads], None]
 
-    def __init__(self, cfg: AcceleratorConfig, dram: np.ndarray) -> None:
+
+class _Trace:
+    """A run of one validated Program reduced to its data movement and arithmetic, in the order
+    the deterministic schedule ran them.  Everything else (decoding, token order, bounds checks,
+    micro-op plans, counters) depends only on the Program, the config, the DRAM's size and the
+    micro-ops that LOAD UOP reads, which `sim.validate` confines to the Program's own micro-op
+    table (no STORE writes it): a later run whose DRAM holds the same table replays the steps
+    and gives the same DRAM, bit for bit."""
+
+    def __init__(self, dram_size: int, uops: list[tuple[isa.Load, bytes]], steps: list[Step],
+                 stats: Stats) -> None:
+        self.dram_size, self.uops, self.steps, self.stats = dram_size, uops, steps, stats
+
+    def matches(self, dram: np.ndarray, uop_elem_bytes: int) -> bool:
+        """Whether `dram` has the recorded size and holds the recorded micro-op table."""
+        return dram.size == self.dram_size and all(
+            dram_window(dram, insn, uop_elem_bytes).tobytes() == data for insn, data in self.uops
+        )
+
+    def replay(self, spads: Scratchpads) -> Stats:
+        with _BLAS.limit(limits=1, user_api="blas"):
+            for step in self.steps:
+                step(spads)
+        return dataclasses.replace(self.stats)
+
+
+class _Machine:
+    """Architectural state (scratchpads, DRAM) and the execution of one instruction; with
+    `record`, the steps it ran (see `_Trace`)."""
+
+    def __init__(self, cfg: AcceleratorConfig, dram: np.ndarray, record: bool = False) -> None:
         self.cfg = cfg
         self.spads = Scratchpads(cfg, dram)
         self.gemm = GemmUnit(cfg, self.spads)
         self.stats = Stats()
+        self.record = record
+        self.steps: list[Step] = []
+        self.uops: list[tuple[isa.Load, bytes]] = []
 
     def execute(self, insn: isa.Insn) -> None:
-        if isinstance(insn, isa.Load):
-            self._load(insn)
-        elif isinstance(insn, isa.Store):
-            self._store(insn)
-        elif isinstance(insn, isa.Gemm):
-            self.stats.gemm_uops += self.gemm.execute(insn)
-        elif isinstance(insn, isa.Alu):
-            self.stats.alu_uops += alu.alu(self.cfg, self.spads, insn)
-
-    def _load(self, insn: isa.Load) -> None:
-        if insn.x_size == 0:
+        step = self._prepare(insn)
+        if step is None:
             return
+        step(self.spads)
+        if not self.record:
+            return
+        if isinstance(insn, isa.Load) and insn.memory_type == isa.MemType.UOP:
+            # the micro-ops are planned in: a replay checks the table instead of loading it
+            window = dram_window(self.spads.dram, insn, self.cfg.elem_bytes(isa.MemType.UOP))
+            self.uops.append((insn, window.tobytes()))
+        else:
+            self.steps.append(step)
+
+    def trace(self) -> _Trace:
+        return _Trace(self.spads.dram.size, self.uops, self.steps, dataclasses.replace(self.stats))
+
+    def _prepare(self, insn: isa.Insn) -> Step | None:
+        """Check `insn` and count it; the step that moves or computes its data, if any."""
+        if isinstance(insn, isa.Load):
+            return self._load(insn)
+        if isinstance(insn, isa.Store):
+            return self._store(insn)
+        if isinstance(insn, isa.Gemm):
+            gemm = self.gemm.prepare(insn)
+            self.stats.gemm_uops += gemm.uops
+            return gemm
+        if isinstance(insn, isa.Alu):
+            step = alu.prepare_alu(self.cfg, self.spads, insn)
+            self.stats.alu_uops += step.uops
+            return step
+        return None
+
+    def _load(self, insn: isa.Load) -> Step | None:
+        if insn.x_size == 0:
+            return None
         if insn.memory_type == isa.MemType.OUT:
             raise SimulationError("LOAD into the OUT buffer is not an instruction (STORE reads it)")
-        nbytes = self.spads.load(insn)
+        step = self.spads.prepare_load(insn)
         key = f"{sram_of(insn.memory_type).name.lower()}_load_bytes"  # ACC_8BIT counts as acc
+        nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
         setattr(self.stats, key, getattr(self.stats, key) + nbytes)
+        return step
 
-    def _store(self, insn: isa.Store) -> None:
+    def _store(self, insn: isa.Store) -> Step | None:
         if insn.x_size == 0:
-            return
+            return None
         if insn.memory_type != isa.MemType.OUT:
             raise SimulationError(f"STORE must read the OUT buffer, not {insn.memory_type.name}")
         if (insn.y_pad_0, insn.y_pad_1, insn.x_pad_0, insn.x_pad_1) != (0, 0, 0, 0):
             raise SimulationError("STORE cannot pad: all four pad fields must be 0")
-        self.stats.out_store_bytes += self.spads.store(insn)
+        if insn.y_size == 0:
+            return None
+        step = self.spads.prepare_store(insn)
+        self.stats.out_store_bytes += insn.y_size * insn.x_size * self.cfg.out_elem_bytes
+        return step
 
     def count(self, module: isa.Module) -> None:
         key = f"{module.name.lower()}_insns"

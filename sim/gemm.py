@@ -22,7 +22,7 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from sim.backend import SimulationError
-from sim.scratchpads import Scratchpads
+from sim.scratchpads import Lattice, Scratchpads, lattice
 
 _CHUNK = 1 << 14  # iterations per einsum chunk on the general path
 Loop = tuple[int, int, int, int]  # extent, dst factor, src factor, wgt factor
@@ -33,12 +33,14 @@ class _Product:
     src: np.ndarray  # (T, terms) inp indices
     wgt: np.ndarray  # (G, terms) wgt indices
     written: np.ndarray  # (T*G,) acc indices, t-major
+    out: Lattice | None = None  # `written` as a (T, G) lattice, where it is one
 
 
 @dataclass(frozen=True)
 class GemmPlan:
     uops: int
     reset_dst: np.ndarray | None = None
+    reset_lattice: Lattice | None = None
     products: tuple[_Product, ...] = ()
     general: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -76,32 +78,32 @@ class GemmUnit:
 
     def __init__(self, cfg: AcceleratorConfig, spads: Scratchpads) -> None:
         self.cfg, self.spads = cfg, spads
-        self.plans: dict[tuple, GemmPlan] = {}
+        self.plans: dict[tuple, GemmStep] = {}
         spads.on_uop_load = self.plans.clear
 
     def execute(self, insn: isa.Gemm) -> int:
         """Run `insn`; returns the micro-ops counted (reset GEMMs count none)."""
+        step = self.prepare(insn)
+        step(self.spads)
+        return step.uops
+
+    def prepare(self, insn: isa.Gemm) -> GemmStep:
+        """Check `insn` against the micro-ops loaded now; the step that executes it."""
         key = (insn.reset, insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in,
                insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out,
                insn.src_factor_in, insn.wgt_factor_out, insn.wgt_factor_in)
-        plan = self.plans.get(key)
-        if plan is None:
-            plan = self.plans[key] = self._plan(insn)
-        acc = self.spads.acc
-        if plan.reset_dst is not None:
-            acc[plan.reset_dst] = 0
-        for product in plan.products:
-            self._run_product(product)
-        if plan.general is not None:
-            self._run_general(*plan.general)
-        return plan.uops
+        step = self.plans.get(key)
+        if step is None:
+            step = self.plans[key] = GemmStep(self.cfg, self._plan(insn))
+        return step
 
     def _plan(self, insn: isa.Gemm) -> GemmPlan:
         u = decoded_uops(self.cfg, self.spads, insn)
         check_affine(self.spads, isa.MemType.ACC, "GEMM dst", insn, u["dst"], "dst")
         if insn.reset:
             d = loop_indices(insn, u["dst"], insn.dst_factor_out, insn.dst_factor_in)
-            return GemmPlan(0, reset_dst=d)
+            nest = (insn.iter_out, insn.iter_in, -1)
+            return GemmPlan(0, reset_dst=d, reset_lattice=lattice(d.reshape(nest)) if d.size else None)
         check_affine(self.spads, isa.MemType.INP, "GEMM src", insn, u["src"], "src")
         check_affine(self.spads, isa.MemType.WGT, "GEMM wgt", insn, u["wgt"], "wgt")
         if not insn.uop_iterations:
@@ -115,30 +117,60 @@ class GemmUnit:
         )
         return GemmPlan(insn.uop_iterations, general=general)  # type: ignore[arg-type]
 
-    def _run_product(self, p: _Product) -> None:
-        cfg, mirror = self.cfg, self.spads.mirror
-        terms = p.src.shape[1]
-        step = self.spads.exact_terms
-        y = np.zeros((p.src.shape[0] * cfg.batch, p.wgt.shape[0] * cfg.block_out), np.int64)
-        for start in range(0, terms, step):
-            part = slice(start, start + step)
-            x = mirror[isa.MemType.INP][p.src[:, part]]  # (T, k, batch, block_in)
-            x = x.transpose(0, 2, 1, 3).reshape(y.shape[0], -1)
-            w = mirror[isa.MemType.WGT][p.wgt[:, part]]  # (G, k, block_out, block_in)
-            w = w.transpose(1, 3, 0, 2).reshape(x.shape[1], -1)
-            y += (x @ w).astype(np.int64)
-        y = y.reshape(-1, cfg.batch, p.wgt.shape[0], cfg.block_out).transpose(0, 2, 1, 3)
-        acc = self.spads.acc
-        acc[p.written] = (acc[p.written] + y.reshape(-1, cfg.batch, cfg.block_out)).astype(acc.dtype)
 
-    def _run_general(self, d: np.ndarray, s: np.ndarray, w: np.ndarray) -> None:
-        mirror = self.spads.mirror
-        acc64 = self.spads.acc.astype(np.int64)
-        for start in range(0, d.size, _CHUNK):
-            part = slice(start, start + _CHUNK)
-            x, wm = mirror[isa.MemType.INP][s[part]], mirror[isa.MemType.WGT][w[part]]
-            np.add.at(acc64, d[part], np.einsum("nbi,noi->nbo", x, wm).astype(np.int64))
-        self.spads.acc[:] = acc64.astype(self.spads.acc.dtype)
+
+class GemmStep:
+    """One planned GEMM instruction, run on any machine of the same config."""
+
+    def __init__(self, cfg: AcceleratorConfig, plan: GemmPlan) -> None:
+        self.cfg, self.plan, self.uops = cfg, plan, plan.uops
+
+    def __call__(self, spads: Scratchpads) -> None:
+        plan = self.plan
+        if plan.reset_lattice is not None:
+            plan.reset_lattice.view(spads.acc)[...] = 0
+        elif plan.reset_dst is not None:
+            spads.acc[plan.reset_dst] = 0
+        for product in plan.products:
+            _run_product(self.cfg, spads, product)
+        if plan.general is not None:
+            _run_general(spads, *plan.general)
+
+
+def _run_product(cfg: AcceleratorConfig, spads: Scratchpads, p: _Product) -> None:
+    """acc[written] += inp[src] @ wgt[wgt]^T, in exact chunks of the terms (float32 chunks sum
+    below 2**24, so they are added as int32, which wraps like acc)."""
+    mirror = spads.mirror
+    terms = p.src.shape[1]
+    step = spads.exact_terms
+    exact32 = mirror[isa.MemType.INP].dtype == np.float32
+    y: np.ndarray | None = None
+    for start in range(0, terms, step):
+        part = slice(start, start + step)
+        x = mirror[isa.MemType.INP][p.src[:, part]]  # (T, k, batch, block_in)
+        x = x.transpose(0, 2, 1, 3).reshape(p.src.shape[0] * cfg.batch, -1)
+        w = mirror[isa.MemType.WGT][p.wgt[:, part]]  # (G, k, block_out, block_in)
+        w = w.transpose(1, 3, 0, 2).reshape(x.shape[1], -1)
+        chunk = (x @ w).astype(np.int32 if exact32 else np.int64)
+        y = chunk if y is None else y + chunk
+    assert y is not None
+    y = y.reshape(-1, cfg.batch, p.wgt.shape[0], cfg.block_out).transpose(0, 2, 1, 3)
+    acc = spads.acc
+    if p.out is not None:
+        view = p.out.view(acc)
+        view[...] = view + y.reshape(view.shape)  # int32 + int32 wraps; narrower acc: astype wraps
+        return
+    acc[p.written] = (acc[p.written] + y.reshape(-1, cfg.batch, cfg.block_out)).astype(acc.dtype)
+
+
+def _run_general(spads: Scratchpads, d: np.ndarray, s: np.ndarray, w: np.ndarray) -> None:
+    mirror = spads.mirror
+    acc64 = spads.acc.astype(np.int64)
+    for start in range(0, d.size, _CHUNK):
+        part = slice(start, start + _CHUNK)
+        x, wm = mirror[isa.MemType.INP][s[part]], mirror[isa.MemType.WGT][w[part]]
+        np.add.at(acc64, d[part], np.einsum("nbi,noi->nbo", x, wm).astype(np.int64))
+    spads.acc[:] = acc64.astype(spads.acc.dtype)
 
 
 def _loops(insn: isa.Gemm) -> list[Loop]:
@@ -159,32 +191,64 @@ def _offsets(loops: list[Loop], column: int) -> np.ndarray:
 
 
 def _structured(insn: isa.Gemm, u: dict) -> tuple[_Product, ...] | None:
-    """Products for the common shape, or None when spatial loops move weights or collide."""
+    """Products for the common shapes, or None when a loop moves dst, src and wgt together or
+    two iterations write the same accumulator.
+
+    Loops that move dst but not wgt give rows (T), loops that move dst and wgt but not src give
+    columns, beside the micro-ops' own dst groups (G); loops that leave dst fixed are the
+    reduction. Micro-op groups that read the same weights from inputs a fixed distance apart
+    are rows too."""
     loops = _loops(insn)
-    spatial = [loop for loop in loops if loop[1] != 0]
+    rows = [loop for loop in loops if loop[1] != 0 and loop[3] == 0]
+    cols = [loop for loop in loops if loop[1] != 0 and loop[3] != 0 and loop[2] == 0]
     reduction = [loop for loop in loops if loop[1] == 0]
-    if any(loop[3] != 0 for loop in spatial):
+    if len(rows) + len(cols) + len(reduction) != len(loops):
         return None
     dsts, group = np.unique(u["dst"], return_inverse=True)
     group = group.reshape(-1)
-    written = dsts[None, :] + _offsets(spatial, 1)[:, None]  # (T, G)
+    order = np.argsort(group, kind="stable")
+    src, wgt, sizes = u["src"][order], u["wgt"][order], np.bincount(group)
+    k = int(sizes[0])
+    same_size = bool(np.all(sizes == k))
+    s2 = src.reshape(-1, k) if same_size else None
+    w2 = wgt.reshape(-1, k) if same_size else None
+    shift = (s2 - s2[:, :1]) if s2 is not None else None
+    if s2 is not None and w2 is not None and shift is not None and dsts.size > 1 and \
+            np.all(w2 == w2[0]) and np.all(shift == shift[0]):  # groups as rows
+        base_d, base_s = dsts[:, None], s2[:, :1]
+        row_d = (base_d + _offsets(rows, 1)[None, :]).reshape(-1)
+        row_s = (base_s + _offsets(rows, 2)[None, :]).reshape(-1)
+        return _products(row_d, row_s, np.array([0]), s2[0] - s2[0, 0], w2[:1], cols, reduction)
+    row_d, row_s = _offsets(rows, 1), _offsets(rows, 2)
+    if s2 is not None and w2 is not None and np.all(s2 == s2[0]):  # one product: groups as columns
+        return _products(row_d, row_s, dsts, s2[0], w2, cols, reduction)
+    starts = np.concatenate(([0], np.cumsum(sizes)))
+    parts = [
+        _products(row_d, row_s, dsts[g : g + 1], src[starts[g] : starts[g + 1]],
+                  wgt[None, starts[g] : starts[g + 1]], cols, reduction)
+        for g in range(dsts.size)
+    ]
+    if any(part is None for part in parts):
+        return None
+    written = np.concatenate([p.written for part in parts for p in part])  # type: ignore[union-attr]
     if np.unique(written).size != written.size:
         return None
-    off_s, red_s, red_w = _offsets(spatial, 2), _offsets(reduction, 2), _offsets(reduction, 3)
-    order = np.argsort(group, kind="stable")
-    src, wgt = u["src"][order], u["wgt"][order]
-    sizes = np.bincount(group)
+    return tuple(p for part in parts for p in part)  # type: ignore[union-attr]
 
-    def product(s: np.ndarray, w: np.ndarray, cols: np.ndarray) -> _Product:
-        s_idx = (s[None, None, :] + off_s[:, None, None] + red_s[None, :, None]).reshape(off_s.size, -1)
-        w_idx = (w[:, None, :] + red_w[None, :, None]).reshape(w.shape[0], -1)
-        return _Product(s_idx, w_idx, written[:, cols].reshape(-1))
 
-    k = int(sizes[0])
-    if np.all(sizes == k) and np.all(src.reshape(dsts.size, k) == src[:k]):
-        return (product(src[:k], wgt.reshape(dsts.size, k), np.arange(dsts.size)),)
-    starts = np.concatenate(([0], np.cumsum(sizes)))
-    return tuple(
-        product(src[starts[g] : starts[g + 1]], wgt[None, starts[g] : starts[g + 1]], np.array([g]))
-        for g in range(dsts.size)
-    )
+def _products(row_d: np.ndarray, row_s: np.ndarray, dsts: np.ndarray, src: np.ndarray, wgt: np.ndarray,
+              cols: list[Loop], reduction: list[Loop]) -> tuple[_Product, ...] | None:
+    """The product of rows (acc offsets `row_d`, inp offsets `row_s`) and columns (the dst
+    groups `dsts` with their weights `wgt` [G, k] times the column loops' offsets), summing the
+    k micro-ops' terms (inp `src` [k]) over the reduction loops; None when two (row, column)
+    pairs write the same accumulator."""
+    col_d, col_w = _offsets(cols, 1), _offsets(cols, 3)
+    red_s, red_w = _offsets(reduction, 2), _offsets(reduction, 3)
+    written = row_d[:, None, None] + dsts[None, :, None] + col_d[None, None, :]  # (T, G, C)
+    if np.unique(written).size != written.size:
+        return None
+    s_idx = (src[None, None, :] + row_s[:, None, None] + red_s[None, :, None]).reshape(row_s.size, -1)
+    w_idx = wgt[:, None, None, :] + col_w[None, :, None, None] + red_w[None, None, :, None]
+    written = written.reshape(row_s.size, -1)
+    w_idx = w_idx.reshape(dsts.size * col_w.size, -1)
+    return (_Product(s_idx, w_idx, written.reshape(-1), lattice(written)),)

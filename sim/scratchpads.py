@@ -81,54 +81,131 @@ class Scratchpads:
         if text:
             raise SimulationError(text)
 
-    def _dram_window(self, insn: isa.MemInsn, memory_type: isa.MemType) -> np.ndarray:
-        """A (y_size, x_size, elem_bytes) view of the DRAM bytes `insn` touches, bounds-checked."""
+    def _dram_check(self, insn: isa.MemInsn, memory_type: isa.MemType) -> None:
+        """Raise unless the DRAM elements `insn` touches lie inside the DRAM."""
         elem = self.cfg.elem_bytes(memory_type)
         if insn.y_size == 0:  # no row: no DRAM byte is touched, wherever dram_base points
-            return np.zeros((0, insn.x_size, elem), dtype=np.uint8)
+            return
         last = insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size - 1
         if (last + 1) * elem > self.dram.size:
             raise SimulationError(
                 f"DRAM access up to byte {(last + 1) * elem - 1} (element {last} of {elem} bytes) "
                 f"is outside the {self.dram.size}-byte DRAM"
             )
-        return np.ndarray(
-            (insn.y_size, insn.x_size, elem), np.uint8, buffer=self.dram,
-            offset=insn.dram_base * elem, strides=(insn.x_stride * elem, elem, 1),
-        )
 
     def load(self, insn: isa.Load) -> int:
         """Execute a LOAD with zero padding; returns the bytes read from DRAM.
 
         The lanes are converted to the SRAM's type on the way in: ACC_8BIT sign-extends.
         """
-        m = sram_of(insn.memory_type)
-        dtype, shape = elem_layout(self.cfg, insn.memory_type)
-        self.check_range(m, "LOAD", insn.sram_base, insn.sram_base + insn.sram_elems - 1)
-        raw = np.ascontiguousarray(self._dram_window(insn, insn.memory_type))
-        data: np.ndarray = raw.view(dtype).reshape(insn.y_size, insn.x_size, *shape)
-        target = self.sram[m][insn.sram_base : insn.sram_base + insn.sram_elems]
-        tile = target.reshape(-1, insn.row_elems, *shape)  # a view: rows of the SRAM window
-        if insn.sram_elems != insn.y_size * insn.x_size:
-            target[:] = 0
-        tile[insn.y_pad_0 : insn.y_pad_0 + insn.y_size, insn.x_pad_0 : insn.x_pad_0 + insn.x_size] = (
-            data
-        )
-        if m in self.mirror:
-            window = slice(insn.sram_base, insn.sram_base + insn.sram_elems)
-            self.mirror[m][window] = target
-        elif m == isa.MemType.UOP:
-            self.on_uop_load()
+        self.prepare_load(insn)(self)
         return insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
+
+    def prepare_load(self, insn: isa.Load) -> Callable[[Scratchpads], None]:
+        """Check a LOAD against this machine's buffers and DRAM; the function that moves its
+        data on any machine of the same config and DRAM size (`sim.fsim`'s replay)."""
+        m = sram_of(insn.memory_type)
+        self.check_range(m, "LOAD", insn.sram_base, insn.sram_base + insn.sram_elems - 1)
+        self._dram_check(insn, insn.memory_type)
+        return _LoadMove(self.cfg, insn, m)
 
     def store(self, insn: isa.Store) -> int:
         """Execute a STORE of the out buffer (acc truncated); returns the bytes written."""
         count = insn.y_size * insn.x_size
         if count == 0:
             return 0
-        self.check_range(isa.MemType.OUT, "STORE", insn.sram_base, insn.sram_base + count - 1)
-        window = self._dram_window(insn, isa.MemType.OUT)
-        dtype, _ = elem_layout(self.cfg, isa.MemType.OUT)
-        out: np.ndarray = self.acc[insn.sram_base : insn.sram_base + count].astype(dtype)
-        window[...] = out.reshape(insn.y_size, insn.x_size, -1).view(np.uint8)
+        self.prepare_store(insn)(self)
         return count * self.cfg.out_elem_bytes
+
+    def prepare_store(self, insn: isa.Store) -> Callable[[Scratchpads], None]:
+        """Check a STORE of at least one element; the function that moves its data (see
+        `prepare_load`)."""
+        count = insn.y_size * insn.x_size
+        self.check_range(isa.MemType.OUT, "STORE", insn.sram_base, insn.sram_base + count - 1)
+        self._dram_check(insn, isa.MemType.OUT)
+        return _StoreMove(self.cfg, insn)
+
+
+def dram_window(dram: np.ndarray, insn: isa.MemInsn, elem: int) -> np.ndarray:
+    """A (y_size, x_size, elem) uint8 view of the DRAM bytes `insn` touches (checked already)."""
+    if insn.y_size == 0:  # no row: no DRAM byte is touched, wherever dram_base points
+        return np.zeros((0, insn.x_size, elem), dtype=np.uint8)
+    return np.ndarray(
+        (insn.y_size, insn.x_size, elem), np.uint8, buffer=dram,
+        offset=insn.dram_base * elem, strides=(insn.x_stride * elem, elem, 1),
+    )
+
+
+class _LoadMove:
+    """The data movement of one checked LOAD: DRAM rows into an SRAM window with zero padding
+    (and into the float mirror of inp and wgt)."""
+
+    def __init__(self, cfg: AcceleratorConfig, insn: isa.Load, m: isa.MemType) -> None:
+        self.insn, self.m = insn, m
+        self.elem = cfg.elem_bytes(insn.memory_type)
+        self.dtype, self.shape = elem_layout(cfg, insn.memory_type)
+        self.window = slice(insn.sram_base, insn.sram_base + insn.sram_elems)
+        self.padded = insn.sram_elems != insn.y_size * insn.x_size
+        self.rows = (slice(insn.y_pad_0, insn.y_pad_0 + insn.y_size),
+                     slice(insn.x_pad_0, insn.x_pad_0 + insn.x_size))
+
+    def __call__(self, spads: Scratchpads) -> None:
+        insn, m = self.insn, self.m
+        raw = np.ascontiguousarray(dram_window(spads.dram, insn, self.elem))
+        data = raw.view(self.dtype).reshape(insn.y_size, insn.x_size, *self.shape)
+        target = spads.sram[m][self.window]
+        if self.padded:
+            target[:] = 0
+        target.reshape(-1, insn.row_elems, *self.shape)[self.rows] = data  # rows of the window
+        if m in spads.mirror:
+            spads.mirror[m][self.window] = target
+        elif m == isa.MemType.UOP:
+            spads.on_uop_load()
+
+
+class _StoreMove:
+    """The data movement of one checked STORE: acc rows, truncated, into DRAM."""
+
+    def __init__(self, cfg: AcceleratorConfig, insn: isa.Store) -> None:
+        self.insn, self.elem = insn, cfg.elem_bytes(isa.MemType.OUT)
+        self.dtype = elem_layout(cfg, isa.MemType.OUT)[0]
+        count = insn.y_size * insn.x_size
+        self.window = slice(insn.sram_base, insn.sram_base + count)
+
+    def __call__(self, spads: Scratchpads) -> None:
+        out = spads.acc[self.window].astype(self.dtype)
+        window = dram_window(spads.dram, self.insn, self.elem)
+        window[...] = out.reshape(self.insn.y_size, self.insn.x_size, -1).view(np.uint8)
+
+
+class Lattice:
+    """Element indices `first + sum_k i_k * steps[k]` over `shape` (distinct where written): a strided
+    view of an SRAM array instead of a gather and a scatter."""
+
+    def __init__(self, first: int, shape: tuple[int, ...], steps: tuple[int, ...]) -> None:
+        self.first, self.shape, self.steps = first, shape, steps
+
+    def view(self, sram: np.ndarray) -> np.ndarray:
+        """The elements of `sram` (elements on axis 0) at these indices, as a writeable view."""
+        strides = tuple(s * sram.strides[0] for s in self.steps) + sram.strides[1:]
+        return np.ndarray(self.shape + sram.shape[1:], sram.dtype, buffer=sram,  # as_strided, 4x faster
+                          offset=self.first * sram.strides[0], strides=strides)
+
+
+def lattice(index: np.ndarray, distinct: bool = True) -> Lattice | None:
+    """`index` (any shape) as a Lattice when it is one, with steps >= 0 (and every element
+    distinct, unless `distinct` is False: a view to read, where a step of 0 repeats an element),
+    inside the array it indexes (checked by the caller); else None."""
+    if index.size == 0:
+        return None
+    first = int(index.flat[0])
+    shape = index.shape
+    steps = tuple(int(index[tuple(1 if a == k else 0 for a in range(index.ndim))]) - first
+                  if shape[k] > 1 else 0 for k in range(index.ndim))
+    if any(s < 0 or (distinct and s == 0 and n > 1) for s, n in zip(steps, shape, strict=True)):
+        return None
+    grid = first + sum(np.arange(n).reshape((-1,) + (1,) * (index.ndim - 1 - k)) * s
+                       for k, (n, s) in enumerate(zip(shape, steps, strict=True)))
+    if not np.array_equal(grid, index) or (distinct and np.unique(index).size != index.size):
+        return None
+    return Lattice(first, shape, steps)

@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from codesign.cli.output import emit
-from codesign.report.build import build_report
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from codesign.report.build import build_report  # matplotlib: imported by this command only
+
     summary = build_report(args.store, args.output, top=args.top)
     data = summary.to_json()
     if not args.json:

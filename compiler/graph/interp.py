@@ -31,12 +31,32 @@ def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray], keep: Iterable[str
     kept = [*graph.outputs, *(k for k in keep if k not in graph.outputs)]
     last = last_uses(graph, kept)
     given = given or {}
+    needed = _needed(graph, kept, given)
     for i, node in enumerate(graph.nodes):
-        env.update(zip(node.outputs, evaluate_node(graph, node, [env[x] for x in node.inputs]), strict=True))
+        if i in needed:  # else it only feeds values that `given` replaces: its results go unused
+            results = evaluate_node(graph, node, [env[x] for x in node.inputs])
+            env.update(zip(node.outputs, results, strict=True))
         env.update((name, given[name]) for name in node.outputs if name in given)
         for name in last.get(i, ()):
             env.pop(name, None)  # free intermediates early: whole models hold many activations
     return {name: env[name] for name in kept}
+
+
+def _needed(graph: Graph, kept: Iterable[str], given: Mapping[str, np.ndarray]) -> set[int]:
+    """Indices of the nodes whose results reach a `kept` value other than through a value that
+    `given` replaces (every node when nothing is given)."""
+    if not given:
+        return set(range(len(graph.nodes)))
+    producer = {name: i for i, node in enumerate(graph.nodes) for name in node.outputs}
+    needed: set[int] = set()
+    wanted = [name for name in kept if name not in given]
+    while wanted:
+        i = producer.get(wanted.pop())
+        if i is None or i in needed:
+            continue
+        needed.add(i)
+        wanted.extend(x for x in graph.nodes[i].inputs if x not in given)
+    return needed
 
 
 def evaluate_node(graph: Graph, node: Node, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -127,7 +127,7 @@ def _patches(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...], p
     """im2col of an NCHW input: [group, rows, C / group * kh * kw], the rows (N * out_h * out_w,
     or `keep` of them) in (image, y, x) order."""
     n, c = x.shape[:2]
-    padded = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    padded = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3]))) if any(pads) else x
     win = sliding_window_view(padded, kernel, axis=(2, 3))[:, :, :: strides[0], :: strides[1]]
     oh, ow = win.shape[2:4]
     picks = _picks(n * oh * ow, keep, rng)

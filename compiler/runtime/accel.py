@@ -28,6 +28,7 @@ from compiler.ops.accel import (
 )
 from compiler.ops.accel.common import Epilogue
 from compiler.ops.cpu import compile_host_op
+from compiler.runtime.cpu import ELEMENTWISE_OPT_LEVEL
 from compiler.target.accel import AcceleratorTarget
 
 Layout = tuple[int, int, int]  # (rank, batch block, channel block) of a packed activation
@@ -71,16 +72,16 @@ class AccelStep:
 
     def _packer(self, i: int, shape: tuple[int, ...]) -> Any:
         _, batch, block = self.in_layout(i)
-        return compile_host_op("pack", shape=tuple(shape), batch_block=batch, channel_block=block,
-                               dtype="int8")
+        return compile_host_op("pack", ELEMENTWISE_OPT_LEVEL, shape=tuple(shape), batch_block=batch,
+                               channel_block=block, dtype="int8")
 
     def warm(self, shapes: list[tuple[int, ...]]) -> None:
         """Compile the packing kernels now, so that running the step never waits for the JIT."""
         for i, shape in enumerate(shapes):
             self._packer(i, shape)
         t = self.op.target
-        compile_host_op("unpack", shape=self.out_shape, batch_block=t.batch, channel_block=t.block_out,
-                        dtype="int8")
+        compile_host_op("unpack", ELEMENTWISE_OPT_LEVEL, shape=self.out_shape, batch_block=t.batch,
+                        channel_block=t.block_out, dtype="int8")
 
     def pack(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
         """The Program's inputs for these activations (NCHW or [M, K] int8)."""
@@ -91,7 +92,7 @@ class AccelStep:
 
     def unpack(self, packed: np.ndarray) -> np.ndarray:
         t = self.op.target
-        kernel = compile_host_op("unpack", shape=self.out_shape, batch_block=t.batch,
+        kernel = compile_host_op("unpack", ELEMENTWISE_OPT_LEVEL, shape=self.out_shape, batch_block=t.batch,
                                  channel_block=t.block_out, dtype="int8")
         return _one(kernel(np.ascontiguousarray(packed)))
 

@@ -19,6 +19,18 @@ from compiler.ops.cpu import HOST_OPS, compile_host_op, host_op
 
 Kernel = Callable[[list[np.ndarray]], list[np.ndarray]]
 
+# Kernels that move or map elements one by one (no sums) are compiled at O2: LLVM's O3 unrolls
+# their short constant loops into large bodies, 5-10x the compile time (most of a cold compile of
+# EfficientNet-Lite1's host kernels are these) for no faster code. No reduction: same results.
+ELEMENTWISE_OPT_LEVEL = 2
+ELEMENTWISE_OPS = frozenset({"pack", "unpack", "quantize", "dequantize", "clip", "relu", "cast",
+                             "requantize"})
+
+
+def opt_level_of(name: str) -> int:
+    """The LLVM optimisation level the runtime compiles host operator `name` at."""
+    return ELEMENTWISE_OPT_LEVEL if name in ELEMENTWISE_OPS else 3
+
 
 def host_spec(graph: Graph, node: Node) -> tuple[str, dict[str, Any], int] | None:
     """The host operator that runs `node`: its registry name, parameters, and how many of the
@@ -41,7 +53,7 @@ def host_kernel(graph: Graph, node: Node) -> Kernel | None:
     if spec is None:
         return None
     name, params, arity = spec
-    kernel = compile_host_op(name, **params)
+    kernel = compile_host_op(name, opt_level_of(name), **params)
     shapes = [graph.values[o].shape for o in node.outputs]
 
     def run(arrays: list[np.ndarray]) -> list[np.ndarray]:

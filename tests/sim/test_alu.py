@@ -1,5 +1,7 @@
 """sim.alu against a direct sequential loop, hazards included."""
 
+import dataclasses
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -43,4 +45,29 @@ def test_alu_matches_sequential_loops(case, seed):
                 b = insn.imm if insn.use_imm else want[s]
                 want[d] = alu_reference(insn.alu_opcode, want[d], b, 32)
     assert alu(TINY, spads, insn) == insn.uop_iterations
+    assert np.array_equal(spads.acc, want)
+
+
+@settings(max_examples=120, deadline=None)
+@given(alus(), st.integers(0, 5), st.sampled_from([16, 32]), st.integers(-(1 << 15), (1 << 15) - 1))
+def test_alu_wraps_like_the_reference_at_full_range(case, seed, acc_bits, imm):
+    """min/max/+/* run in acc's own type (sim.alu._NATIVE): the same as int64 wrapped to
+    acc_bits, for accumulators anywhere in their range and any 16-bit immediate."""
+    insn, uops = case
+    insn = dataclasses.replace(insn, imm=imm)
+    cfg = dataclasses.replace(TINY, acc_bits=acc_bits)
+    rng = np.random.default_rng(seed)
+    spads = Scratchpads(cfg, np.zeros(64, np.uint8))
+    low, high = -(1 << (acc_bits - 1)), 1 << (acc_bits - 1)
+    spads.acc[:] = rng.integers(low, high, spads.acc.shape)
+    spads.sram[isa.MemType.UOP][: len(uops)] = isa.encode_uops(uops, cfg)
+    want = spads.acc.astype(np.int64)
+    for i in range(insn.iter_out):
+        for j in range(insn.iter_in):
+            for u in uops:
+                d = u.dst + i * insn.dst_factor_out + j * insn.dst_factor_in
+                s = u.src + i * insn.src_factor_out + j * insn.src_factor_in
+                b = insn.imm if insn.use_imm else want[s]
+                want[d] = alu_reference(insn.alu_opcode, want[d], b, acc_bits)
+    alu(cfg, spads, insn)
     assert np.array_equal(spads.acc, want)

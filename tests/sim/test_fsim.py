@@ -214,3 +214,34 @@ def test_long_sweep_of_schedules(preset_cfg, seed):
     ref = FunctionalSimulator(preset_cfg).run(rp.program, rp.inputs)
     got = FunctionalSimulator(preset_cfg, seed=seed).run(rp.program, rp.inputs)
     assert first_difference(rp.program, preset_cfg, ref, got) is None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_replayed_run_equals_a_fresh_simulators_run(seed):
+    """The second run of a Program on one simulator replays its recorded steps (sim.fsim._Trace):
+    on other inputs it gives the DRAM and counters a fresh simulator gives."""
+    rp = random_program(TINY, seed)
+    sim = FunctionalSimulator(TINY)
+    sim.run(rp.program, rp.inputs)
+    rng = np.random.default_rng(seed)
+    other = {k: rng.integers(-128, 128, v.shape).astype(v.dtype) for k, v in rp.inputs.items()}
+    replayed, fresh = sim.run(rp.program, other), FunctionalSimulator(TINY).run(rp.program, other)
+    assert rp.program in sim._traces
+    assert np.array_equal(replayed.dram, fresh.dram) and replayed.stats == fresh.stats
+
+
+def test_a_changed_micro_op_table_is_not_replayed():
+    """run_in takes the caller's DRAM: when its micro-op table differs from the recorded one,
+    the run executes (and records) again instead of replaying stale plans."""
+    rp = random_program(TINY, 4)
+    table = rp.program.regions_with_role("uops")[0]
+    sim = FunctionalSimulator(TINY)
+    sim.run(rp.program, rp.inputs)
+    dram = rp.program.initial_dram(rp.inputs)
+    dram[table.offset : table.offset + table.nbytes] = 0  # every micro-op reads index 0
+    fresh = dram.copy()
+    stats = sim.run_in(rp.program, dram)
+    want = FunctionalSimulator(TINY).run_in(rp.program, fresh)
+    assert np.array_equal(dram, fresh) and stats == want
+    unchanged = FunctionalSimulator(TINY).run(rp.program, rp.inputs).dram
+    assert not np.array_equal(dram, unchanged)  # the table mattered: a stale replay would show

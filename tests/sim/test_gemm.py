@@ -79,3 +79,30 @@ def test_long_reductions_stay_exact(cfg_name):
     GemmUnit(cfg, spads).execute(insn)
     assert np.array_equal(spads.acc, want)
     assert spads.exact_terms < k  # the chunked path ran
+
+
+# Shapes the compiler emits (EfficientNet-Lite1's 1x1 convolutions, scaled down): an outer loop
+# over output channel blocks that moves dst and wgt (columns), micro-op groups that read the
+# same weights from inputs a fixed distance apart (rows).
+STRUCTURED = [
+    (dict(iter_out=3, iter_in=4, dst_factor_out=16, dst_factor_in=2, src_factor_in=2, wgt_factor_out=2),
+     [isa.Uop(dst=0, src=0, wgt=0), isa.Uop(dst=0, src=1, wgt=1), isa.Uop(dst=1, src=8, wgt=0),
+      isa.Uop(dst=1, src=9, wgt=1)]),
+    (dict(iter_out=3, iter_in=5, dst_factor_out=10, dst_factor_in=1, src_factor_in=1, wgt_factor_out=2),
+     [isa.Uop(dst=0, src=0, wgt=0), isa.Uop(dst=0, src=5, wgt=1)]),
+    (dict(iter_out=2, iter_in=3, dst_factor_out=1, src_factor_out=1, dst_factor_in=2, src_factor_in=6),
+     [isa.Uop(dst=20 * g, src=4 * g + k, wgt=k) for g in range(3) for k in range(2)]),
+]
+
+
+@pytest.mark.parametrize(("loops", "uops"), STRUCTURED)
+def test_compiler_shapes_take_the_matrix_product_path(loops, uops):
+    spads = _machine(TINY, 5)
+    spads.sram[isa.MemType.UOP][: len(uops)] = isa.encode_uops(uops, TINY)
+    insn = isa.Gemm(uop_bgn=0, uop_end=len(uops), **loops)
+    want = _reference(TINY, spads, insn, uops)
+    unit = GemmUnit(TINY, spads)
+    step = unit.prepare(insn)
+    step(spads)
+    assert np.array_equal(spads.acc, want)
+    assert step.plan.general is None and len(step.plan.products) == 1

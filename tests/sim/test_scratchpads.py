@@ -55,3 +55,18 @@ def test_load_acc_8bit_out_of_range_names_the_acc_buffer():
     with pytest.raises(SimulationError, match=r"DRAM access up to byte 4099 \(element 1024 of 4 "
                                               r"bytes\) is outside the 4096-byte DRAM"):
         spads.load(far)
+
+
+def test_lattice_views_the_indexed_elements_and_refuses_others():
+    from sim.scratchpads import lattice
+
+    sram = np.arange(100 * 2 * 3, dtype=np.int32).reshape(100, 2, 3)
+    index = 5 + np.arange(3)[:, None, None] * 20 + np.arange(4)[None, :, None] * 2 + np.arange(2)
+    view = lattice(index).view(sram)
+    assert np.array_equal(view, sram[index])
+    view[...] = -1  # a view: writes reach the SRAM
+    assert np.count_nonzero(sram == -1) == index.size * 6
+    assert lattice(np.array([1, 3, 4])) is None  # not affine
+    assert lattice(np.array([[0, 1], [1, 2]])) is None  # affine, but element 1 twice
+    assert lattice(np.array([[0, 1], [0, 1]]), distinct=False).steps == (0, 1)  # read: repeats allowed
+    assert lattice(np.array([3, 2])) is None  # steps must not go down

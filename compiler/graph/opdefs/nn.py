@@ -76,7 +76,7 @@ def _windows(
         for i, (o, s, sp, n) in enumerate(zip(out, strides, span, x.shape[2:], strict=True))
     ]
     widths = [(0, 0), (0, 0)] + [(pads[i], pads[i + rank] + extra[i]) for i in range(rank)]
-    xp = np.pad(x, widths, constant_values=fill)
+    xp = np.pad(x, widths, constant_values=fill) if any(map(any, widths)) else x  # no copy unpadded
     win = sliding_window_view(xp, span, axis=tuple(range(2, 2 + rank)))
     index = (
         (slice(None),) * 2

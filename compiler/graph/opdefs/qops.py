@@ -177,6 +177,13 @@ def conv_acc(
     else:  # chunks would split the groups
         exact32 = w.shape[1] * per_channel <= EXACT_F32_TERMS
         parts = [(slice(None), np.float32 if exact32 else np.float64)]
+    if group == 1 and w.shape[2:] == (1,) * rank and not any(pads):  # pointwise: one GEMM per chunk
+        x = x[(slice(None), slice(None), *(slice(None, None, s) for s in strides))]
+        rows = x.reshape(x.shape[0], x.shape[1], -1)
+        sums = [(w[:, c].reshape(w.shape[0], -1).astype(t) @ rows[:, c].astype(t)).astype(np.int64)
+                for c, t in parts]
+        acc = np.add.reduce(sums).reshape(x.shape[0], w.shape[0], *x.shape[2:])
+        return wrap32(acc) if wrap else acc
     conv = OPS["Conv"].evaluate
     sums = [conv([x[:, c].astype(t), w[:, c].astype(t)], attrs)[0].astype(np.int64) for c, t in parts]
     acc = np.add.reduce(sums)

@@ -261,3 +261,12 @@ def test_float64_last_axis_ops_stay_in_the_interpreter(op: str, attrs: dict[str,
     g32 = Graph()
     g32.add_input("x", (2, 3), "float32")
     assert host_spec(g32, append(g32, op, ["x"], ["y"], attrs, "n")) is not None
+
+
+def test_elementwise_kernels_compile_at_o2_and_sums_at_o3():
+    """O3 only unrolls the short loops of element-wise kernels (5-10x the compile time); kernels
+    with sums stay at O3 (compiler.runtime.cpu.ELEMENTWISE_OPS)."""
+    from compiler.runtime.cpu import opt_level_of
+
+    assert [opt_level_of(n) for n in ("pack", "unpack", "quantize", "dequantize", "clip")] == [2] * 5
+    assert [opt_level_of(n) for n in ("conv2d", "gemm", "qconv2d", "global_avg_pool2d")] == [3] * 4

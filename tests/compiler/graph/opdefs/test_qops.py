@@ -37,10 +37,12 @@ def _int8(rng: np.random.Generator, shape: tuple[int, ...], extreme: bool) -> np
     [
         (256, 8, 3, 1, 1, (1, 1, 1, 1)),  # 2304 products per output: three float32 chunks
         (2048, 4, 1, 1, 2, (0, 0, 0, 0)),  # 1x1, two chunks
+        (1536, 8, 1, 1, 1, (0, 0, 0, 0)),  # 1x1, stride 1: a GEMM per chunk (conv_acc's pointwise path)
+        (1300, 4, 1, 1, 1, (1, 0, 0, 1)),  # 1x1 with padding: the general path
         (16, 16, 3, 16, 2, (1, 0, 1, 2)),  # depthwise
         (256, 4, 3, 2, 1, (0, 1, 1, 0)),  # 1152 products per group: float64
     ],
-    ids=["dense3x3", "dense1x1", "depthwise", "grouped"],
+    ids=["dense3x3", "dense1x1", "pointwise", "pointwise-padded", "depthwise", "grouped"],
 )
 def test_conv_acc_is_the_exact_integer_convolution(
     channels: int, out: int, kernel: int, group: int, stride: int, pads: tuple[int, ...], extreme: bool
