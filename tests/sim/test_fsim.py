@@ -105,7 +105,7 @@ def _acc_region(b, n=4):
     (lambda b: b.load(isa.MemType.ACC, _acc_region(b), 250, y_size=2, x_size=4),
      "#0 .*LOAD reaches ACC index 257, outside the ACC buffer of 256 elements"),
     (lambda b: b.load(isa.MemType.ACC, _acc_region(b), 0, y_size=4, x_size=4, x_stride=200),
-     r"DRAM access up to byte 9663 \(element 603 of 16 bytes\) is outside the 4096-byte DRAM"),
+     r"DRAM access up to byte 9663 \(element 603 of 16 bytes\) is outside the 8192-byte DRAM"),
     (lambda b: b.store(_acc_region(b), 255, y_size=1, x_size=2, push_prev=True),
      "STORE reaches OUT index 256, outside the OUT buffer of 256 elements"),
     (lambda b: b.emit(isa.Store(x_size=1, y_size=1, x_pad_0=1, push_prev=True)),

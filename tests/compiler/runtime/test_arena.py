@@ -31,10 +31,10 @@ def _conv(cfg: AcceleratorConfig) -> tuple[AccelStep, dict[str, np.ndarray]]:
 
 
 def _scattered(program: Program, cfg: AcceleratorConfig) -> tuple[dict[str, int], int]:
-    """New offsets for every region: in reverse order, a gap of one alignment unit between
-    them and before the first (every region moves)."""
+    """New offsets for every region: in reverse order, past the program's own image, a gap of one
+    alignment unit between them (every region moves)."""
     align = align_bytes(cfg)
-    offsets, at = {}, align
+    offsets, at = {}, -(-program.dram_bytes // align) * align + align
     for r in reversed(program.regions):
         offsets[r.name] = at
         at += -(-r.nbytes // align) * align + align
@@ -115,10 +115,10 @@ def test_regions_must_fit_the_dram_and_exist():
         relocate(program, {"nope": 0}, cfg, program.dram_bytes)
 
 
-def test_the_alignment_is_a_multiple_of_every_element_and_the_bus_word(preset_cfg):
+def test_the_alignment_is_a_page_and_a_multiple_of_every_element_and_the_bus_word(preset_cfg):
     align = align_bytes(preset_cfg)
     assert all(align % preset_cfg.elem_bytes(m) == 0 for m in isa.MemType)
-    assert align % preset_cfg.bus_bytes == 0 and align == max(preset_cfg.max_elem_bytes, preset_cfg.bus_bytes)
+    assert align % preset_cfg.bus_bytes == 0 and align == 4096  # a page: bursts end at page boundaries
 
 
 # -- the plan of a model --------------------------------------------------------------------
