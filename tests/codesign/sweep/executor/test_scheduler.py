@@ -198,13 +198,13 @@ def test_a_tls_scheduler_serves_a_sweep_given_the_security_file(capsys, monkeypa
         out = json.loads(capsys.readouterr().out)
         assert code == 0 and out["ok"] == 9 and out["infeasible"] == 9
         assert listening(processes) == {"127.0.0.1"}, "something listens beyond loopback"
-        from codesign.sweep.executor import ExecutorError, parse_executor
+        from codesign.sweep.executor import Evaluation, ExecutorError, parse_executor
         from codesign.sweep.executor.distributed import DaskExecutor
 
         plain = parse_executor(f"dask://127.0.0.1:{port}")
         refused = rf"^cannot connect to the Dask scheduler at tcp://127.0.0.1:{port} "
         with pytest.raises(ExecutorError, match=refused):
-            DaskExecutor(fake_evaluate, plain, connect_s=3.0)
+            DaskExecutor(Evaluation(fake_evaluate), plain, connect_s=3.0)
     finally:
         for process in reversed(processes):
             stop(process)
