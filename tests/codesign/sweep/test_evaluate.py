@@ -10,10 +10,8 @@ import dataclasses
 
 import pytest
 
-from codesign.sweep import evaluate
 from codesign.sweep.evaluate import Evaluator
 from codesign.sweep.operators import make_operator, padded
-from codesign.sweep.ranker import Ranker
 from codesign.sweep.records import WorkloadSpec
 from compiler.errors import ScheduleError
 from compiler.ops.accel import compile_op, knobs_from_json
@@ -181,8 +179,10 @@ def test_a_points_result_does_not_depend_on_the_points_evaluated_before_it(calib
     assert forward == backward
 
 
-def test_calibration_stops_once_the_prior_is_trained(monkeypatch):
-    monkeypatch.setattr(evaluate, "Ranker", lambda: Ranker(warm=1))
+def test_calibration_learns_from_every_config_and_is_not_counted_as_points(monkeypatch):
+    seen = []
+    monkeypatch.setattr(Evaluator, "_evaluate", lambda self, cfg, ranker: seen.append((cfg, ranker)))
     ev = Evaluator(WORKLOADS[:1], block_ins=(4, 8, 16), calibration=VARIANTS)
-    assert ev.calibration_points == 1 and ev.prior.trained and ev.calibration_s > 0
-    assert ev.measured_total == ev.chosen_total == 0  # the calibration's choices are not counted
+    assert ev.calibration_points == 4 and ev.calibration_s >= 0
+    assert [cfg for cfg, _ in seen] == VARIANTS and all(ranker is ev.prior for _, ranker in seen)
+    assert ev.measured_total == ev.chosen_total == 0
