@@ -8,9 +8,9 @@ estimate first).  The prune is checked per layer (`safe`): the smallest ratio of
 estimate seen on any measured point of the run, times the first pruned point's estimate, must be
 at least the layer's best cycles, so that a pruned point no better estimated than any measured one
 could not beat it.  The
-chosen schedules come from one `Evaluator` run over the points in order, as in a sweep (its
-ranker learns as it goes; `warmup` points evaluated first and not checked stand for a sweep's
-earlier points).
+chosen schedules come from one `Evaluator`, as in a sweep: its ranker's prior learned on the
+benches' fixed calibration configs, each point starting from it (`warmup` points evaluated first
+and not checked only warm the program cache: they no longer change a point's choices).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.bench.sweep_eval import random_points
+from codesign.bench.sweep_eval import calibration_configs, random_points
 from codesign.sweep.evaluate import Evaluator
 from codesign.sweep.operators import is_shallow, make_operator, padded
 from codesign.sweep.programs import ProgramCache
@@ -65,7 +65,7 @@ def quality(points: int = 20, seed: int = 0, model: str = "resnet18", *, warmup:
     if points < 1:
         raise InputError(f"--points must be at least 1, not {points}")
     start = time.perf_counter()
-    evaluator = Evaluator([WorkloadSpec(model, model)])
+    evaluator = Evaluator([WorkloadSpec(model, model)], calibration=calibration_configs())
     configs = random_points(points + warmup, seed)
     for cfg in configs[points:]:
         evaluator(cfg)

@@ -2,8 +2,8 @@
 the sweep chose, run whole on fsim (outputs exact against the integer reference), on the timing
 model and on the Verilated RTL (outputs exact, cycles equal to the timing model's step by step).
 
-Each accelerator operator takes the schedule the sweep stored for its layer (the evaluation's
-choice depends on what its learned ranker saw before, so it is read back, not chosen again);
+Each accelerator operator takes the schedule the sweep stored for its layer (read back, not
+chosen again: the search is not repeated, and the point's ranker prior need not be at hand);
 an operator the store has no schedule for is chosen by `codesign/sweep/schedules.choose`.  The
 confirmed model is then the one the sweep measured: its timing cycles must equal the stored ones
 (`swept_cycles`), which the confirmation checks too.

@@ -1,14 +1,18 @@
 """The real evaluation of a point, assembled from the evaluator and the PPA models.
 
-`make_evaluate(space)` is called once in the coordinator, before the pool forks: it prepares the
-`Evaluator` (each workload quantized once per sweep, not per point), and returns the function a
-worker runs per point.  `make_area()` is the area model that checks a space's max_area_mm2.
-The modules are imported here, inside the functions, so the engine and its tests never need them.
+`make_evaluate(space)` is called once in the coordinator, before the pool forks (or the
+evaluation is shipped to Dask workers): it prepares the `Evaluator` (each workload quantized
+once per sweep, not per point; the schedule ranker's prior learned once on `calibration_configs`,
+a fixed draw of the space's points), and returns the function a worker runs per point.
+`make_area()` is the area model that checks a space's max_area_mm2.  The modules are imported
+here, inside the functions, so the engine and its tests never need them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +32,8 @@ class Evaluation:
         from codesign.sweep.evaluate import Evaluator
 
         self.evaluator = Evaluator(space.workloads, layer_objective=space.layer_objective,
-                                   batch_policy=space.batch_policy, energy_of=_energy_of(space))
+                                   batch_policy=space.batch_policy, energy_of=_energy_of(space),
+                                   calibration=calibration_configs(space))
 
     def __call__(self, point: Point) -> PointResult:
         from codesign.sweep.metrics import point_metrics
@@ -54,6 +59,27 @@ def make_evaluate(space: Space) -> Evaluation:
     """Evaluate a point of `space`: compile and time every workload with schedules chosen for
     its hardware, then combine them with area and energy into the objectives' metrics."""
     return Evaluation(space)
+
+
+def calibration_configs(space: Space, count: int | None = None, seed: int = 0) -> list[AcceleratorConfig]:
+    """Up to `count` (default CALIBRATION_POINTS) feasible points of `space`, drawn with a fixed
+    `seed` whatever the sweep's: the configs the ranker's prior is learned on, so that a point's
+    result depends on the space and the point only.  Drawn from the combinations directly (a
+    space of 10^5 need not be scanned whole first); the area budget is not checked (with or
+    without an area model, the same configs)."""
+    from codesign.sweep.evaluate import CALIBRATION_POINTS
+
+    count = CALIBRATION_POINTS if count is None else count
+    budgets = dataclasses.replace(space.constraints, max_area_mm2=None)
+    rng = random.Random(seed)
+    found: list[AcceleratorConfig] = []
+    for index in rng.sample(range(space.size), min(space.size, 50 * count)):
+        point = space.point_at(index)
+        if point is not None and budgets.violation(point.config, None) is None:
+            found.append(point.config)
+            if len(found) == count:
+                break
+    return found
 
 
 def _energy_of(space: Space) -> Callable[[Stats, AcceleratorConfig], float] | None:
@@ -92,4 +118,4 @@ def make_area() -> Callable[[AcceleratorConfig], float]:
     return area_mm2
 
 
-__all__ = ["make_area", "make_evaluate", "make_proxy"]
+__all__ = ["calibration_configs", "make_area", "make_evaluate", "make_proxy"]

@@ -1,5 +1,5 @@
-"""A correction of the compiler's cycle estimate, learned during a sweep from the timing runs it
-has made, to rank each operator's candidates before measuring the best few.
+"""A correction of the compiler's cycle estimate, learned from timing runs, to rank each
+operator's candidates before measuring the best few.
 
 The analytic estimate (`Conv2d.estimates`, `Dense.estimates`) ranks a space well overall, but
 among its best few points it is often wrong by 10-25% in a structured way: it overlaps loads and
@@ -7,9 +7,13 @@ GEMMs of two virtual threads too pessimistically, it ignores the requests in fli
 counts one DMA latency per input channel block whatever the bus.  `Ranker` fits the log of
 (timing cycles / estimate) with a ridge regression on features of the estimate's own terms
 (compute and load cycles, steps, DMAs, bytes per step, threads, bus and requests in flight),
-from every candidate measured so far in this process (sufficient statistics only: a few
-kilobytes), and ranks an operator's best-estimated points by the corrected estimate.  Until it
-has seen `warm` measurements it says so (`trained`), and `choose` measures more candidates.
+from the candidates it was shown (sufficient statistics only: a few kilobytes), and ranks an
+operator's best-estimated points by the corrected estimate.  Until it has seen `warm`
+measurements it says so (`trained`), and `choose` measures more candidates.
+
+A sweep's evaluation learns one ranker from a fixed set of calibration points before any point
+is evaluated, and each point starts from a `copy()` of it (codesign/sweep/evaluate.py), so that
+a point's chosen schedules do not depend on which points the same process evaluated before it.
 """
 
 from __future__ import annotations
@@ -87,6 +91,13 @@ class Ranker:
     @property
     def trained(self) -> bool:
         return self.samples >= self.warm
+
+    def copy(self) -> Ranker:
+        """A ranker that starts from what this one has learned; this one does not change."""
+        other = Ranker(ridge=self.ridge, warm=self.warm)
+        other.gram, other.moment, other.samples = self.gram.copy(), self.moment.copy(), self.samples
+        other._weights = self._weights  # replaced, never changed in place
+        return other
 
     def observe(self, x: np.ndarray, estimate: float, cycles: int) -> None:
         """One measured point: its features `x`, its estimate and its timing cycles."""

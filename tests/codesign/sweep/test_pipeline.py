@@ -33,3 +33,21 @@ def test_the_proxy_estimates_the_evaluations_workloads_and_a_stand_in_has_none(t
     assert isinstance(proxy, Proxy) and proxy.workloads == workloads
     assert proxy.batch_policy == tiny_space.batch_policy
     assert pipeline.make_proxy(lambda point: None, tiny_space) is None
+
+
+def test_calibration_configs_are_a_fixed_draw_of_the_spaces_feasible_points(tiny_space):
+    feasible = {p.config.fingerprint() for p in tiny_space}
+    drawn = pipeline.calibration_configs(tiny_space)
+    assert len(drawn) == 8 == len({c.fingerprint() for c in drawn})
+    assert {c.fingerprint() for c in drawn} <= feasible  # 9 of the 18 break the SRAM budget
+    assert pipeline.calibration_configs(tiny_space) == drawn
+    assert pipeline.calibration_configs(tiny_space, seed=1) != drawn
+    every = pipeline.calibration_configs(tiny_space, count=100)
+    assert {c.fingerprint() for c in every} == feasible
+
+
+def test_calibration_configs_leave_the_area_budget_aside(tiny_space):
+    tight = dataclasses.replace(tiny_space.constraints, max_area_mm2=1e-9)  # no area model to check it
+    budgeted = dataclasses.replace(tiny_space, constraints=tight)
+    drawn = pipeline.calibration_configs(budgeted, count=3)
+    assert drawn == pipeline.calibration_configs(tiny_space, count=3)

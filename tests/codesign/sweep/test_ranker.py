@@ -47,3 +47,19 @@ def test_the_ranker_learns_a_linear_correction():
     assert ranker.trained and ranker.samples == 200
     probe = np.column_stack([np.ones(20), rng.normal(0, 1, (20, FEATURES - 1))])
     np.testing.assert_allclose(ranker.correction(probe), probe @ truth, atol=1e-3)
+
+
+def test_a_copy_starts_from_what_the_ranker_learned_and_learns_alone():
+    rng = np.random.default_rng(1)
+    prior = Ranker(warm=3)
+    for _ in range(3):
+        prior.observe(rng.normal(0, 1, FEATURES), 1000.0, int(rng.integers(500, 2000)))
+    probe = rng.normal(0, 1, (4, FEATURES))
+    before = prior.correction(probe)
+    copy = prior.copy()
+    assert copy.trained and copy.samples == 3 and copy.ridge == prior.ridge and copy.warm == prior.warm
+    np.testing.assert_array_equal(copy.correction(probe), before)
+    copy.observe(rng.normal(0, 1, FEATURES), 1000.0, 4000)
+    assert copy.samples == 4 and prior.samples == 3
+    assert not np.array_equal(copy.correction(probe), before)
+    np.testing.assert_array_equal(prior.correction(probe), before)

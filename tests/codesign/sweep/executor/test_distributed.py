@@ -221,28 +221,53 @@ def full_rows(path):
                 for r in store.points()}
 
 
-def same_sweep_on_both(tmp_path, space, **options):
+class Traced:
+    """An evaluation that notes the process that evaluated each point (in `folder`/NAME.txt)."""
+
+    def __init__(self, evaluate, path):
+        self.evaluate, self.path = evaluate, Path(path)
+
+    def __call__(self, point):
+        result = self.evaluate(point)
+        with open(self.path, "a") as f:
+            f.write(f"{os.getpid()} {point.id}\n")
+        return result
+
+    def processes(self):
+        return {line.split()[0] for line in self.path.read_text().splitlines()}
+
+
+def same_sweep_on_each(tmp_path, space, runs, **options):
+    """The stores of one sweep run under each (name, executor, workers) of `runs`, each with its
+    own real evaluation (prepared and calibrated anew), and the processes that evaluated them."""
     from codesign.sweep import pipeline
 
-    for name in ("local", "dask"):
-        run_sweep(space, tmp_path / f"{name}.db", pipeline.make_evaluate(space), executor=name, **options)
-    return full_rows(tmp_path / "local.db"), full_rows(tmp_path / "dask.db")
+    stores, processes = {}, {}
+    for name, executor, workers in runs:
+        traced = Traced(pipeline.make_evaluate(space), tmp_path / f"{name}.txt")
+        run_sweep(space, tmp_path / f"{name}.db", traced, executor=executor, workers=workers, **options)
+        stores[name], processes[name] = full_rows(tmp_path / f"{name}.db"), traced.processes()
+    return stores, processes
+
+
+TWO_WAYS = [("local", "local", 2), ("dask", "dask", 2)]
+
+
+def test_the_real_evaluation_gives_identical_stores_on_two_workers_and_on_one(tmp_path, tiny_space):
+    # Each point's schedule ranker starts from the evaluation's calibrated prior and learns from
+    # that point's runs only, so which worker evaluates a point, after which others, is moot.
+    stores, processes = same_sweep_on_each(tmp_path, tiny_space, [*TWO_WAYS, ("one", "local", 1)],
+                                           strategy="grid")
+    assert len(stores["local"]) == 18 and sum(r[0] == "ok" for r in stores["local"].values()) == 9
+    assert stores["local"] == stores["dask"] == stores["one"]
+    assert len(processes["local"]) == len(processes["dask"]) == 2 and len(processes["one"]) == 1
 
 
 @pytest.mark.slow
-def test_the_real_evaluation_gives_identical_stores_when_each_worker_sees_the_same_points(tmp_path,
-                                                                                         tiny_space):
-    # The schedule ranker learns from its worker's earlier points, so the order a worker meets
-    # points in matters: one worker each sees them in the same order.
-    local, dask = same_sweep_on_both(tmp_path, tiny_space, strategy="grid", workers=1)
-    assert len(local) == 18 and sum(r[0] == "ok" for r in local.values()) == 9
-    assert local == dask
-
-
-@pytest.mark.slow
-def test_the_small_space_on_resnet18_gives_identical_stores(tmp_path):
+def test_the_small_space_on_resnet18_gives_identical_stores_on_two_workers(tmp_path):
     from codesign.sweep.space import load_space, resolve_space_path
 
-    local, dask = same_sweep_on_both(tmp_path, load_space(resolve_space_path("small")), strategy="random",
-                                     seed=0, budget=3, workers=1)
-    assert len(local) == 3 and local == dask
+    stores, processes = same_sweep_on_each(tmp_path, load_space(resolve_space_path("small")), TWO_WAYS,
+                                           strategy="random", seed=0, budget=6)
+    assert len(stores["local"]) == 6 and stores["local"] == stores["dask"]
+    assert len(processes["local"]) == len(processes["dask"]) == 2

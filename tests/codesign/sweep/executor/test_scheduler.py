@@ -4,6 +4,7 @@
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -150,3 +151,61 @@ def test_a_lost_scheduler_stops_the_sweep_and_resume_finishes_it(tmp_path, tiny_
     again = [point for _, _, point in noted.evaluated()[done:]]
     assert not set(again) & kept, "a point stored before the loss was evaluated again"
     assert not any(group_alive(p.pid) for p in processes)
+
+
+def make_certificates(folder):
+    """A throwaway CA and one certificate for 127.0.0.1 that it signed (server and client use),
+    with the openssl command line: (ca.pem, node.pem holding the certificate and its key)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl command to make the test's certificates")
+
+    def run(*argv):
+        subprocess.run([openssl, *argv], cwd=folder, check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+        "-subj", "/CN=codesign test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr",
+        "-subj", "/CN=127.0.0.1")
+    (folder / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+                                    "extendedKeyUsage=serverAuth,clientAuth\n")
+    run("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "node.crt", "-days", "1", "-extfile", "ext.cnf")
+    (folder / "node.pem").write_text((folder / "node.crt").read_text() + (folder / "node.key").read_text())
+    return folder / "ca.pem", folder / "node.pem"
+
+
+def test_a_tls_scheduler_serves_a_sweep_given_the_security_file(capsys, monkeypatch, tmp_path):
+    """The README's commands with Dask's --tls-* options; `codesign sweep --security` passes the
+    TOML's options to the client, which then speaks tls:// to the scheduler; plain TCP is refused."""
+    monkeypatch.setattr(pipeline, "make_evaluate", lambda space: fake_evaluate)
+    (tmp_path / "tiny.toml").write_text(TINY_SPACE)
+    ca, node = make_certificates(tmp_path)
+    (tmp_path / "tls.toml").write_text('tls_ca_file = "ca.pem"\ntls_client_cert = "node.pem"\n'
+                                       "require_encryption = true\n")
+    tls = ["--tls-ca-file", str(ca), "--tls-cert", str(node), "--tls-key", str(node)]
+    port = free_port()
+    processes = [start([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--protocol", "tls",
+                        *tls, "--dashboard-address", "127.0.0.1:0"], tmp_path / "scheduler.log")]
+    try:
+        processes.append(start([DASK, "worker", f"tls://127.0.0.1:{port}", "--host", "127.0.0.1",
+                                "--nthreads", "1", *tls, "--dashboard-address", "127.0.0.1:0"],
+                               tmp_path / "worker.log"))
+        wait_for_port(port, processes[:1])
+        argv = ["sweep", str(tmp_path / "tiny.toml"), "--strategy", "grid", "--executor",
+                f"dask://127.0.0.1:{port}", "--json"]
+        code = main([*argv, "--store", str(tmp_path / "s.db"), "--security", str(tmp_path / "tls.toml")])
+        out = json.loads(capsys.readouterr().out)
+        assert code == 0 and out["ok"] == 9 and out["infeasible"] == 9
+        assert listening(processes) == {"127.0.0.1"}, "something listens beyond loopback"
+        from codesign.sweep.executor import Evaluation, ExecutorError, parse_executor
+        from codesign.sweep.executor.distributed import DaskExecutor
+
+        plain = parse_executor(f"dask://127.0.0.1:{port}")
+        refused = rf"^cannot connect to the Dask scheduler at tcp://127.0.0.1:{port} "
+        with pytest.raises(ExecutorError, match=refused):
+            DaskExecutor(Evaluation(fake_evaluate), plain, connect_s=3.0)
+    finally:
+        for process in reversed(processes):
+            stop(process)
+    assert not any(group_alive(p.pid) for p in processes), "a dask process outlived the test"
