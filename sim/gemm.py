@@ -157,8 +157,8 @@ def _run_product(cfg: AcceleratorConfig, spads: Scratchpads, p: _Product) -> Non
     y = y.reshape(-1, cfg.batch, p.wgt.shape[0], cfg.block_out).transpose(0, 2, 1, 3)
     acc = spads.acc
     if p.out is not None:
-        view = p.out.view(acc)
-        view[...] = view + y.reshape(view.shape)  # int32 + int32 wraps; narrower acc: astype wraps
+        view = p.out.view(acc)  # in place: int32 + int32 wraps; a narrower acc wraps in the cast
+        np.add(view, y.reshape(view.shape), out=view, casting="unsafe")
         return
     acc[p.written] = (acc[p.written] + y.reshape(-1, cfg.batch, cfg.block_out)).astype(acc.dtype)
 

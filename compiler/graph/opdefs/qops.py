@@ -55,8 +55,7 @@ SHIFT_MAX = 31
 
 def wrap32(x: np.ndarray) -> np.ndarray:
     """int64 values wrapped to the int32 range (two's complement), still as int64."""
-    x = np.asarray(x, dtype=np.int64)
-    return ((x + (1 << 31)) & ((1 << 32) - 1)) - (1 << 31)
+    return np.asarray(x, dtype=np.int64).astype(np.int32).astype(np.int64)  # the cast wraps: 2x faster
 
 
 def round_shift_clip(t: np.ndarray, shift: int, clip_lo: int, clip_hi: int) -> np.ndarray:
@@ -183,11 +182,17 @@ def conv_acc(
         sums = [(w[:, c].reshape(w.shape[0], -1).astype(t) @ rows[:, c].astype(t)).astype(np.int64)
                 for c, t in parts]
         acc = np.add.reduce(sums).reshape(x.shape[0], w.shape[0], *x.shape[2:])
-        return wrap32(acc) if wrap else acc
+        return wrap32(acc) if wrap and not _within_int32(x, w, w.shape[1]) else acc
     conv = OPS["Conv"].evaluate
     sums = [conv([x[:, c].astype(t), w[:, c].astype(t)], attrs)[0].astype(np.int64) for c, t in parts]
     acc = np.add.reduce(sums)
-    return wrap32(acc) if wrap else acc
+    return wrap32(acc) if wrap and not _within_int32(x, w, w.shape[1] * per_channel) else acc
+
+
+def _within_int32(x: np.ndarray, w: np.ndarray, terms: int) -> bool:
+    """Whether every sum of `terms` products of `x` and `w` elements lies inside int32 (int8
+    operands: each product is at most 2**14 in size), so that wrapping it changes nothing."""
+    return x.dtype == np.int8 and w.dtype == np.int8 and terms << 14 < 1 << 31
 
 
 def gemm_acc(x: np.ndarray, w: np.ndarray, wrap: bool = True) -> np.ndarray:
@@ -195,7 +200,7 @@ def gemm_acc(x: np.ndarray, w: np.ndarray, wrap: bool = True) -> np.ndarray:
     float32 GEMMs over chunks of K (see `_exact_parts`)."""
     parts = _exact_parts(x.shape[1], 1)
     acc = np.add.reduce([(x[:, k].astype(t) @ w[:, k].astype(t).T).astype(np.int64) for k, t in parts])
-    return wrap32(acc) if wrap else acc
+    return wrap32(acc) if wrap and not _within_int32(x, w, x.shape[1]) else acc
 
 
 # float32 holds every integer up to 2**24: a sum of at most EXACT_F32_TERMS products of two int8

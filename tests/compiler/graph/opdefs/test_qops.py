@@ -67,3 +67,18 @@ def test_gemm_acc_is_the_exact_integer_product(k: int, extreme: bool) -> None:
     want = x.astype(np.int64) @ w.astype(np.int64).T
     np.testing.assert_array_equal(gemm_acc(x, w, wrap=False), want)
     np.testing.assert_array_equal(gemm_acc(x, w), wrap32(want))
+
+
+def test_wrap32_wraps_int64_values_in_twos_complement():
+    x = np.array([0, 2**31 - 1, 2**31, -(2**31) - 1, 2**32 + 5, -(2**40) - 7], dtype=np.int64)
+    got = wrap32(x)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, [0, 2**31 - 1, -(2**31), 2**31 - 1, 5, -7])
+
+
+@pytest.mark.parametrize("terms,want", [(2**17 - 1, 2**31 - 2**14), (2**17, -(2**31))])
+def test_gemm_acc_wraps_only_sums_that_can_leave_int32(terms: int, want: int) -> None:
+    x = np.full((1, terms), -128, dtype=np.int8)  # each product is 2**14: 2**17 of them reach 2**31
+    got = gemm_acc(x, x)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, [[want]])
