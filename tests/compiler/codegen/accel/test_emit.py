@@ -32,32 +32,32 @@ def _uops(program: Program) -> list[tuple[int, int, int]]:
 
 
 def test_a_matmul_program():
-    # regions: a at byte 0, w at 64 (WGT element 16 bytes: 4), out at 128 (4 bytes: 32), the
-    # micro-ops at 192 (4 bytes: 48).  The chain's entry push is a compute NOP, the carried
+    # regions, each on a 4 KiB page: a at byte 0, w at 4096 (WGT element 16 bytes: 256), out at
+    # 8192 (4 bytes: 2048), the micro-ops at 12288 (4 bytes: 3072).  The chain's entry push is a compute NOP, the carried
     # store->compute entry a store NOP; each k step: inp and wgt loads (the first pops the
     # chain, the last pushes to compute), the GEMM pops them and pushes the chain back; after
     # the last step the GEMM also pushes to store, whose STORE pushes the acc back to compute.
     built = build(matmul(), TINY)
     assert _listing(built.program) == [
-        "LOAD UOP sram=0 dram=48 y=1 x=1 stride=1 pad=(0,0,0,0)",
+        "LOAD UOP sram=0 dram=3072 y=1 x=1 stride=1 pad=(0,0,0,0)",
         "NOP-COMPUTE  [push_prev]",
         "NOP-STORE  [push_prev]",
         "GEMM reset uops=[0,1) out=1(dst+0,src+0,wgt+0) in=1(dst+0,src+0,wgt+0)  [pop_next]",
         "LOAD INP sram=0 dram=0 y=1 x=1 stride=1 pad=(0,0,0,0)  [pop_next]",
-        "LOAD WGT sram=0 dram=4 y=1 x=1 stride=1 pad=(0,0,0,0)  [push_next]",
+        "LOAD WGT sram=0 dram=256 y=1 x=1 stride=1 pad=(0,0,0,0)  [push_next]",
         "GEMM uops=[0,1) out=1(dst+0,src+0,wgt+0) in=1(dst+0,src+0,wgt+0)  [pop_prev push_prev]",
         "LOAD INP sram=0 dram=1 y=1 x=1 stride=1 pad=(0,0,0,0)  [pop_next]",
-        "LOAD WGT sram=0 dram=5 y=1 x=1 stride=1 pad=(0,0,0,0)  [push_next]",
+        "LOAD WGT sram=0 dram=257 y=1 x=1 stride=1 pad=(0,0,0,0)  [push_next]",
         "GEMM uops=[0,1) out=1(dst+0,src+0,wgt+0) in=1(dst+0,src+0,wgt+0)  [pop_prev push_prev push_next]",
-        "STORE OUT sram=0 dram=32 y=1 x=1 stride=1 pad=(0,0,0,0)  [pop_prev push_prev]",
+        "STORE OUT sram=0 dram=2048 y=1 x=1 stride=1 pad=(0,0,0,0)  [pop_prev push_prev]",
         "GEMM reset uops=[0,1) out=1(dst+0,src+0,wgt+0) in=1(dst+0,src+0,wgt+0)  [pop_next]",
         "LOAD INP sram=0 dram=0 y=1 x=1 stride=1 pad=(0,0,0,0)  [pop_next]",
-        "LOAD WGT sram=0 dram=6 y=1 x=1 stride=1 pad=(0,0,0,0)  [push_next]",
+        "LOAD WGT sram=0 dram=258 y=1 x=1 stride=1 pad=(0,0,0,0)  [push_next]",
         "GEMM uops=[0,1) out=1(dst+0,src+0,wgt+0) in=1(dst+0,src+0,wgt+0)  [pop_prev push_prev]",
         "LOAD INP sram=0 dram=1 y=1 x=1 stride=1 pad=(0,0,0,0)  [pop_next]",
-        "LOAD WGT sram=0 dram=7 y=1 x=1 stride=1 pad=(0,0,0,0)  [push_next]",
+        "LOAD WGT sram=0 dram=259 y=1 x=1 stride=1 pad=(0,0,0,0)  [push_next]",
         "GEMM uops=[0,1) out=1(dst+0,src+0,wgt+0) in=1(dst+0,src+0,wgt+0)  [pop_prev push_prev push_next]",
-        "STORE OUT sram=0 dram=33 y=1 x=1 stride=1 pad=(0,0,0,0)  [pop_prev push_prev]",
+        "STORE OUT sram=0 dram=2049 y=1 x=1 stride=1 pad=(0,0,0,0)  [pop_prev push_prev]",
         "NOP-STORE  [push_prev]",
         "NOP-LOAD  [pop_next push_next]",
         "NOP-COMPUTE  [pop_next]",
