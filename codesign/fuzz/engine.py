@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -200,13 +201,21 @@ def outcomes(kind: Kind, todo: Sequence[Case | bytes], *, case_seconds: float = 
     for case in todo:  # build the bases here, so each child inherits them built
         if isinstance(case, Case):
             base_bytes(kind, case.base)
+    return forked_outcomes(_child, (kind,), todo, case_seconds, memory_bytes)
+
+
+def forked_outcomes(child: Callable[..., None], head: tuple[Any, ...], todo: Sequence[Any],
+                    case_seconds: float, memory_bytes: int) -> list[str]:
+    """Run `child(send, *head, cases, memory_bytes)` in a forked process that sends one outcome per
+    case; a case with no outcome within `case_seconds` is a hang, a closed pipe a native crash,
+    and either way the child is replaced for the cases after it."""
     results: list[str] = []
     context = multiprocessing.get_context("fork")
     while len(results) < len(todo):
         rest = list(todo[len(results):])
         receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(send, kind, rest, memory_bytes), daemon=True)
-        child.start()
+        process = context.Process(target=child, args=(send, *head, rest, memory_bytes), daemon=True)
+        process.start()
         send.close()
         for _ in rest:
             try:
@@ -215,11 +224,11 @@ def outcomes(kind: Kind, todo: Sequence[Case | bytes], *, case_seconds: float = 
                     break
                 results.append(receive.recv())
             except EOFError:  # a native crash: an abort, a segfault
-                child.join(5)
-                results.append(f"finding: the process died (exit status {child.exitcode})")
+                process.join(5)
+                results.append(f"finding: the process died (exit status {process.exitcode})")
                 break
-        child.kill()
-        child.join()
+        process.kill()
+        process.join()
         receive.close()
     return results
 

@@ -14,7 +14,6 @@ and starts another for the remaining cases.
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import resource
 import tempfile
 import traceback
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from codesign.fuzz.engine import forked_outcomes
 from codesign.fuzz.onnx_mutate import MUTATIONS, mutate, tiny_conv, tiny_matmul, tiny_ops
 from codesign.run.inputs import sample_inputs
 from compiler.driver import QuantOptions, compile_graph
@@ -187,28 +187,7 @@ def outcomes(todo: Sequence[Case | bytes], *, case_seconds: float = CASE_SECONDS
     for case in todo:  # build the bases here, so each child inherits them built
         if isinstance(case, Case):
             base_model(case.base)
-    results: list[str] = []
-    context = multiprocessing.get_context("fork")
-    while len(results) < len(todo):
-        rest = list(todo[len(results):])
-        receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(send, rest, memory_bytes), daemon=True)
-        child.start()
-        send.close()
-        for _ in rest:
-            try:
-                if not receive.poll(case_seconds):
-                    results.append("finding: hang (no result within the time limit)")
-                    break
-                results.append(receive.recv())
-            except EOFError:  # a native crash: an abort, a segfault
-                child.join(5)
-                results.append(f"finding: the process died (exit status {child.exitcode})")
-                break
-        child.kill()
-        child.join()
-        receive.close()
-    return results
+    return forked_outcomes(_child, (), todo, case_seconds, memory_bytes)
 
 
 def minimize(data: bytes, problem: str, *, case_seconds: float = CASE_SECONDS,
