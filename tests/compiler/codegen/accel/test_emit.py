@@ -33,10 +33,11 @@ def _uops(program: Program) -> list[tuple[int, int, int]]:
 
 def test_a_matmul_program():
     # regions, each on a 4 KiB page: a at byte 0, w at 4096 (WGT element 16 bytes: 256), out at
-    # 8192 (4 bytes: 2048), the micro-ops at 12288 (4 bytes: 3072).  The chain's entry push is a compute NOP, the carried
-    # store->compute entry a store NOP; each k step: inp and wgt loads (the first pops the
-    # chain, the last pushes to compute), the GEMM pops them and pushes the chain back; after
-    # the last step the GEMM also pushes to store, whose STORE pushes the acc back to compute.
+    # 8192 (4 bytes: 2048), the micro-ops at 12288 (4 bytes: 3072).  The chain's entry push is a
+    # compute NOP, the carried store->compute entry a store NOP; each k step: inp and wgt loads
+    # (the first pops the chain, the last pushes to compute), the GEMM pops them and pushes the
+    # chain back; after the last step the GEMM also pushes to store, whose STORE pushes the acc
+    # back to compute.
     built = build(matmul(), TINY)
     assert _listing(built.program) == [
         "LOAD UOP sram=0 dram=3072 y=1 x=1 stride=1 pad=(0,0,0,0)",
