@@ -28,6 +28,20 @@ def alus(draw):
     return insn, uops
 
 
+def _sequential(insn, uops, acc, bits):
+    """The ALU instruction run on a copy of `acc` one micro-op iteration at a time, in loop
+    order, with the scalar reference at `bits`."""
+    want = acc.astype(np.int64)
+    for i in range(insn.iter_out):
+        for j in range(insn.iter_in):
+            for u in uops:
+                d = u.dst + i * insn.dst_factor_out + j * insn.dst_factor_in
+                s = u.src + i * insn.src_factor_out + j * insn.src_factor_in
+                b = insn.imm if insn.use_imm else want[s]
+                want[d] = alu_reference(insn.alu_opcode, want[d], b, bits)
+    return want
+
+
 @settings(max_examples=200, deadline=None)
 @given(alus(), st.integers(0, 5))
 def test_alu_matches_sequential_loops(case, seed):
@@ -36,14 +50,7 @@ def test_alu_matches_sequential_loops(case, seed):
     spads = Scratchpads(TINY, np.zeros(64, np.uint8))
     spads.acc[:] = rng.integers(-1000, 1000, spads.acc.shape)
     spads.sram[isa.MemType.UOP][: len(uops)] = isa.encode_uops(uops, TINY)
-    want = spads.acc.astype(np.int64)
-    for i in range(insn.iter_out):
-        for j in range(insn.iter_in):
-            for u in uops:
-                d = u.dst + i * insn.dst_factor_out + j * insn.dst_factor_in
-                s = u.src + i * insn.src_factor_out + j * insn.src_factor_in
-                b = insn.imm if insn.use_imm else want[s]
-                want[d] = alu_reference(insn.alu_opcode, want[d], b, 32)
+    want = _sequential(insn, uops, spads.acc, 32)
     assert alu(TINY, spads, insn) == insn.uop_iterations
     assert np.array_equal(spads.acc, want)
 
@@ -61,13 +68,6 @@ def test_alu_wraps_like_the_reference_at_full_range(case, seed, acc_bits, imm):
     low, high = -(1 << (acc_bits - 1)), 1 << (acc_bits - 1)
     spads.acc[:] = rng.integers(low, high, spads.acc.shape)
     spads.sram[isa.MemType.UOP][: len(uops)] = isa.encode_uops(uops, cfg)
-    want = spads.acc.astype(np.int64)
-    for i in range(insn.iter_out):
-        for j in range(insn.iter_in):
-            for u in uops:
-                d = u.dst + i * insn.dst_factor_out + j * insn.dst_factor_in
-                s = u.src + i * insn.src_factor_out + j * insn.src_factor_in
-                b = insn.imm if insn.use_imm else want[s]
-                want[d] = alu_reference(insn.alu_opcode, want[d], b, acc_bits)
+    want = _sequential(insn, uops, spads.acc, acc_bits)
     alu(cfg, spads, insn)
     assert np.array_equal(spads.acc, want)
