@@ -4,11 +4,15 @@
   thread each, every socket on 127.0.0.1 (the dashboard too: Dask's default ':8787' would bind
   every interface, reference/sweep.md 1.1); otherwise the client connects to the running
   scheduler the user named (with their TLS options).
-- Shipping: the evaluation (each workload's quantized graph, prepared once in the client) is
-  pickled once and travels in a worker plugin: the scheduler sends a plugin once to every worker
-  and to each worker that joins later (a restarted one), and the worker unpickles it on its first
-  task; its tasks then share it (with its program cache and ranker, as a forked local worker
-  does).  (`scatter(broadcast=True)` made some workers fetch and unpickle it twice.)
+- Shipping: a LocalCluster's workers are forked from the client (where `fork` exists, as the
+  local pool's are): they inherit the evaluation (each workload's quantized graph, prepared once
+  in the client) and everything the client warmed, and nothing is pickled.  A running
+  scheduler's workers get it pickled once, in a worker plugin: the scheduler sends a plugin once
+  to every worker and to each worker that joins later (a restarted one), and the worker unpickles
+  it on its first task; its tasks then share it (with its program cache and ranker, as a forked
+  local worker does).  (`scatter(broadcast=True)` made some workers fetch and unpickle it twice.)
+- A LocalCluster's own periodic work is slowed down (see `LOCAL_CLUSTER`): its workers share
+  the cores with the scheduler, the nannies and the client, and the evaluations are CPU-bound.
 - Tasks: a task evaluates a batch of points; the batch grows with the measured seconds per point
   until a task takes about `task_s` (Dask costs ~2 ms a task, a point 1 ms to seconds).
 - Faults: a task whose worker dies is re-run elsewhere by Dask, up to the scheduler's
@@ -26,8 +30,10 @@ import contextlib
 import gc
 import logging
 import math
+import multiprocessing
 import os
 import pickle
+import sys
 import threading
 import time
 import uuid
@@ -44,26 +50,87 @@ from codesign.sweep.space import Point
 
 TIMEOUT_TOPIC = "codesign-sweep-timeout"
 CRASH_TRIES = 2  # as the local executor: a point whose worker dies is tried once more
+# A LocalCluster's settings beside its allowed failures.  Measured with 2 idle workers: the
+# cluster's processes took 12.5% of a core with Dask's defaults, 2% with these; a busy worker's
+# threads beside the task's took 8% of its CPU (`codesign bench sweep`, README).
+LOCAL_CLUSTER: dict[str, Any] = {
+    # one task per 1-thread worker: a worker's death makes no queued task suspect
+    "distributed.scheduler.worker-saturation": 1.0,
+    # nothing to steal with one queued task per thread; stealing's bookkeeping runs every second
+    "distributed.scheduler.work-stealing": False,
+    # the statistical profiler samples every thread's stack every 10 ms: pure cost here
+    "distributed.worker.profile.enabled": False,
+    # every server's event loop tick (a stall detector, default 20 ms), its psutil sampling (500 ms)
+    # and a worker's and nanny's memory check (100 ms) take the GIL from the evaluation's thread
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.admin.system-monitor.disk": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+    # Dask's MALLOC_TRIM_THRESHOLD_=65536 returns memory to the OS at every free
+    "distributed.nanny.pre-spawn-environ": {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1,
+                                            "OPENBLAS_NUM_THREADS": 1},
+}
+# The evaluations of this process's sweeps by plugin name: a LocalCluster's workers, forked from
+# this process, find theirs here instead of unpickling it.
+_INHERITED: dict[str, Evaluation] = {}
+
+
+def can_fork() -> bool:
+    """Whether a LocalCluster's workers can be forked from the client (as the local pool's)."""
+    return "fork" in multiprocessing.get_all_start_methods() and sys.platform.startswith("linux")
+
+
+class _Forking:
+    """Dask's `distributed.worker.multiprocessing-method` 'fork' in this process while any of its
+    forking LocalClusters is open: a nanny reads the setting at each start of its worker, so a
+    `dask.config.set` block around the cluster's start alone would leave a restarted worker
+    spawned, without the evaluation."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.setting: Any = None
+
+    def enter(self) -> None:
+        import dask
+
+        if self.open == 0:
+            self.setting = dask.config.set({"distributed.worker.multiprocessing-method": "fork"})
+        self.open += 1
+
+    def exit(self) -> None:
+        self.open -= 1
+        if self.open == 0 and self.setting is not None:
+            self.setting.__exit__(None, None, None)  # the setting before the first enter
+            self.setting = None
+
+
+_FORKING = _Forking()
 
 
 class ShippedEvaluation(WorkerPlugin):
-    """A sweep's evaluation, pickled once in the client, unpickled once per worker (first use)."""
+    """A sweep's evaluation, pickled once in the client, unpickled once per worker (first use);
+    or, with no bytes, the one a forked worker inherited under `name`."""
 
     idempotent = True  # registered again under the same name: the worker keeps its copy
 
-    def __init__(self, blob: bytes) -> None:
-        self.blob = blob
+    def __init__(self, blob: bytes, name: str = "") -> None:
+        self.blob, self.name = blob, name
         self.loaded: Evaluation | None = None
         self.lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"blob": self.blob}
+        return {"blob": self.blob, "name": self.name}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["blob"])  # type: ignore[misc]
+        self.__init__(state["blob"], state.get("name", ""))  # type: ignore[misc]
 
     def evaluation(self) -> Evaluation:
         with self.lock:
+            if self.loaded is None and not self.blob:
+                self.loaded = _INHERITED.get(self.name)
+                if self.loaded is None:
+                    raise ExecutorError(f"this Dask worker (pid {os.getpid()}) was not forked from the "
+                                        f"client of sweep {self.name}, and nothing was shipped to it")
             if self.loaded is None:
                 self.loaded = pickle.loads(self.blob)  # the client's own evaluation, never a store's
                 self.blob = b""  # its bytes are not needed twice in the worker's memory
@@ -113,14 +180,24 @@ class DaskExecutor:
         self.points_per_task = points_per_task
         self.point_s: float | None = None  # mean seconds per point so far
         self.cluster: Any = None
+        self.plugin = f"codesign-sweep-{uuid.uuid4().hex[:12]}"
+        # a LocalCluster's workers fork from here: they inherit the evaluation, none is shipped
+        self.inherited = spec.address is None and can_fork()
+        if self.inherited:
+            _INHERITED[self.plugin] = evaluation
+            _FORKING.enter()
         start = time.monotonic()
-        self.client = self._connect(workers, crash_tries, connect_s)
+        try:
+            self.client = self._connect(workers, crash_tries, connect_s)
+        except BaseException:
+            self._forget()
+            raise
         try:
             self.tries = int(self.client.run_on_scheduler(_allowed_failures_of)) + 1
             self.connect_s = time.monotonic() - start  # a LocalCluster's start included
-            blob = cloudpickle.dumps(evaluation)
-            self.plugin, self.blob_bytes = f"codesign-sweep-{uuid.uuid4().hex[:12]}", len(blob)
-            self.client.register_plugin(ShippedEvaluation(blob), name=self.plugin)
+            blob = b"" if self.inherited else cloudpickle.dumps(evaluation)
+            self.blob_bytes = len(blob)
+            self.client.register_plugin(ShippedEvaluation(blob, self.plugin), name=self.plugin)
             self.ship_s = time.monotonic() - start - self.connect_s  # to every worker, not yet unpickled
             self.slots = max(sum(self.client.nthreads().values()), 1)
         except BaseException:
@@ -133,14 +210,7 @@ class DaskExecutor:
         from distributed import Client, LocalCluster, Security
 
         if self.spec.address is None:
-            settings = {"distributed.scheduler.allowed-failures": crash_tries - 1,
-                        # one task per 1-thread worker: a worker's death makes no queued task suspect
-                        "distributed.scheduler.worker-saturation": 1.0,
-                        # the statistical profiler samples every thread's stack every 10 ms: pure cost here
-                        "distributed.worker.profile.enabled": False,
-                        # Dask's MALLOC_TRIM_THRESHOLD_=65536 returns memory to the OS at every free
-                        "distributed.nanny.pre-spawn-environ": {
-                            "OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1}}
+            settings = {**LOCAL_CLUSTER, "distributed.scheduler.allowed-failures": crash_tries - 1}
             with dask.config.set(settings):
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                             host="127.0.0.1", dashboard_address="127.0.0.1:0",
@@ -240,8 +310,13 @@ class DaskExecutor:
         return [list(range(i, min(i + size, count))) for i in range(0, count, size)]
 
     # -- closing ---------------------------------------------------------------------------------
+    def _forget(self) -> None:
+        """This sweep's inherited evaluation, and its hold on forking, let go (once)."""
+        if _INHERITED.pop(self.plugin, None) is not None:
+            _FORKING.exit()
+
     def close(self) -> None:
-        if self.cluster is None and hasattr(self, "plugin"):  # a running cluster outlives the sweep
+        if self.cluster is None and hasattr(self, "client"):  # a running cluster outlives the sweep
             with contextlib.suppress(Exception):
                 self.client.unregister_worker_plugin(self.plugin)
         with contextlib.suppress(Exception):
@@ -250,6 +325,7 @@ class DaskExecutor:
             with contextlib.suppress(Exception):
                 self.cluster.close(timeout=10)
             self.cluster = None
+        self._forget()
 
     def __enter__(self) -> DaskExecutor:
         return self
@@ -262,4 +338,4 @@ class DaskExecutor:
 _allowed_failures_of = lambda dask_scheduler: dask_scheduler.allowed_failures
 
 
-__all__ = ["CRASH_TRIES", "DaskExecutor"]
+__all__ = ["CRASH_TRIES", "LOCAL_CLUSTER", "DaskExecutor", "can_fork"]

@@ -10,7 +10,8 @@ import pytest
 
 from codesign.sweep.engine import run_sweep
 from codesign.sweep.executor import Evaluation, ExecutorError, ExecutorSpec
-from codesign.sweep.executor.distributed import DaskExecutor
+from codesign.sweep.executor import distributed as distributed_module
+from codesign.sweep.executor.distributed import DaskExecutor, ShippedEvaluation
 from codesign.sweep.store import SweepStore
 
 from ..conftest import fake_evaluate
@@ -95,8 +96,8 @@ def address(local):
     return local.scheduler_address.removeprefix("tcp://")
 
 
-def test_local_and_dask_sweeps_give_identical_stores_shipping_the_evaluation_once_per_worker(tmp_path,
-                                                                                               tiny_space):
+def test_local_and_dask_sweeps_give_identical_stores_the_workers_inheriting_the_evaluation(tmp_path,
+                                                                                             tiny_space):
     noted = Noted(tmp_path)
     local = run_sweep(tiny_space, tmp_path / "local.db", noted, strategy="random", seed=7, budget=7,
                       workers=2)
@@ -110,8 +111,16 @@ def test_local_and_dask_sweeps_give_identical_stores_shipping_the_evaluation_onc
     evaluated = noted.evaluated()
     pids = {pid for pid, _, _ in evaluated}
     assert len(evaluated) == 7 and len(pids) == 2 and os.getpid() not in {int(p) for p in pids}
-    assert sorted(noted.shipped()) == sorted(pids), "each worker unpickles the evaluation once"
+    assert noted.shipped() == [], "the LocalCluster's workers fork from the client: nothing is unpickled"
     assert not leftovers(), "the LocalCluster outlived the sweep"
+    assert not distributed_module._INHERITED, "the sweep's evaluation outlived its executor"
+
+
+def test_a_worker_neither_forked_from_the_client_nor_shipped_the_evaluation_says_so():
+    plugin = ShippedEvaluation(b"", "codesign-sweep-nothere")
+    with pytest.raises(ExecutorError, match=r"^this Dask worker \(pid \d+\) was not forked from the client "
+                       r"of sweep codesign-sweep-nothere, and nothing was shipped to it$"):
+        plugin.evaluation()
 
 
 def test_points_are_batched_into_tasks_once_their_seconds_are_known(tmp_path, tiny_space, cluster):
@@ -192,6 +201,20 @@ def test_a_point_that_segfaults_every_time_is_recorded_and_the_cluster_survives(
     assert seqs(tmp_path / "s.db") == list(range(18))
     client.wait_for_workers(3, timeout=30)
     assert client.submit(sum, [1, 2], pure=False).result(timeout=30) == 3
+
+
+def test_a_local_cluster_forks_a_fresh_worker_for_the_one_a_segfault_killed(tmp_path, tiny_space):
+    import dask
+
+    # the nanny forks the replacement from the client mid-sweep: it inherits the evaluation too
+    summary = run_sweep(tiny_space, tmp_path / "s.db", crashing, strategy="grid", workers=2, timeout_s=30,
+                        executor="dask")
+    assert summary.by_status == {"ok": 7, "infeasible": 9, "error": 1, "timeout": 0, "crash": 1}
+    bad = faults(tmp_path / "s.db")
+    assert bad[(8, 8)].reason == "its Dask worker died on each of 2 tries (KilledWorker)"
+    assert bad[(4, 16)].reason.startswith("RuntimeError: the compiler gave up")
+    assert not distributed_module._INHERITED and distributed_module._FORKING.open == 0
+    assert dask.config.get("distributed.worker.multiprocessing-method") == "spawn"  # Dask's, back
 
 
 @pytest.mark.slow
