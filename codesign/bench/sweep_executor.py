@@ -7,8 +7,10 @@ the engine (the real store, written by this process), and reports points per sec
 without that start.  With `against`, the store is compared with another run's (the same points?
 the same metrics?).  For Dask, `overhead` also measures, on the same cluster with an evaluation
 that does nothing: one task's round trip, one at a time (latency), and tasks per second with
-every worker busy (the scheduler's rate), the inputs of `codesign.sweep.executor.scaling`, whose
-fit and prediction (workers for 100,000 points in an hour) the JSON then carries as `scaling`.
+every worker busy (the scheduler's rate), and the evaluation pickled and sent to every worker as
+it is to a running scheduler's (a LocalCluster's workers fork from this process and inherit it):
+the inputs of `codesign.sweep.executor.scaling`, whose fit and prediction (workers for 100,000
+points in an hour) the JSON then carries as `scaling`.
 
 Run local and dask back to back and more than once: other work on the machine moves timings.
 """
@@ -45,11 +47,14 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Overhead:
-    """Dask's own costs, measured with an evaluation that does nothing."""
+    """Dask's own costs, measured with an evaluation that does nothing; and the sweep's evaluation
+    pickled and registered on every worker, as for a running scheduler (`ship_s`, `shipped_mb`)."""
 
     task_round_trip_ms: float
     tasks_per_s: float
     tasks: int
+    ship_s: float | None = None
+    shipped_mb: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,14 +96,15 @@ def run(space: Space, store: str | Path, spec: ExecutorSpec, *, workers: int, bu
     evaluate = pipeline.make_evaluate(space)
     prepare_s = time.monotonic() - start
     start = time.monotonic()
-    executor = open_executor(spec, Evaluation(evaluate), workers=workers, timeout_s=600.0)
+    evaluation = Evaluation(evaluate)
+    executor = open_executor(spec, evaluation, workers=workers, timeout_s=600.0)
     startup_s = time.monotonic() - start
     try:
         start = time.monotonic()
         summary = run_sweep(space, store, evaluate, strategy="random", budget=budget, workers=workers,
                             seed=seed, executor=executor)
         sweep_s = time.monotonic() - start
-        measured = _overhead(executor, space) if overhead and spec.kind == "dask" else None
+        measured = _overhead(executor, space, evaluation) if overhead and spec.kind == "dask" else None
     finally:
         start = time.monotonic()
         executor.close()
@@ -127,8 +133,10 @@ def echo(point: Point) -> PointResult:
     return PointResult(point.id, (), {}, {})
 
 
-def _overhead(executor: Executor, space: Space, tasks: int = 400, trips: int = 20) -> Overhead:
-    """Round trips one at a time, then `tasks` one-point tasks at once, on the sweep's cluster."""
+def _overhead(executor: Executor, space: Space, evaluation: Evaluation, tasks: int = 400, trips: int = 20
+              ) -> Overhead:
+    """Round trips one at a time, then `tasks` one-point tasks at once, on the sweep's cluster;
+    then `evaluation` shipped to its workers as to a running scheduler's."""
     from codesign.sweep.executor.distributed import DaskExecutor
 
     assert isinstance(executor, DaskExecutor)
@@ -144,7 +152,9 @@ def _overhead(executor: Executor, space: Space, tasks: int = 400, trips: int = 2
         start = time.monotonic()
         list(probe.run(points))
         rate = tasks / (time.monotonic() - start)
-    return Overhead(round(trip_s * 1e3, 2), round(rate, 1), tasks)
+    with contextlib.closing(DaskExecutor(evaluation, spec)) as shipped:
+        ship_s, shipped_mb = shipped.ship_s, shipped.blob_bytes / 1e6
+    return Overhead(round(trip_s * 1e3, 2), round(rate, 1), tasks, round(ship_s, 3), round(shipped_mb, 1))
 
 
 def _cycle(space: Space) -> Any:

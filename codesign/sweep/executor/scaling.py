@@ -100,16 +100,19 @@ class ScalingModel:
 def fit(bench: dict[str, Any]) -> ScalingModel:
     """The model from one `codesign bench sweep --executor dask --overhead --json` result:
     seconds per point per worker from its sweep, the overheads from its probe, the start and the
-    shipping from its executor's start."""
+    shipping from its probe (the evaluation pickled and sent to every worker, as a running
+    scheduler's get it; a LocalCluster's workers inherit it), else from its executor's start."""
     overhead = bench.get("overhead")
-    if not overhead or bench.get("ship_s") is None:
+    ship_s = overhead.get("ship_s") if overhead else None
+    ship_s = bench.get("ship_s") if ship_s is None else ship_s
+    if not overhead or ship_s is None:
         raise InputError("the scaling model needs a `codesign bench sweep --executor dask --overhead` result")
     workers = max(int(bench["slots"]), 1)
     return ScalingModel(point_s=float(bench["s_per_point_per_slot"]),
                         task_overhead_s=float(overhead["task_round_trip_ms"]) / 1e3,
                         scheduler_tasks_per_s=float(overhead["tasks_per_s"]),
                         startup_s=float(bench["connect_s"]),
-                        ship_s_per_worker=float(bench["ship_s"]) / workers)
+                        ship_s_per_worker=float(ship_s) / workers)
 
 
 def predict(model: ScalingModel, points: int = 100_000, within_s: float = 3600.0,

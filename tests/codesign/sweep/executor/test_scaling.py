@@ -43,6 +43,14 @@ def test_a_fit_from_a_bench_result_and_its_prediction():
     assert any("2-core" in line for line in figures["limits"])
 
 
+
+def test_a_fit_takes_the_shipping_its_probe_measured_over_the_executors_start():
+    # a LocalCluster's workers inherit the evaluation (ship_s ~0): the probe ships it as to a
+    # running scheduler's workers
+    bench = {"slots": 2, "s_per_point_per_slot": 0.8, "connect_s": 0.2, "ship_s": 0.01,
+             "overhead": {"task_round_trip_ms": 12.0, "tasks_per_s": 300.0, "ship_s": 2.4}}
+    assert fit(bench).ship_s_per_worker == 1.2
+
 def test_bad_inputs():
     with pytest.raises(InputError, match=r"^the scaling model's point_s must be positive, not 0$"):
         ScalingModel(point_s=0, task_overhead_s=0.1, scheduler_tasks_per_s=10)
