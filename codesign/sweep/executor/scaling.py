@@ -84,8 +84,8 @@ class ScalingModel:
             f"a task's round trip ({self.task_overhead_s * 1e3:.1f} ms here) grows on a real network; it "
             f"matters only while it is not small against {k} x {self.point_s:g} s per task",
             f"shipping the evaluation ({self.ship_s_per_worker:.2f} s per worker here) goes through the "
-            "scheduler's link one worker after another; over a 1 Gb/s link a 56 MB ResNet-18 "
-            "evaluation takes ~0.5 s per worker",
+            "scheduler's link one worker after another (a LocalCluster's workers inherit it instead); "
+            "over a 1 Gb/s link the 80 MB ResNet-18 evaluation of `small` takes ~0.7 s per worker",
             "one client asks the strategy and writes the store: grid and random ask in microseconds and "
             "the store takes 35k rows/s, but a model-guided strategy's ask (surrogate, NSGA-II) grows "
             "with the points told and is not modelled",
