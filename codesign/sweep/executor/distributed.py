@@ -11,6 +11,8 @@
   to every worker and to each worker that joins later (a restarted one), and the worker unpickles
   it on its first task; its tasks then share it (with its program cache and ranker, as a forked
   local worker does).  (`scatter(broadcast=True)` made some workers fetch and unpickle it twice.)
+- A forked worker replaces Dask's offload thread pool, whose thread the fork lost
+  (`_fresh_offload_pool`).
 - A LocalCluster's own periodic work is slowed down (see `LOCAL_CLUSTER`): its workers share
   the cores with the scheduler, the nannies and the client, and the evaluations are CPU-bound.
 - Tasks: a task evaluates a batch of points; the batch grows with the measured seconds per point
@@ -38,7 +40,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any
 
 import cloudpickle
@@ -78,6 +80,19 @@ _INHERITED: dict[str, Evaluation] = {}
 def can_fork() -> bool:
     """Whether a LocalCluster's workers can be forked from the client (as the local pool's)."""
     return "fork" in multiprocessing.get_all_start_methods() and sys.platform.startswith("linux")
+
+
+def _fresh_offload_pool() -> None:
+    """In a child forked from this process (a LocalCluster's worker): Dask's one-thread pool that
+    (de)serializes messages over 10 MiB lost its thread in the fork, if the client had started
+    it, and would never run what it is given (the worker hangs on its first large message); a
+    fresh pool starts its own thread when first used."""
+    import distributed.utils
+
+    distributed.utils._offload_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="Dask-Offload")
+
+
+os.register_at_fork(after_in_child=_fresh_offload_pool)
 
 
 class _Forking:

@@ -217,6 +217,17 @@ def test_a_local_cluster_forks_a_fresh_worker_for_the_one_a_segfault_killed(tmp_
     assert dask.config.get("distributed.worker.multiprocessing-method") == "spawn"  # Dask's, back
 
 
+@pytest.mark.filterwarnings("ignore:Sending large graph")
+def test_a_forked_worker_takes_a_large_message_after_the_clients_offload_thread_started():
+    # Dask (de)serializes messages over 10 MiB on its one offload thread: started in the client
+    # before the fork, a forked worker would wait forever for it
+    distributed.utils._offload_executor.submit(lambda: None).result()
+    with DaskExecutor(Evaluation(fake_evaluate), ExecutorSpec("dask"), workers=1) as executor:
+        assert executor.inherited
+        big = b"x" * (30 * 2**20)
+        assert executor.client.submit(len, big, pure=False).result(timeout=30) == len(big)
+
+
 @pytest.mark.slow
 def test_a_segfault_a_hang_and_an_exception_are_recorded_as_by_the_local_pool(tmp_path, tiny_space, cluster):
     local, client = cluster
