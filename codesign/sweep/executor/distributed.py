@@ -11,8 +11,8 @@
   to every worker and to each worker that joins later (a restarted one), and the worker unpickles
   it on its first task; its tasks then share it (with its program cache and ranker, as a forked
   local worker does).  (`scatter(broadcast=True)` made some workers fetch and unpickle it twice.)
-- A forked worker replaces Dask's offload thread pool, whose thread the fork lost
-  (`_fresh_offload_pool`).
+- A forked worker replaces Dask's offload thread pool, whose thread the fork lost, and forgets
+  the client's `Client` it inherited (`_after_fork`).
 - A LocalCluster's own periodic work is slowed down (see `LOCAL_CLUSTER`): its workers share
   the cores with the scheduler, the nannies and the client, and the evaluations are CPU-bound.
 - Tasks: a task evaluates a batch of points; the batch grows with the measured seconds per point
@@ -82,17 +82,22 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and sys.platform.startswith("linux")
 
 
-def _fresh_offload_pool() -> None:
-    """In a child forked from this process (a LocalCluster's worker): Dask's one-thread pool that
-    (de)serializes messages over 10 MiB lost its thread in the fork, if the client had started
-    it, and would never run what it is given (the worker hangs on its first large message); a
-    fresh pool starts its own thread when first used."""
+def _after_fork() -> None:
+    """In a child forked from this process (a LocalCluster's worker), what the fork left broken:
+    - Dask's one-thread pool that (de)serializes messages over 10 MiB lost its thread, if the
+      client had started it, and would never run what it is given (the worker hung on its first
+      large message): a fresh pool starts its own thread when first used;
+    - the client's `Client`, inherited by a worker forked after it (one the nanny restarts), is
+      this process's default client, whose event loop's thread is gone: a task's `get_client()`
+      hung on it; without it, the worker makes its own."""
+    import distributed.client
     import distributed.utils
 
     distributed.utils._offload_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="Dask-Offload")
+    distributed.client._global_clients.clear()
 
 
-os.register_at_fork(after_in_child=_fresh_offload_pool)
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class _Forking:

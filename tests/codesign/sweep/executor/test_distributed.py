@@ -228,6 +228,31 @@ def test_a_forked_worker_takes_a_large_message_after_the_clients_offload_thread_
         assert executor.client.submit(len, big, pure=False).result(timeout=30) == len(big)
 
 
+def workers_seen():
+    """A task asking the scheduler, through the worker's client, how many workers it has."""
+    return len(distributed.get_client().scheduler_info()["workers"])
+
+
+def pids(client):
+    """The workers' process ids ([] while the scheduler still counts a dead one)."""
+    try:
+        return list(client.run(os.getpid).values())
+    except OSError:  # CommClosedError: a worker just killed
+        return []
+
+
+def test_a_worker_forked_after_the_client_started_makes_its_own_client():
+    with DaskExecutor(Evaluation(fake_evaluate), ExecutorSpec("dask"), workers=1) as executor:
+        client = executor.client
+        [first] = client.run(os.getpid).values()
+        os.kill(first, signal.SIGKILL)  # the nanny forks a new one from this process, Client and all
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and pids(client) in ([], [first]):
+            time.sleep(0.1)
+        assert len(pids(client)) == 1 and pids(client) != [first]
+        assert client.submit(workers_seen, pure=False).result(timeout=30) == 1
+
+
 @pytest.mark.slow
 def test_a_segfault_a_hang_and_an_exception_are_recorded_as_by_the_local_pool(tmp_path, tiny_space, cluster):
     local, client = cluster
