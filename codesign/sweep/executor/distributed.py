@@ -54,7 +54,8 @@ TIMEOUT_TOPIC = "codesign-sweep-timeout"
 CRASH_TRIES = 2  # as the local executor: a point whose worker dies is tried once more
 # A LocalCluster's settings beside its allowed failures.  Measured with 2 idle workers: the
 # cluster's processes took 12.5% of a core with Dask's defaults, 2% with these; a busy worker's
-# threads beside the task's took 8% of its CPU (`codesign bench sweep`, README).
+# threads beside the task's took 7-8% of its CPU with the defaults, 1.3-1.5% with these (README,
+# "Sweeps on Dask").
 LOCAL_CLUSTER: dict[str, Any] = {
     # one task per 1-thread worker: a worker's death makes no queued task suspect
     "distributed.scheduler.worker-saturation": 1.0,
