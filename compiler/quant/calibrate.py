@@ -60,23 +60,21 @@ class TensorStats:
     axis_runner_up: dict[int, np.ndarray] = field(default_factory=dict)
 
     def add(self, x: np.ndarray) -> None:
-        a = np.abs(x.astype(np.float32, copy=False))
-        m, size = float(a.max(initial=0.0)), a.size
+        # Calibration passes over every activation of every input, so each pass counts: the
+        # largest |x| is the largest channel maximum, the zeros are counted on |x|'s bits, and
+        # the bin indices are computed in |x|'s own buffer, clipped while still float32 (the
+        # same index: floor(min(v, BINS - 1)) == min(floor(v), BINS - 1) for v >= 0).
+        a = np.ascontiguousarray(np.abs(x.astype(np.float32, copy=False)))  # a new array (abs)
+        maxima = {axis: a.max(axis=_others(a.ndim, axis), initial=0.0).astype(np.float64)
+                  for axis in _channel_axes(a.ndim)}
+        m = float(maxima[1].max(initial=0.0)) if maxima else float(a.max(initial=0.0))
         if not math.isfinite(m):  # NaN wins a max, so one NaN or infinity anywhere shows here
             raise QuantizationError(f"holds {'NaN' if math.isnan(m) else 'infinite'} values")
         self.absmax = max(self.absmax, m)
-        for axis in _channel_axes(a.ndim):
-            others = tuple(i for i in range(a.ndim) if i != axis)
-            per = a.max(axis=others, initial=0.0).astype(np.float64)
-            seen = self.axis_absmax.get(axis)
-            runner_up = self.axis_runner_up.get(axis, np.zeros_like(per))
-            if seen is not None:  # the smaller of this input's max and the max so far may be it
-                runner_up = np.maximum(runner_up, np.minimum(seen, per))
-            self.axis_runner_up[axis] = runner_up
-            self.axis_absmax[axis] = per if seen is None else np.maximum(seen, per)
-            self.axis_sum[axis] = self.axis_sum.get(axis, 0.0) + x.sum(axis=others, dtype=np.float64)
-            self.axis_count[axis] = self.axis_count.get(axis, 0) + size // a.shape[axis]
-        zeros = size - int(np.count_nonzero(a))  # exact zeros quantize exactly at any scale
+        for axis, per in maxima.items():
+            self._add_axis(x, axis, per)
+        size = a.size
+        zeros = size - int(np.count_nonzero(a.view(np.int32)))  # |x| == 0 where its bits are
         self.zeros += zeros
         if m > 0 and self.top == 0.0:
             self.top = 2.0 ** math.ceil(math.log2(m))
@@ -87,10 +85,23 @@ class TensorStats:
             self.top *= 2.0
         if zeros == size:
             return
-        index = np.minimum((a.ravel() * np.float32(BINS / self.top)).astype(np.int64), BINS - 1)
-        counts = np.bincount(index, minlength=BINS)
+        scaled = np.multiply(a, np.float32(BINS / self.top), out=a).ravel()
+        np.minimum(scaled, np.float32(BINS - 1), out=scaled)
+        counts = np.bincount(scaled.astype(np.intp), minlength=BINS)
         counts[0] -= zeros  # the zeros fell in the first bin: only nonzero |x| are counted
         self.counts += counts
+
+    def _add_axis(self, x: np.ndarray, axis: int, per: np.ndarray) -> None:
+        """Fold one input's maxima of |x| along `axis` (`per`) and its sums into the statistics."""
+        seen = self.axis_absmax.get(axis)
+        runner_up = self.axis_runner_up.get(axis, np.zeros_like(per))
+        if seen is not None:  # the smaller of this input's max and the max so far may be it
+            runner_up = np.maximum(runner_up, np.minimum(seen, per))
+        self.axis_runner_up[axis] = runner_up
+        self.axis_absmax[axis] = per if seen is None else np.maximum(seen, per)
+        others = _others(x.ndim, axis)
+        self.axis_sum[axis] = self.axis_sum.get(axis, 0.0) + x.sum(axis=others, dtype=np.float64)
+        self.axis_count[axis] = self.axis_count.get(axis, 0) + x.size // x.shape[axis]
 
     @property
     def width(self) -> float:
@@ -105,6 +116,10 @@ def channel_axis(ndim: int) -> int:
     """The channel axis of an activation as the quantizer reads it: 1 of NCHW, else the last
     (dense outputs, token rows)."""
     return 1 if ndim == 4 else ndim - 1
+
+
+def _others(ndim: int, axis: int) -> tuple[int, ...]:
+    return tuple(i for i in range(ndim) if i != axis)
 
 
 def _channel_axes(ndim: int) -> tuple[int, ...]:

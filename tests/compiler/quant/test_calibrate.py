@@ -34,6 +34,22 @@ def test_exact_zeros_are_counted_apart() -> None:
     assert stats.zeros == 7
 
 
+def test_negative_zeros_and_a_value_at_the_top_edge_bin_like_histogram() -> None:
+    x = np.array([[[[-0.0, 0.0], [4.0, -1.0]], [[0.5, -4.0], [-0.0, 3.999]]]], np.float32)
+    kept = x.copy()
+    stats = TensorStats()
+    stats.add(x[:, :, :, ::-1])  # a strided view too
+    np.testing.assert_array_equal(x, kept)  # the input is read, never written
+    assert stats.zeros == 3 and stats.top == 4.0 and stats.absmax == 4.0
+    nonzero = np.abs(x[x != 0])
+    expected, _ = np.histogram(nonzero, BINS, (0.0, 4.0))  # its last bin is closed: 4.0 lands in it
+    np.testing.assert_array_equal(stats.counts, expected)
+    np.testing.assert_array_equal(stats.axis_absmax[1], [4.0, 4.0])
+    small = TensorStats()
+    small.add(np.array([[-3, 0, 127]], np.int8))
+    assert small.zeros == 1 and small.absmax == 127.0 and small.top == 128.0
+
+
 def test_channel_maxima_along_axis_1_and_the_last_axis() -> None:
     stats = TensorStats()
     x = np.zeros((2, 3, 4), np.float32)
