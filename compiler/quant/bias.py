@@ -74,15 +74,25 @@ def _corrected(target: BiasTarget, accs: list[np.ndarray], bias_now: np.ndarray)
     """The bias minus its mean error per channel (accumulator steps, rounded), from the
     accumulators `accs` (channels on axis 1) of each input."""
     axes = tuple(a for a in range(accs[0].ndim) if a != 1)
-    acc_mean = np.mean([a.astype(np.float64).mean(axis=axes) for a in accs], axis=0)
+    acc_mean = np.mean([_channel_mean(a, axes) for a in accs], axis=0)
     bias = bias_now.astype(np.int64)
     error = acc_mean + bias - np.asarray(target.mean, np.float64) / target.acc_scale - target.offset
     return np.clip(bias - np.rint(error), -INT32_MAX, INT32_MAX).astype(np.int32)
+
+
+def _channel_mean(acc: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """`acc`'s float64 mean over `axes`, as numpy's mean of `acc` in float64 gives it: from the
+    exact integer sum where every partial sum of int32 values is exact in float64 (fewer than
+    2**22 of them), without converting `acc` first."""
+    count = acc.size // acc.shape[1]
+    if count > 1 << 22:
+        return acc.astype(np.float64).mean(axis=axes)
+    return np.true_divide(acc.sum(axis=axes, dtype=np.int64).astype(np.float64), count)
 
 
 def _accumulator(node: Node, xs: Sequence[np.ndarray]) -> np.ndarray:
     """The int32 accumulator (before the bias) of a QConv or QGemm, channels on axis 1."""
     x, w = xs[:2]
     if node.op == "QConv":
-        return qconv_acc(x, w, node.attrs)
+        return qconv_acc(x, w, node.attrs, dtype=np.int32)
     return gemm_acc(x, w)

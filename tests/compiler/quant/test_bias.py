@@ -9,6 +9,7 @@ from compiler.graph import Graph, run_graph
 from compiler.graph.opdefs.qops import conv_acc
 from compiler.graph.passes import simplify
 from compiler.quant import quantize
+from compiler.quant.bias import _channel_mean
 from compiler.quant.calibrate import collect
 from compiler.quant.plan import Plan, codings
 from compiler.quant.rewrite import rewrite
@@ -57,3 +58,12 @@ def test_quantize_corrects_biases_unless_told_not_to() -> None:
     biases = [(on.const_data(n.inputs[2]), off.const_data(m.inputs[2]))
               for n, m in zip(on.nodes, off.nodes, strict=True) if n.op == "QConv"]
     assert any(not np.array_equal(a, b) for a, b in biases)
+
+
+def test_channel_means_are_numpys_float64_means_bit_for_bit() -> None:
+    rng = np.random.default_rng(4)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    for values in ((lo, hi), (-3000, 3000), (hi - 5, hi)):  # extremes: sums near 2**53 / 2**22
+        acc = rng.integers(*values, size=(2, 5, 37, 41), endpoint=True).astype(np.int32)
+        want = acc.astype(np.float64).mean(axis=(0, 2, 3))
+        np.testing.assert_array_equal(_channel_mean(acc, (0, 2, 3)).view(np.int64), want.view(np.int64))

@@ -65,6 +65,9 @@ def test_conv_acc_is_the_exact_integer_convolution(
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(conv_acc(x, w, (stride, stride), pads, group), wrap32(want))
+    narrow = conv_acc(x, w, (stride, stride), pads, group, dtype=np.int32)
+    assert narrow.dtype == np.int32
+    np.testing.assert_array_equal(narrow, wrap32(want))
 
 
 @pytest.mark.parametrize("k", [EXACT_F32_TERMS, 3 * EXACT_F32_TERMS + 5])
