@@ -64,7 +64,7 @@ class TensorStats:
         # largest |x| is the largest channel maximum, the zeros are counted on |x|'s bits, and
         # the bin indices are computed in |x|'s own buffer, clipped while still float32 (the
         # same index: floor(min(v, BINS - 1)) == min(floor(v), BINS - 1) for v >= 0).
-        a = np.ascontiguousarray(np.abs(x.astype(np.float32, copy=False)))  # a new array (abs)
+        a = np.asarray(np.abs(x.astype(np.float32, copy=False)))  # new, dense in x's memory order
         maxima = {axis: a.max(axis=_others(a.ndim, axis), initial=0.0).astype(np.float64)
                   for axis in _channel_axes(a.ndim)}
         m = float(maxima[1].max(initial=0.0)) if maxima else float(a.max(initial=0.0))
@@ -85,7 +85,7 @@ class TensorStats:
             self.top *= 2.0
         if zeros == size:
             return
-        scaled = np.multiply(a, np.float32(BINS / self.top), out=a).ravel()
+        scaled = np.multiply(a, np.float32(BINS / self.top), out=a).ravel(order="K")  # counts need no order
         np.minimum(scaled, np.float32(BINS - 1), out=scaled)
         counts = np.bincount(scaled.astype(np.intp), minlength=BINS)
         counts[0] -= zeros  # the zeros fell in the first bin: only nonzero |x| are counted
