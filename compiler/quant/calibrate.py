@@ -284,7 +284,7 @@ def collect(
     stats: dict[str, TensorStats] = {}
     sums = _MomentSums(dict(moments_for or {}))
     moment_count = len(feeds) if moment_inputs is None else moment_inputs
-    split = _split(graph, len(feeds), moment_count if moments_for else 0, workers)
+    split = split_point(graph, len(feeds), moment_count if moments_for else 0, workers)
 
     def fold(name: str, summary: InputSummary) -> None:
         stats.setdefault(name, TensorStats()).fold(summary)
@@ -301,19 +301,19 @@ def collect(
     return Calibration(stats, len(feeds), sums.means())
 
 
-# Forking pays (on 2 cores: about 45% off a long calibration) from this many activation
-# elements in all (EfficientNet-Lite1 on 48 inputs: about 1e9); small graphs stay in one process.
+# Forking pays from this many activation elements over all the inputs (EfficientNet-Lite1 on 48
+# inputs: about 1e9); small graphs stay in one process.
 PARALLEL_ELEMENTS = 1 << 26
 
 
 def parallel_worth(graph: Graph, count: int) -> bool:
-    """Whether calibrating `graph` on `count` inputs is long enough to split over two processes."""
-    elements = sum(math.prod(v.shape) for v in graph.values.values()
-                   if v.data is None and v.dtype == "float32")
+    """Whether running `graph` on `count` inputs (to calibrate it, or to correct its biases) is
+    long enough to split over two processes."""
+    elements = sum(math.prod(v.shape) for v in graph.values.values() if v.data is None)
     return count >= 4 and elements * count >= PARALLEL_ELEMENTS
 
 
-def _split(graph: Graph, count: int, moment_count: int, workers: int | None) -> int:
+def split_point(graph: Graph, count: int, moment_count: int, workers: int | None) -> int:
     """How many inputs (the first) this process calibrates: all, or half where a forked worker
     takes the rest (never inputs whose moments are wanted: their row samples are drawn in order)."""
     if workers is None:
