@@ -13,9 +13,11 @@ with os._exit and so runs no exit handlers and flushes none of the caller's buff
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import pickle
 import signal
+import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, TypeVar
@@ -27,8 +29,12 @@ WORKERS_ENV = "CODESIGN_CALIBRATION_WORKERS"  # "1" keeps calibration in one pro
 
 def can_fork() -> bool:
     """Whether a second process may help: fork exists, the environment does not say 1 worker,
-    and this process may run on at least two CPUs."""
+    this process is no pool's worker (a sweep's workers have the cores already) and runs no
+    other thread (a fork copies only this one: another's locks would stay held in the child),
+    and it may run on at least two CPUs."""
     if not hasattr(os, "fork") or os.environ.get(WORKERS_ENV, "").strip() == "1":
+        return False
+    if multiprocessing.current_process().daemon or threading.active_count() > 1:
         return False
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
     return len(cpus) >= 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import numpy as np
@@ -59,3 +60,20 @@ def test_a_child_that_dies_without_a_word_is_an_error() -> None:
     with Forked(lambda: os._exit(3)) as child, \
             pytest.raises(RuntimeError, match=r"^the forked calibration worker died without a result$"):
         child.join()
+
+
+def test_no_fork_beside_other_threads() -> None:
+    started, stop = threading.Event(), threading.Event()
+
+    def wait() -> None:
+        started.set()
+        stop.wait()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    try:
+        started.wait()
+        assert not can_fork()
+    finally:
+        stop.set()
+        thread.join()
