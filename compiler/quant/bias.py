@@ -21,12 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
 
 import numpy as np
 
 from compiler.graph.interp import evaluate_node, last_uses
 from compiler.graph.ir import Graph, Node, const
 from compiler.graph.opdefs.qops import INT32_MAX, gemm_acc, qconv_acc, qconv_epilogue
+from compiler.quant.calibrate import split_point
+from compiler.quant.forked import Forked
 
 
 @dataclass(frozen=True)
@@ -41,20 +45,87 @@ class BiasTarget:
 
 
 def correct_biases(
-    graph: Graph, targets: Mapping[str, BiasTarget], inputs: Sequence[Mapping[str, np.ndarray]]
+    graph: Graph, targets: Mapping[str, BiasTarget], inputs: Sequence[Mapping[str, np.ndarray]],
+    workers: int | None = None,
 ) -> Graph:
     """A copy of quantized `graph` whose QConv/QGemm nodes named (by output) in `targets` have
-    biases that make their mean pre-activations on `inputs` those of the targets."""
+    biases that make their mean pre-activations on `inputs` those of the targets.
+
+    With `workers` 2 (None: as compiler.quant.calibrate decides for calibration), a forked
+    process runs the later half of the inputs in step: at each corrected layer it sends its
+    inputs' channel means and takes the new bias, which this process computes from every
+    input's means in input order, so the biases are those of one process, bit for bit."""
     g = graph.copy()
+    feeds = list(inputs)
+    split = split_point(g, len(feeds), 0, workers)
+    if split == len(feeds):
+        _walk(g, targets, feeds, _Alone())
+        return g
+    here, there = Pipe()
+    with Forked(lambda: _worker(g, targets, feeds[split:], here, there)) as child:
+        there.close()
+        try:
+            _walk(g, targets, feeds[:split], _Leader(here))
+        except EOFError:  # the worker stopped: its exception says why
+            child.join()
+            raise
+        finally:
+            here.close()
+        child.join()
+    return g
+
+
+class _Alone:
+    """All the inputs are here: a layer's bias comes from their means."""
+
+    def bias(self, target: BiasTarget, means: list[np.ndarray], bias_now: np.ndarray) -> np.ndarray:
+        return _corrected(target, means, bias_now)
+
+
+class _Leader:
+    """The first inputs are here, the rest in a worker: their means come over `conn` (after
+    these, in input order) and the bias goes back."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def bias(self, target: BiasTarget, means: list[np.ndarray], bias_now: np.ndarray) -> np.ndarray:
+        bias = _corrected(target, means + self.conn.recv(), bias_now)
+        self.conn.send(bias)
+        return bias
+
+
+class _Follower:
+    """The later inputs, in a worker: its means go to the leader, which sends the bias."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def bias(self, target: BiasTarget, means: list[np.ndarray], bias_now: np.ndarray) -> np.ndarray:
+        self.conn.send(means)
+        return self.conn.recv()  # type: ignore[no-any-return]
+
+
+def _worker(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[str, np.ndarray]],
+            leader_end: Connection, conn: Connection) -> None:
+    leader_end.close()
+    _walk(g, targets, feeds, _Follower(conn))
+
+
+def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[str, np.ndarray]],
+          biases: _Alone | _Leader | _Follower) -> None:
+    """Run `g` on `feeds` node by node; each layer named in `targets` gets the bias that
+    `biases` gives from these inputs' channel means, before its outputs are passed on."""
     consts = {k: v.data for k, v in g.values.items() if v.data is not None}
-    envs = [{**consts, **{k: np.asarray(v) for k, v in feeds.items()}} for feeds in inputs]
+    envs = [{**consts, **{k: np.asarray(v) for k, v in given.items()}} for given in feeds]
     last = last_uses(g)
     for i, node in enumerate(g.nodes):
         target = targets.get(node.outputs[0])
         accs: list[np.ndarray] = []
         if target is not None:
             accs = [_accumulator(node, [env[x] for x in node.inputs[:2]]) for env in envs]
-            bias = _corrected(target, accs, envs[0][node.inputs[2]])
+            axes = tuple(a for a in range(accs[0].ndim) if a != 1)
+            bias = biases.bias(target, [_channel_mean(a, axes) for a in accs], envs[0][node.inputs[2]])
             g.values[node.inputs[2]] = const(node.inputs[2], bias)
             for env in envs:
                 env[node.inputs[2]] = bias
@@ -67,22 +138,30 @@ def correct_biases(
             env.update(zip(node.outputs, outs, strict=True))
             for name in last.get(i, ()):
                 env.pop(name, None)
-    return g
 
 
-def _corrected(target: BiasTarget, accs: list[np.ndarray], bias_now: np.ndarray) -> np.ndarray:
-    """The bias minus its mean error per channel (accumulator steps, rounded), from the
-    accumulators `accs` (channels on axis 1) of each input."""
-    axes = tuple(a for a in range(accs[0].ndim) if a != 1)
-    acc_mean = np.mean([a.astype(np.float64).mean(axis=axes) for a in accs], axis=0)
+def _corrected(target: BiasTarget, means: list[np.ndarray], bias_now: np.ndarray) -> np.ndarray:
+    """The bias minus its mean error per channel (accumulator steps, rounded), from each
+    input's mean accumulator per channel, `means`."""
+    acc_mean = np.mean(means, axis=0)
     bias = bias_now.astype(np.int64)
     error = acc_mean + bias - np.asarray(target.mean, np.float64) / target.acc_scale - target.offset
     return np.clip(bias - np.rint(error), -INT32_MAX, INT32_MAX).astype(np.int32)
+
+
+def _channel_mean(acc: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """`acc`'s float64 mean over `axes`, as numpy's mean of `acc` in float64 gives it: from the
+    exact integer sum where every partial sum of int32 values is exact in float64 (fewer than
+    2**22 of them), without converting `acc` first."""
+    count = acc.size // acc.shape[1]
+    if count > 1 << 22:
+        return acc.astype(np.float64).mean(axis=axes)
+    return np.true_divide(acc.sum(axis=axes, dtype=np.int64).astype(np.float64), count)
 
 
 def _accumulator(node: Node, xs: Sequence[np.ndarray]) -> np.ndarray:
     """The int32 accumulator (before the bias) of a QConv or QGemm, channels on axis 1."""
     x, w = xs[:2]
     if node.op == "QConv":
-        return qconv_acc(x, w, node.attrs)
+        return qconv_acc(x, w, node.attrs, dtype=np.int32)
     return gemm_acc(x, w)

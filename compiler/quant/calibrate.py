@@ -30,6 +30,7 @@ import numpy as np
 from compiler.graph.interp import evaluate_node, last_uses
 from compiler.graph.ir import Graph, Node
 from compiler.quant.errors import QuantizationError
+from compiler.quant.forked import Forked, can_fork
 from compiler.quant.rounding import ROW_SEED, layer_rows
 
 BINS = 2048
@@ -60,37 +61,33 @@ class TensorStats:
     axis_runner_up: dict[int, np.ndarray] = field(default_factory=dict)
 
     def add(self, x: np.ndarray) -> None:
-        a = np.abs(x.astype(np.float32, copy=False))
-        m, size = float(a.max(initial=0.0)), a.size
-        if not math.isfinite(m):  # NaN wins a max, so one NaN or infinity anywhere shows here
-            raise QuantizationError(f"holds {'NaN' if math.isnan(m) else 'infinite'} values")
-        self.absmax = max(self.absmax, m)
-        for axis in _channel_axes(a.ndim):
-            others = tuple(i for i in range(a.ndim) if i != axis)
-            per = a.max(axis=others, initial=0.0).astype(np.float64)
-            seen = self.axis_absmax.get(axis)
-            runner_up = self.axis_runner_up.get(axis, np.zeros_like(per))
-            if seen is not None:  # the smaller of this input's max and the max so far may be it
-                runner_up = np.maximum(runner_up, np.minimum(seen, per))
-            self.axis_runner_up[axis] = runner_up
-            self.axis_absmax[axis] = per if seen is None else np.maximum(seen, per)
-            self.axis_sum[axis] = self.axis_sum.get(axis, 0.0) + x.sum(axis=others, dtype=np.float64)
-            self.axis_count[axis] = self.axis_count.get(axis, 0) + size // a.shape[axis]
-        zeros = size - int(np.count_nonzero(a))  # exact zeros quantize exactly at any scale
-        self.zeros += zeros
-        if m > 0 and self.top == 0.0:
-            self.top = 2.0 ** math.ceil(math.log2(m))
-        while m > self.top:
-            self.counts = np.concatenate(
-                [self.counts.reshape(-1, 2).sum(axis=1), np.zeros(BINS // 2, np.int64)]
-            )
+        self.fold(summarize(x))
+
+    def fold(self, s: InputSummary) -> None:
+        """Add one input's summary, as `add` of that input does: the running top doubles (bin
+        pairs merging) until it covers the input, whose own histogram is brought to it."""
+        self.absmax = max(self.absmax, s.absmax)
+        for axis, per in s.maxima.items():
+            self._add_axis(axis, per, s.sums[axis], s.rows[axis])
+        self.zeros += s.zeros
+        if s.absmax > 0 and self.top == 0.0:
+            self.top = s.top
+        while s.absmax > self.top:
+            self.counts = _merged_pairs(self.counts)
             self.top *= 2.0
-        if zeros == size:
-            return
-        index = np.minimum((a.ravel() * np.float32(BINS / self.top)).astype(np.int64), BINS - 1)
-        counts = np.bincount(index, minlength=BINS)
-        counts[0] -= zeros  # the zeros fell in the first bin: only nonzero |x| are counted
-        self.counts += counts
+        if s.counts is not None:
+            self.counts += _rebinned(s, self.top)
+
+    def _add_axis(self, axis: int, per: np.ndarray, total: np.ndarray, rows: int) -> None:
+        """Fold one input's maxima of |x| along `axis` (`per`) and its sums into the statistics."""
+        seen = self.axis_absmax.get(axis)
+        runner_up = self.axis_runner_up.get(axis, np.zeros_like(per))
+        if seen is not None:  # the smaller of this input's max and the max so far may be it
+            runner_up = np.maximum(runner_up, np.minimum(seen, per))
+        self.axis_runner_up[axis] = runner_up
+        self.axis_absmax[axis] = per if seen is None else np.maximum(seen, per)
+        self.axis_sum[axis] = self.axis_sum.get(axis, 0.0) + total
+        self.axis_count[axis] = self.axis_count.get(axis, 0) + rows
 
     @property
     def width(self) -> float:
@@ -101,10 +98,77 @@ class TensorStats:
         return self.axis_sum[axis] / self.axis_count[axis]
 
 
+@dataclass(frozen=True)
+class InputSummary:
+    """What one input's tensor adds to its TensorStats (`summarize`), for `TensorStats.fold`:
+    its largest |x|, zeros, the power of two `top` at or above that (0 for an all-zero tensor),
+    the nonzero |x| below `top` in BINS bins over [0, top) (None: all zero) and how many equal
+    `top` (`at_top`: a largest |x| that is a power of two, binned where the running top puts
+    it), and per channel axis its maxima of |x|, its sums and the rows summed."""
+
+    absmax: float
+    zeros: int
+    top: float
+    counts: np.ndarray | None
+    at_top: int
+    maxima: dict[int, np.ndarray]
+    sums: dict[int, np.ndarray]
+    rows: dict[int, int]
+
+
+def summarize(x: np.ndarray) -> InputSummary:
+    """One input's statistics of tensor `x`, in few passes (calibration makes them for every
+    activation of every input): the largest |x| is the largest channel maximum, zeros are
+    counted on |x|'s bits, and the bin indices are computed in |x|'s own buffer, clipped while
+    still float32 (floor(min(v, BINS - 1)) == min(floor(v), BINS - 1) for v >= 0)."""
+    a = np.asarray(np.abs(x.astype(np.float32, copy=False)))  # new, dense in x's memory order
+    maxima = {axis: a.max(axis=_others(a.ndim, axis), initial=0.0).astype(np.float64)
+              for axis in _channel_axes(a.ndim)}
+    m = float(maxima[1].max(initial=0.0)) if maxima else float(a.max(initial=0.0))
+    if not math.isfinite(m):  # NaN wins a max, so one NaN or infinity anywhere shows here
+        raise QuantizationError(f"holds {'NaN' if math.isnan(m) else 'infinite'} values")
+    sums = {axis: x.sum(axis=_others(x.ndim, axis), dtype=np.float64) for axis in maxima}
+    rows = {axis: x.size // x.shape[axis] for axis in maxima}
+    zeros = a.size - int(np.count_nonzero(a.view(np.int32)))  # |x| == 0 where its bits are
+    top = 2.0 ** math.ceil(math.log2(m)) if m > 0 else 0.0
+    if zeros == a.size:
+        return InputSummary(m, zeros, top, None, 0, maxima, sums, rows)
+    at_top = int(np.count_nonzero(a == np.float32(m))) if m == top else 0
+    scaled = np.multiply(a, np.float32(BINS / top), out=a).ravel(order="K")  # counts need no order
+    np.minimum(scaled, np.float32(BINS - 1), out=scaled)
+    counts = np.bincount(scaled.astype(np.intp), minlength=BINS)
+    counts[0] -= zeros  # the zeros fell in the first bin: only nonzero |x| are counted
+    counts[BINS - 1] -= at_top  # and |x| == top is placed by TensorStats.fold
+    return InputSummary(m, zeros, top, counts.astype(np.int32), at_top, maxima, sums, rows)
+
+
+def _merged_pairs(counts: np.ndarray) -> np.ndarray:
+    """Counts over twice the range: bin pairs merged (exactly), the upper half empty."""
+    return np.concatenate([counts.reshape(-1, 2).sum(axis=1), np.zeros(BINS // 2, counts.dtype)])
+
+
+def _rebinned(s: InputSummary, top: float) -> np.ndarray:
+    """`s.counts` over [0, `top`) (top >= s.top, both powers of two): a value's bin
+    floor(v * BINS / top) is its bin at s.top halved that many times (an exact floor), and the
+    values equal to s.top go where floor(min(s.top * BINS / top, BINS - 1)) puts them."""
+    assert s.counts is not None
+    counts, at = s.counts.astype(np.int64), s.top
+    while at < top:
+        counts = _merged_pairs(counts)
+        at *= 2.0
+    if s.at_top:
+        counts[min(int(s.top * BINS / top), BINS - 1)] += s.at_top
+    return counts
+
+
 def channel_axis(ndim: int) -> int:
     """The channel axis of an activation as the quantizer reads it: 1 of NCHW, else the last
     (dense outputs, token rows)."""
     return 1 if ndim == 4 else ndim - 1
+
+
+def _others(ndim: int, axis: int) -> tuple[int, ...]:
+    return tuple(i for i in range(ndim) if i != axis)
 
 
 def _channel_axes(ndim: int) -> tuple[int, ...]:
@@ -204,32 +268,97 @@ def collect(
     inputs: Iterable[Mapping[str, np.ndarray]],
     moments_for: Mapping[str, int] | None = None,
     moment_inputs: int | None = None,
+    workers: int | None = None,
 ) -> Calibration:
     """Run `graph` (float) on each input dict and gather every float32 activation's statistics,
     and the second moments of the input rows of the weights named in `moments_for`, from at
-    most the given number of rows of each of the first `moment_inputs` inputs (None: all)."""
+    most the given number of rows of each of the first `moment_inputs` inputs (None: all).
+
+    With `workers` 2 (None: 2 where `parallel_worth` says so and compiler.quant.forked.can_fork),
+    a forked process summarises the later half of the inputs meanwhile; their summaries are
+    folded in input order after the first half's, so the statistics are those of one process,
+    bit for bit."""
+    feeds = list(inputs)
+    if not feeds:
+        raise QuantizationError("calibration needs at least one input")
     stats: dict[str, TensorStats] = {}
     sums = _MomentSums(dict(moments_for or {}))
+    moment_count = len(feeds) if moment_inputs is None else moment_inputs
+    split = split_point(graph, len(feeds), moment_count if moments_for else 0, workers)
+
+    def fold(name: str, summary: InputSummary) -> None:
+        stats.setdefault(name, TensorStats()).fold(summary)
+
+    if split == len(feeds):
+        _summarize_inputs(graph, feeds, fold, sums, moment_count)
+        return Calibration(stats, len(feeds), sums.means())
+    with Forked(lambda: _summaries(graph, feeds[split:])) as child:
+        _summarize_inputs(graph, feeds[:split], fold, sums, moment_count)
+        later = child.join()
+    for summaries in later:
+        for name, summary in summaries:
+            fold(name, summary)
+    return Calibration(stats, len(feeds), sums.means())
+
+
+# Forking pays from this many activation elements over all the inputs (EfficientNet-Lite1 on 48
+# inputs: about 1e9); small graphs stay in one process.
+PARALLEL_ELEMENTS = 1 << 26
+
+
+def parallel_worth(graph: Graph, count: int) -> bool:
+    """Whether running `graph` on `count` inputs (to calibrate it, or to correct its biases) is
+    long enough to split over two processes."""
+    elements = sum(math.prod(v.shape) for v in graph.values.values() if v.data is None)
+    return count >= 4 and elements * count >= PARALLEL_ELEMENTS
+
+
+def split_point(graph: Graph, count: int, moment_count: int, workers: int | None) -> int:
+    """How many inputs (the first) this process calibrates: all, or half where a forked worker
+    takes the rest (never inputs whose moments are wanted: their row samples are drawn in order)."""
+    if workers is None:
+        workers = 2 if parallel_worth(graph, count) and can_fork() else 1
+    if workers < 2 or count < 2:
+        return count
+    split = max((count + 1) // 2, moment_count)
+    return min(split, count)
+
+
+Sink = Callable[[str, InputSummary], None]
+
+
+def _summarize_inputs(graph: Graph, feeds: list[Mapping[str, np.ndarray]], sink: Sink,
+                      sums: _MomentSums | None = None, moment_count: int = 0) -> None:
+    """Run `graph` on each of `feeds`, passing every float32 activation's summary to `sink` in
+    order; the moment sums of the first `moment_count` inputs go to `sums`."""
     last = last_uses(graph)
-    samples = 0
-    for feeds in inputs:
-        env = _feeds(graph, feeds)
-        moments = moment_inputs is None or samples < moment_inputs
+    for index, given in enumerate(feeds):
+        env = _feeds(graph, given)
+        moments = sums is not None and index < moment_count
         for name in graph.inputs:
-            _observe(stats, name, env[name])
+            _observe(sink, name, env[name])
         for i, node in enumerate(graph.nodes):
-            if moments and len(node.inputs) > 1 and node.inputs[1] in sums.plan:
+            if moments and sums is not None and len(node.inputs) > 1 and node.inputs[1] in sums.plan:
                 sums.add(graph, node, env[node.inputs[0]])
             outs = evaluate_node(graph, node, [env[x] for x in node.inputs])
             for name, array in zip(node.outputs, outs, strict=True):
                 env[name] = array
-                _observe(stats, name, array)
+                _observe(sink, name, array)
             for name in last.get(i, ()):
                 env.pop(name, None)
-        samples += 1
-    if samples == 0:
-        raise QuantizationError("calibration needs at least one input")
-    return Calibration(stats, samples, sums.means())
+
+
+def _summaries(graph: Graph, feeds: list[Mapping[str, np.ndarray]]) -> list[list[tuple[str, InputSummary]]]:
+    """Each input's activation summaries, in order (what a forked worker sends back)."""
+    out: list[list[tuple[str, InputSummary]]] = []
+
+    def sink(name: str, summary: InputSummary) -> None:
+        out[-1].append((name, summary))
+
+    for given in feeds:
+        out.append([])
+        _summarize_inputs(graph, [given], sink)
+    return out
 
 
 @dataclass
@@ -277,11 +406,12 @@ def _feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
     return env
 
 
-def _observe(stats: dict[str, TensorStats], name: str, array: np.ndarray) -> None:
+def _observe(sink: Sink, name: str, array: np.ndarray) -> None:
     if array.dtype == np.float32:
         try:
-            stats.setdefault(name, TensorStats()).add(array)
+            summary = summarize(array)
         except QuantizationError as exc:
             raise QuantizationError(f"calibration: {name!r} {exc} on a calibration input: the float model "
                                     "overflows float32 there (weights or inputs out of range), so it has "
                                     "no int8 scale") from None
+        sink(name, summary)

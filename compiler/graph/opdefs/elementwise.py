@@ -47,7 +47,8 @@ def _clip(x: np.ndarray, attrs: Attrs) -> np.ndarray:
         info = np.iinfo(x.dtype)
         lo, hi = max(lo, info.min), min(hi, info.max)
     # np.minimum(np.maximum(...)) rather than np.clip: ONNX gives max when min > max.
-    return np.minimum(np.maximum(x, np.array(lo).astype(x.dtype)), np.array(hi).astype(x.dtype))
+    y = np.maximum(x, np.array(lo).astype(x.dtype))
+    return np.minimum(y, np.array(hi).astype(x.dtype), out=y if y.ndim else None)  # in place: a new array
 
 
 def _unary(

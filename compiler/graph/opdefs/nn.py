@@ -26,6 +26,7 @@ from compiler.graph.opdefs.base import (
     register,
     same_dtype,
 )
+from compiler.graph.opdefs.depthwise import depthwise_conv2d
 
 _ints = attr_ints
 
@@ -111,9 +112,12 @@ def _conv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     n, m, g = x.shape[0], w.shape[0], attr_int(attrs, "group")
     kernel = w.shape[2:]
     out = _spatial(Value("x", x.shape, x.dtype.name), attrs, kernel)
-    win = _windows(x, attrs, kernel, out, 0.0)  # (N, C, *out, *kernel)
     rank = len(out)
     cg, positions, taps = x.shape[1] // g, math.prod(out), math.prod(kernel)
+    if cg == 1 and m == g and rank == 2 and set(_ints(attrs, "dilations")) == {1}:
+        y = depthwise_conv2d(x, w, _ints(attrs, "strides"), _ints(attrs, "pads"), out)
+        return [(y + b[0].reshape(m, 1, 1) if b else y).astype(x.dtype)]
+    win = _windows(x, attrs, kernel, out, 0.0)  # (N, C, *out, *kernel)
     if g == 1 and cg >= _RUN:
         y = _dense_conv(win, w, positions)
     elif cg == 1 and m == g:

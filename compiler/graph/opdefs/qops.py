@@ -60,8 +60,10 @@ def wrap32(x: np.ndarray) -> np.ndarray:
 
 def round_shift_clip(t: np.ndarray, shift: int, clip_lo: int, clip_hi: int) -> np.ndarray:
     """The epilogue's tail on int64-held int32 values: rounding add, arithmetic shift, clip -> int8."""
-    if shift > 0:
-        t = wrap32(t + (1 << (shift - 1))) >> shift
+    if shift > 0:  # in int32, whose sum wraps as wrap32 does
+        t = np.asarray(t).astype(np.int32)
+        t += np.int32(1 << (shift - 1))
+        t >>= shift
     return np.clip(t, clip_lo, clip_hi).astype(np.int8)
 
 
@@ -83,11 +85,15 @@ def requantize(
     """
     shape = [1] * acc.ndim
     shape[axis] = -1
-    b = np.asarray(bias, np.int64).reshape(shape)
-    m = np.asarray(mult, np.int64).reshape(shape)
-    t = wrap32(wrap32(np.asarray(acc, np.int64) + b) * m)
+    # int32 arithmetic wraps every sum and product to 32 bits, two's complement, as the ALU does:
+    # the same values as wrap32 of each exact int64 step, at a third of the memory traffic
+    t = np.asarray(acc).astype(np.int32)  # wraps an unwrapped (int64) accumulator the same way
+    t += np.asarray(bias, np.int64).astype(np.int32).reshape(shape)
+    t *= np.asarray(mult, np.int64).astype(np.int32).reshape(shape)
     if residual is not None:
-        t = wrap32(t + wrap32(residual.astype(np.int64) * mult_r))
+        r = residual.astype(np.int32)
+        r *= np.int64(mult_r).astype(np.int32)
+        t += r
     return round_shift_clip(t, shift, clip_lo, clip_hi)
 
 
@@ -155,9 +161,11 @@ def precise_checks(
 
 
 def conv_acc(
-    x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads: Sequence[int], group: int, wrap: bool = True
+    x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads: Sequence[int], group: int, wrap: bool = True,
+    dtype: type = np.int64,
 ) -> np.ndarray:
-    """Exact integer convolution, wrapped to int32 unless `wrap` is False (held as int64).
+    """Exact integer convolution, wrapped to int32 unless `wrap` is False (held as int64), of
+    `dtype` (int64, or int32 for a wrapped one: the same values at half the memory).
 
     Computed as float32 GEMMs over chunks of input channels of at most EXACT_F32_TERMS
     products per output (see `_exact_parts`); a grouped convolution with more products per
@@ -179,14 +187,29 @@ def conv_acc(
     if group == 1 and w.shape[2:] == (1,) * rank and not any(pads):  # pointwise: one GEMM per chunk
         x = x[(slice(None), slice(None), *(slice(None, None, s) for s in strides))]
         rows = x.reshape(x.shape[0], x.shape[1], -1)
-        sums = [(w[:, c].reshape(w.shape[0], -1).astype(t) @ rows[:, c].astype(t)).astype(np.int64)
-                for c, t in parts]
-        acc = np.add.reduce(sums).reshape(x.shape[0], w.shape[0], *x.shape[2:])
-        return wrap32(acc) if wrap and not _within_int32(x, w, w.shape[1]) else acc
+        fits = wrap and _within_int32(x, w, w.shape[1])
+        kind = dtype if fits else np.int64
+        wk = w.reshape(w.shape[0], -1)
+        sums: list[np.ndarray] = [(wk[:, c].astype(t) @ rows[:, c].astype(t)).astype(kind) for c, t in parts]
+        acc = _total(sums).reshape(x.shape[0], w.shape[0], *x.shape[2:])
+        return _wrapped(acc, wrap and not fits, dtype)
     conv = OPS["Conv"].evaluate
-    sums = [conv([x[:, c].astype(t), w[:, c].astype(t)], attrs)[0].astype(np.int64) for c, t in parts]
-    acc = np.add.reduce(sums)
-    return wrap32(acc) if wrap and not _within_int32(x, w, w.shape[1] * per_channel) else acc
+    fits = wrap and _within_int32(x, w, w.shape[1] * per_channel)
+    kind = dtype if fits else np.int64
+    sums = [conv([x[:, c].astype(t), w[:, c].astype(t)], attrs)[0].astype(kind) for c, t in parts]
+    return _wrapped(_total(sums), wrap and not fits, dtype)
+
+
+def _wrapped(acc: np.ndarray, wrap: bool, dtype: type) -> np.ndarray:
+    """`acc` wrapped to int32 if `wrap`, as `dtype` (int32 only holds wrapped values: where
+    nothing wraps, every partial sum fits int32 and the chunks were summed in it)."""
+    acc = wrap32(acc) if wrap else acc
+    return acc.astype(dtype, copy=False)
+
+
+def _total(sums: list[np.ndarray]) -> np.ndarray:
+    """The sum of the chunks' accumulators (one chunk: itself, not a stacked copy reduced)."""
+    return sums[0] if len(sums) == 1 else np.add.reduce(sums)
 
 
 def _within_int32(x: np.ndarray, w: np.ndarray, terms: int) -> bool:
@@ -333,18 +356,19 @@ def _qconv_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
 
 
 def _qconv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
-    return [qconv_epilogue(qconv_acc(xs[0], xs[1], attrs), xs, attrs)]
+    return [qconv_epilogue(qconv_acc(xs[0], xs[1], attrs, dtype=np.int32), xs, attrs)]
 
 
-def qconv_acc(x: np.ndarray, w: np.ndarray, attrs: Attrs, wrap: bool = True) -> np.ndarray:
-    """A QConv's int32 accumulator (before the bias; `conv_acc`'s `wrap`), its padding reading
-    `pad_value`."""
+def qconv_acc(x: np.ndarray, w: np.ndarray, attrs: Attrs, wrap: bool = True,
+              dtype: type = np.int64) -> np.ndarray:
+    """A QConv's int32 accumulator (before the bias; `conv_acc`'s `wrap` and `dtype`), its
+    padding reading `pad_value`."""
     pads, fill = attr_ints(attrs, "pads"), attr_int(attrs, "pad_value")
     if fill and any(pads):  # pad with the value here; the convolution then pads nothing
         top, left, bottom, right = pads
         x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
         pads = (0, 0, 0, 0)
-    return conv_acc(x, w, attr_ints(attrs, "strides"), pads, attr_int(attrs, "group"), wrap)
+    return conv_acc(x, w, attr_ints(attrs, "strides"), pads, attr_int(attrs, "group"), wrap, dtype)
 
 
 def qconv_epilogue(acc: np.ndarray, xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:

@@ -4,11 +4,13 @@ inputs is the float graph's, to within half an accumulator step; the integer ops
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from compiler.graph import Graph, run_graph
 from compiler.graph.opdefs.qops import conv_acc
 from compiler.graph.passes import simplify
-from compiler.quant import quantize
+from compiler.quant import QuantizationError, quantize
+from compiler.quant.bias import _channel_mean
 from compiler.quant.calibrate import collect
 from compiler.quant.plan import Plan, codings
 from compiler.quant.rewrite import rewrite
@@ -57,3 +59,40 @@ def test_quantize_corrects_biases_unless_told_not_to() -> None:
     biases = [(on.const_data(n.inputs[2]), off.const_data(m.inputs[2]))
               for n, m in zip(on.nodes, off.nodes, strict=True) if n.op == "QConv"]
     assert any(not np.array_equal(a, b) for a, b in biases)
+
+
+def test_channel_means_are_numpys_float64_means_bit_for_bit() -> None:
+    rng = np.random.default_rng(4)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    for values in ((lo, hi), (-3000, 3000), (hi - 5, hi)):  # extremes: sums near 2**53 / 2**22
+        acc = rng.integers(*values, size=(2, 5, 37, 41), endpoint=True).astype(np.int32)
+        want = acc.astype(np.float64).mean(axis=(0, 2, 3))
+        np.testing.assert_array_equal(_channel_mean(acc, (0, 2, 3)).view(np.int64), want.view(np.int64))
+
+
+def _quantized_with_workers(monkeypatch: pytest.MonkeyPatch, workers: int) -> Graph:
+    import compiler.quant.bias as bias
+
+    split = bias.split_point
+    monkeypatch.setattr(bias, "split_point", lambda g, count, moments, _: split(g, count, moments, workers))
+    return quantize(small_cnn(), inputs(small_cnn(), 7, seed=4))
+
+
+def test_a_forked_worker_gives_one_processs_biases_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    one, two = (_quantized_with_workers(monkeypatch, w) for w in (1, 2))
+    assert [n.op for n in one.nodes] == [n.op for n in two.nodes]
+    corrected = [n.inputs[2] for n in one.nodes if n.op in ("QConv", "QGemm")]
+    assert len(corrected) >= 3
+    for name in corrected:
+        np.testing.assert_array_equal(one.const_data(name), two.const_data(name))
+
+
+def test_a_failing_worker_fails_the_correction(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compiler.quant.bias as bias
+
+    def broken(*args: object) -> None:
+        raise QuantizationError("the worker's inputs are bad")
+
+    monkeypatch.setattr(bias, "_worker", broken)
+    with pytest.raises(QuantizationError, match=r"^the worker's inputs are bad$"):
+        _quantized_with_workers(monkeypatch, 2)

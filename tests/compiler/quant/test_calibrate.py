@@ -10,7 +10,17 @@ import pytest
 from compiler.graph import Graph, const
 from compiler.graph.builder import append
 from compiler.quant import QuantizationError, collect
-from compiler.quant.calibrate import BINS, TensorStats, entropy, minmax, mse, percentile
+from compiler.quant.calibrate import (
+    BINS,
+    PARALLEL_ELEMENTS,
+    TensorStats,
+    entropy,
+    minmax,
+    mse,
+    parallel_worth,
+    percentile,
+)
+from tests.compiler.quant.graphs import inputs, small_cnn
 
 
 def test_histogram_grows_by_merging_bins_exactly() -> None:
@@ -32,6 +42,22 @@ def test_exact_zeros_are_counted_apart() -> None:
     assert stats.zeros == 3 and stats.counts.sum() == 2 and stats.absmax == 3.0
     stats.add(np.zeros(4, np.float32))
     assert stats.zeros == 7
+
+
+def test_negative_zeros_and_a_value_at_the_top_edge_bin_like_histogram() -> None:
+    x = np.array([[[[-0.0, 0.0], [4.0, -1.0]], [[0.5, -4.0], [-0.0, 3.999]]]], np.float32)
+    kept = x.copy()
+    stats = TensorStats()
+    stats.add(x[:, :, :, ::-1])  # a strided view too
+    np.testing.assert_array_equal(x, kept)  # the input is read, never written
+    assert stats.zeros == 3 and stats.top == 4.0 and stats.absmax == 4.0
+    nonzero = np.abs(x[x != 0])
+    expected, _ = np.histogram(nonzero, BINS, (0.0, 4.0))  # its last bin is closed: 4.0 lands in it
+    np.testing.assert_array_equal(stats.counts, expected)
+    np.testing.assert_array_equal(stats.axis_absmax[1], [4.0, 4.0])
+    small = TensorStats()
+    small.add(np.array([[-3, 0, 127]], np.int8))
+    assert small.zeros == 1 and small.absmax == 127.0 and small.top == 128.0
 
 
 def test_channel_maxima_along_axis_1_and_the_last_axis() -> None:
@@ -172,3 +198,50 @@ def test_unknown_method() -> None:
         QuantizationError, match=r"^unknown calibration method 'kl'; known: minmax, percentile, entropy, mse$"
     ):
         cal.amax("x", "kl")
+
+
+def _same_stats(a: TensorStats, b: TensorStats) -> None:
+    assert (a.zeros, a.top, a.absmax, a.axis_count) == (b.zeros, b.top, b.absmax, b.axis_count)
+    np.testing.assert_array_equal(a.counts, b.counts)
+    for field in ("axis_absmax", "axis_sum", "axis_runner_up"):
+        x, y = getattr(a, field), getattr(b, field)
+        assert sorted(x) == sorted(y)
+        for axis in x:
+            np.testing.assert_array_equal(x[axis].view(np.int64), y[axis].view(np.int64))
+
+
+def test_a_forked_worker_gives_one_processs_statistics_bit_for_bit() -> None:
+    g = small_cnn()
+    feeds = inputs(g, 7, seed=2)
+    feeds[4]["x"] = feeds[4]["x"].copy()
+    feeds[4]["x"].flat[0] = 64.0  # a largest |x| that is a power of two (the last bin of top 64)
+    feeds[5]["x"] = feeds[5]["x"] * 9
+    feeds[5]["x"].flat[1] = -200.0  # the top doubles twice: that bin's pairs merge in order
+    one = collect(g, feeds, moments_for={"w1": 8}, moment_inputs=3, workers=1)
+    two = collect(g, feeds, moments_for={"w1": 8}, moment_inputs=3, workers=2)
+    assert list(one.stats) == list(two.stats) and one.samples == two.samples == 7
+    for name in one.stats:
+        _same_stats(one.stats[name], two.stats[name])
+    assert sorted(one.moments) == sorted(two.moments) == ["w1"]
+    np.testing.assert_array_equal(one.moments["w1"], two.moments["w1"])
+
+
+def test_a_bad_input_in_the_workers_half_is_reported_as_in_one_process() -> None:
+    g = small_cnn()
+    feeds = inputs(g, 6, seed=2)
+    feeds[4]["x"] = feeds[4]["x"].copy()
+    feeds[4]["x"].flat[3] = np.nan
+    for workers in (1, 2):
+        with pytest.raises(QuantizationError, match=r"^calibration: 'x' holds NaN values on a calibration"):
+            collect(g, feeds, workers=workers)
+    feeds[4] = {}
+    with pytest.raises(QuantizationError, match=r"^calibration input lacks graph input x$"):
+        collect(g, feeds, workers=2)
+
+
+def test_only_long_calibrations_are_split() -> None:
+    g = small_cnn()
+    assert not parallel_worth(g, 48)  # a small graph: one process
+    elements = sum(int(np.prod(v.shape)) for v in g.values.values() if v.data is None)
+    many = -(-PARALLEL_ELEMENTS // elements)
+    assert parallel_worth(g, many) and not parallel_worth(g, many - 1)

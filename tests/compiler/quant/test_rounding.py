@@ -10,7 +10,7 @@ from compiler.graph import Graph, Node, const, run_graph
 from compiler.graph.builder import append
 from compiler.quant import QuantizationError, quantize, rounding
 from compiler.quant.requant import quantize_weight
-from compiler.quant.rounding import gptq_levels, layer_rows, moment_plan
+from compiler.quant.rounding import _patches, _picks, gptq_levels, layer_rows, moment_plan
 from tests.compiler.quant.graphs import inputs, small_cnn
 
 
@@ -190,3 +190,19 @@ def test_unknown_rounding() -> None:
         QuantizationError, match=r"^unknown weight rounding 'up'; known: gptq, gptq-all, nearest$"
     ):
         quantize(small_cnn(), inputs(small_cnn(), 1, seed=1), rounding="up")
+
+
+@pytest.mark.parametrize("keep", [None, 5])
+def test_depthwise_patches_are_each_rows_taps_by_index(keep: int | None) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 5, 7, 6), dtype=np.float32).transpose(0, 3, 1, 2)  # NHWC in memory
+    pads, strides, kernel = (1, 2, 0, 1), (2, 1), (3, 2)
+    rows = _patches(x, kernel, strides, pads, 6, keep, np.random.default_rng(0))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 0), (2, 1)))
+    oh, ow = (padded.shape[2] - 3) // 2 + 1, padded.shape[3] - 2 + 1
+    picks = _picks(2 * oh * ow, keep, np.random.default_rng(0))
+    assert rows.shape == (6, picks.size, 6) and rows.flags.c_contiguous
+    for r, pick in enumerate(picks):
+        image, y, xs = np.unravel_index(pick, (2, oh, ow))
+        for t, (ky, kx) in enumerate(np.ndindex(*kernel)):
+            np.testing.assert_array_equal(rows[:, r, t], padded[image, :, y * 2 + ky, xs + kx])

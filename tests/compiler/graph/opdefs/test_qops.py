@@ -1,12 +1,20 @@
-"""The integer accumulators of QConv/QGemm are exact: compared with int64 sums computed tap by
-tap, on large inputs whose sums pass float32's exact range (2**24) and on seeded random ones."""
+"""The integer ops of QConv/QGemm are exact: accumulators compared with int64 sums computed tap by
+tap, on large inputs whose sums pass float32's exact range (2**24) and on seeded random ones;
+the epilogue against Python integers wrapped step by step."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from compiler.graph.opdefs.qops import EXACT_F32_TERMS, conv_acc, gemm_acc, wrap32
+from compiler.graph.opdefs.qops import (
+    EXACT_F32_TERMS,
+    conv_acc,
+    gemm_acc,
+    requantize,
+    round_shift_clip,
+    wrap32,
+)
 
 
 def _int64_conv(x: np.ndarray, w: np.ndarray, stride: int, pads: tuple[int, ...], group: int) -> np.ndarray:
@@ -57,6 +65,9 @@ def test_conv_acc_is_the_exact_integer_convolution(
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(conv_acc(x, w, (stride, stride), pads, group), wrap32(want))
+    narrow = conv_acc(x, w, (stride, stride), pads, group, dtype=np.int32)
+    assert narrow.dtype == np.int32
+    np.testing.assert_array_equal(narrow, wrap32(want))
 
 
 @pytest.mark.parametrize("k", [EXACT_F32_TERMS, 3 * EXACT_F32_TERMS + 5])
@@ -82,3 +93,31 @@ def test_gemm_acc_wraps_only_sums_that_can_leave_int32(terms: int, want: int) ->
     got = gemm_acc(x, x)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, [[want]])
+
+
+def _wrap(v: int) -> int:
+    return (v + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+@pytest.mark.parametrize("shift", [0, 1, 17, 31])
+def test_requantize_wraps_every_step_as_python_integers_do(shift: int) -> None:
+    rng = np.random.default_rng(shift)
+    lo32, hi32 = -(1 << 31), (1 << 31) - 1
+    acc = rng.integers(-(1 << 36), 1 << 36, (2, 3, 4), dtype=np.int64)  # unwrapped accumulators too
+    acc[0, 0, :2] = [hi32, lo32]
+    bias, mult = (rng.integers(lo32, hi32, 3, dtype=np.int64).astype(np.int32) for _ in range(2))
+    residual, mult_r = rng.integers(-128, 128, acc.shape, dtype=np.int8), int(rng.integers(lo32, hi32))
+    for res in (None, residual):
+        want = np.zeros(acc.shape, np.int8)
+        for i in np.ndindex(acc.shape):
+            t = _wrap(_wrap(int(acc[i]) + int(bias[i[1]])) * int(mult[i[1]]))
+            if res is not None:
+                t = _wrap(t + _wrap(int(res[i]) * mult_r))
+            if shift:
+                t = _wrap(t + (1 << (shift - 1))) >> shift
+            want[i] = min(max(t, -100), 90)
+        got = requantize(acc, bias, mult, shift, -100, 90, residual=res, mult_r=mult_r)
+        np.testing.assert_array_equal(got, want)
+    tails = [_wrap(int(v) + (1 << (shift - 1))) >> shift if shift else int(v) for v in acc.ravel()]
+    want_tail = np.clip(np.array(tails), -100, 90).reshape(acc.shape)
+    np.testing.assert_array_equal(round_shift_clip(acc, shift, -100, 90), want_tail)

@@ -1,0 +1,100 @@
+"""A function run in a forked child process while the caller works on, its result (or its
+exception) pickled back through a pipe: calibration's second core (compiler.quant.calibrate).
+
+The child is a fork, so it shares the caller's graph and inputs without pickling them; it ends
+with os._exit and so runs no exit handlers and flushes none of the caller's buffers.
+
+    with Forked(fn) as child:   # fn() starts in the child
+        ...                     # the caller's own share of the work
+        value = child.join()    # fn's result, or fn's exception raised here
+    # leaving the block early (an exception) kills the child
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+WORKERS_ENV = "CODESIGN_CALIBRATION_WORKERS"  # "1" keeps calibration in one process
+
+
+def can_fork() -> bool:
+    """Whether a second process may help: fork exists, the environment does not say 1 worker,
+    this process is no pool's worker (a sweep's workers have the cores already) and runs no
+    other thread (a fork copies only this one: another's locks would stay held in the child),
+    and it may run on at least two CPUs."""
+    if not hasattr(os, "fork") or os.environ.get(WORKERS_ENV, "").strip() == "1":
+        return False
+    if multiprocessing.current_process().daemon or threading.active_count() > 1:
+        return False
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    return len(cpus) >= 2
+
+
+class Forked(Generic[T]):
+    """`fn` running in a forked child (see the module doc)."""
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(read)
+            _child(fn, write)
+        os.close(write)
+        self.pid, self.fd = pid, read
+        self.done = False
+
+    def join(self) -> T:
+        """Wait for the child; its result, or its exception raised here."""
+        with os.fdopen(self.fd, "rb") as pipe:
+            data = pipe.read()
+        os.waitpid(self.pid, 0)
+        self.done = True
+        if not data:
+            raise RuntimeError("the forked calibration worker died without a result")
+        ok, value = pickle.loads(data)
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def kill(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        with contextlib.suppress(OSError):
+            os.waitpid(self.pid, 0)
+
+    def __enter__(self) -> Forked[T]:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.kill()
+
+
+def _child(fn: Callable[[], T], fd: int) -> None:
+    try:
+        try:
+            payload = pickle.dumps((True, fn()), protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException as exc:  # every failure goes back to the caller
+            try:
+                payload = pickle.dumps((False, exc), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # an exception that does not pickle
+                payload = pickle.dumps((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(payload)
+    finally:
+        os._exit(0)
