@@ -6,7 +6,10 @@ among its best few points it is often wrong by 10-25% in a structured way: it ov
 GEMMs of two virtual threads too pessimistically, it ignores the requests in flight, and it
 counts one DMA latency per input channel block whatever the bus.  `Ranker` fits the log of
 (timing cycles / estimate) with a ridge regression on features of the estimate's own terms
-(compute and load cycles, steps, DMAs, bytes per step, threads, bus and requests in flight),
+(compute and load cycles, steps, DMAs, bytes per step, threads, bus and requests in flight;
+the loads when the DRAM latency of each DMA row's bursts bounds them, which the estimate does not
+model and which decides the best of ResNet-18's strided 1x1 and deep 3x3 layers on cores with
+few requests in flight; a residual epilogue),
 from the candidates it was shown (sufficient statistics only: a few kilobytes), and ranks an
 operator's best-estimated points by the corrected estimate.  Until it has seen `warm`
 measurements it says so (`trained`), and `choose` measures more candidates.
