@@ -11,6 +11,11 @@ could not beat it.  The
 chosen schedules come from one `Evaluator`, as in a sweep: its ranker's prior learned on the
 benches' fixed calibration configs, each point starting from it (`warmup` points evaluated first
 and not checked only warm the program cache: they no longer change a point's choices).
+
+The exhaustive searches are most of the run (~25 min for 20 points) and do not depend on the
+ranker: `--best-cache FILE` keeps them (each layer's best, and every measured point's rank, knobs
+and cycles) in a JSON file, read when it exists and written after each point, so that scoring a
+change to the schedule choice re-runs only the sweep's own evaluation (~2 min).
 """
 
 from __future__ import annotations
