@@ -11,12 +11,21 @@ could not beat it.  The
 chosen schedules come from one `Evaluator`, as in a sweep: its ranker's prior learned on the
 benches' fixed calibration configs, each point starting from it (`warmup` points evaluated first
 and not checked only warm the program cache: they no longer change a point's choices).
+
+The exhaustive searches are most of the run (~25 min for 20 points) and do not depend on the
+ranker: `--best-cache FILE` keeps them (each layer's best, and every measured point's rank, knobs
+and cycles) in a JSON file, read when it exists and written after each point, so that scoring a
+change to the schedule choice re-runs only the sweep's own evaluation (~2 min).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,12 +68,15 @@ class QualityReport:
 
 
 def quality(points: int = 20, seed: int = 0, model: str = "resnet18", *, warmup: int = 0,
-            window: float = WINDOW, cap: int = CAP) -> QualityReport:
+            window: float = WINDOW, cap: int = CAP, best_cache: str | Path | None = None) -> QualityReport:
     """Each accelerator layer's chosen cycles over its (pruned) exhaustive best on `points` random
-    points (after `warmup` others)."""
+    points (after `warmup` others).  `best_cache`: a JSON file of the exhaustive searches (see
+    BestCache), read if it exists and written after each point, so that scoring another ranker
+    runs only the sweep's own choices."""
     if points < 1:
         raise InputError(f"--points must be at least 1, not {points}")
     start = time.perf_counter()
+    store = BestCache(best_cache, window, cap)
     evaluator = Evaluator([WorkloadSpec(model, model)], calibration=calibration_configs())
     configs = random_points(points + warmup, seed)
     for cfg in configs[points:]:
@@ -72,7 +84,8 @@ def quality(points: int = 20, seed: int = 0, model: str = "resnet18", *, warmup:
     rows: list[dict[str, Any]] = []
     cache = ProgramCache()
     for cfg in configs[:points]:
-        rows.extend(_point_rows(evaluator, cfg, cache, window, cap))
+        rows.extend(_point_rows(evaluator, cfg, cache, store))
+        store.save()
     rows = mark_safe(rows)
     gaps = np.array([r["gap"] for r in rows])
     return QualityReport(points, len(rows), float(np.median(gaps)), float(np.percentile(gaps, 95)),
@@ -82,8 +95,8 @@ def quality(points: int = 20, seed: int = 0, model: str = "resnet18", *, warmup:
                          window, cap, round(time.perf_counter() - start, 1), rows)
 
 
-def _point_rows(evaluator: Evaluator, cfg: Any, cache: ProgramCache, window: float,
-                cap: int) -> list[dict[str, Any]]:
+def _point_rows(evaluator: Evaluator, cfg: Any, cache: ProgramCache,
+                store: BestCache) -> list[dict[str, Any]]:
     """One row per distinct accelerator layer of the point."""
     results, _ = evaluator(cfg)
     chosen = {x.name: x for x in results[0].layers if x.placement == "accel"}
@@ -97,9 +110,13 @@ def _point_rows(evaluator: Evaluator, cfg: Any, cache: ProgramCache, window: flo
             continue
         seen.add(spec)
         cycles = chosen[step.name].cycles or 0
-        found = exhaustive(make_operator(spec, target), backend, cache, window, cap)
+        op = make_operator(spec, target)
+        found = store.get(cfg, op)
+        if found is None:
+            found = store.put(cfg, op, exhaustive(op, backend, cache, store.window, store.cap))
         best = min(found.best, cycles)
-        rows.append({"config": cfg.to_dict(), "layer": step.name, "chosen": cycles, "best": best,
+        rows.append({"config": cfg.to_dict(), "layer": step.name, "op": op.op, "spec": repr(spec),
+                     "knobs": chosen[step.name].knobs, "chosen": cycles, "best": best,
                      "gap": cycles / best - 1, "measured": found.measured, "low_ratio": found.low_ratio,
                      "pruned_estimate": found.pruned_estimate})
     return rows
@@ -117,6 +134,63 @@ class Exhaustive:
     measured: int
     low_ratio: float  # the smallest cycles / estimate measured
     pruned_estimate: float  # the estimate of the best pruned point (inf: none pruned)
+    # (rank by estimate, knobs as JSON, timing cycles) of each measured point that ran
+    candidates: tuple[tuple[int, str, int], ...] = field(default=(), compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "candidates": [list(c) for c in self.candidates]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Exhaustive:
+        return cls(int(data["best"]), int(data["measured"]), float(data["low_ratio"]),
+                   float(data["pruned_estimate"]),
+                   tuple((int(r), str(k), int(c)) for r, k, c in data["candidates"]))
+
+
+class BestCache:
+    """Exhaustive searches by (config, operator), kept in a JSON file (none: in memory only).  A
+    file made with another window or cap is refused: its bests would not be comparable."""
+
+    def __init__(self, path: str | Path | None, window: float = WINDOW, cap: int = CAP) -> None:
+        self.path = None if path is None else Path(path)
+        self.window, self.cap = window, cap
+        self.entries: dict[str, Exhaustive] = {}
+        if self.path is not None and self.path.exists():
+            self._load(self.path)
+
+    def _load(self, path: Path) -> None:
+        try:
+            data = json.loads(path.read_text())
+            window, cap, entries = float(data["window"]), int(data["cap"]), data["entries"]
+            self.entries = {key: Exhaustive.from_json(e) for key, e in entries.items()}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"--best-cache {path}: not a best cache ({exc})") from None
+        if (window, cap) != (self.window, self.cap):
+            raise InputError(f"--best-cache {path}: made with window {window} and cap {cap}, "
+                             f"not {self.window} and {self.cap}")
+
+    @staticmethod
+    def key(cfg: Any, op: Any) -> str:
+        """The config (with its memory model and clock) and the operator's spec."""
+        config = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(f"{config}|{op.op}|{op.spec!r}".encode()).hexdigest()[:24]
+
+    def get(self, cfg: Any, op: Any) -> Exhaustive | None:
+        return self.entries.get(self.key(cfg, op))
+
+    def put(self, cfg: Any, op: Any, found: Exhaustive) -> Exhaustive:
+        self.entries[self.key(cfg, op)] = found
+        return found
+
+    def save(self) -> None:
+        """Write the file whole (a killed run leaves the previous one)."""
+        if self.path is None:
+            return
+        data = {"window": self.window, "cap": self.cap,
+                "entries": {k: e.to_json() for k, e in sorted(self.entries.items())}}
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text(json.dumps(data))
+        os.replace(temporary, self.path)
 
 
 def exhaustive(op: Any, backend: Backend, cache: ProgramCache, window: float = WINDOW,
@@ -127,15 +201,19 @@ def exhaustive(op: Any, backend: Backend, cache: ProgramCache, window: float = W
     edge = window * points.estimate(0)
     count = min(cap, int(np.searchsorted(points.costs[points.order], edge, side="right")))
     best, low = None, np.inf
+    candidates = []
     for i in range(count):
+        knobs = points[i]
         try:
-            cycles = int(cache.stats(op, points[i], backend).cycles or 0)
+            cycles = int(cache.stats(op, knobs, backend).cycles or 0)
         except (ScheduleError, ProgramError, SimulationError):
             continue
+        candidates.append((i, json.dumps(knobs.to_json(), sort_keys=True), cycles))
         best = cycles if best is None else min(best, cycles)
         low = min(low, cycles / points.estimate(i))
     assert best is not None, f"{op.op}: no point near its best estimate compiles"
-    return Exhaustive(best, count, float(low), points.estimate(count) if count < len(points) else np.inf)
+    return Exhaustive(best, count, float(low), points.estimate(count) if count < len(points) else np.inf,
+                      tuple(candidates))
 
 
-__all__ = ["CAP", "WINDOW", "Exhaustive", "QualityReport", "exhaustive", "mark_safe", "quality"]
+__all__ = ["CAP", "WINDOW", "BestCache", "Exhaustive", "QualityReport", "exhaustive", "mark_safe", "quality"]

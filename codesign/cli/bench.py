@@ -74,6 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     sweep_eval.add_argument("--window", type=float, default=1.6,
                             help="with --quality: measure points estimated within this factor of the best")
     sweep_eval.add_argument("--cap", type=int, default=64, help="with --quality: at most this many per layer")
+    sweep_eval.add_argument("--best-cache", default=None,
+                            help="with --quality: a JSON file keeping the exhaustive searches between runs")
     sweep_eval.add_argument("--measured", type=int, default=3,
                             help="candidates measured per operator beyond the default and best estimate")
     sweep_eval.add_argument("--quality", action="store_true",
@@ -195,7 +197,7 @@ def _sweep_eval(args: argparse.Namespace) -> int:
 
     if args.quality:
         quality = sweep_quality.quality(args.points, args.seed, warmup=args.warmup, window=args.window,
-                                        cap=args.cap)
+                                        cap=args.cap, best_cache=args.best_cache)
         emit(quality.to_json(), args.json)
     else:
         speed = sweep_eval.run(args.points, args.seed, measured=args.measured, workers=args.workers)

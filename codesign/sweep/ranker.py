@@ -6,7 +6,10 @@ among its best few points it is often wrong by 10-25% in a structured way: it ov
 GEMMs of two virtual threads too pessimistically, it ignores the requests in flight, and it
 counts one DMA latency per input channel block whatever the bus.  `Ranker` fits the log of
 (timing cycles / estimate) with a ridge regression on features of the estimate's own terms
-(compute and load cycles, steps, DMAs, bytes per step, threads, bus and requests in flight),
+(compute and load cycles, steps, DMAs, bytes per step, threads, bus and requests in flight;
+the loads when the DRAM latency of each DMA row's bursts bounds them, which the estimate does not
+model and which decides the best of ResNet-18's strided 1x1 and deep 3x3 layers on cores with
+few requests in flight; a residual epilogue),
 from the candidates it was shown (sufficient statistics only: a few kilobytes), and ranks an
 operator's best-estimated points by the corrected estimate.  Until it has seen `warm`
 measurements it says so (`trained`), and `choose` measures more candidates.
@@ -23,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from compiler.ops.accel import Conv2d, Dense
+from compiler.ops.accel.common import overlapped
 
-FEATURES = 22
+FEATURES = 26
 
 
 def features(op: Any, grid: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray | None:
@@ -36,22 +40,27 @@ def features(op: Any, grid: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarra
     else:
         return None
     cfg = op.target.cfg
-    threads, tiles, steps, acc, step_bytes, dmas, uops = terms
+    threads, tiles, steps, acc, step_bytes, dmas, uops, bursts = terms
     bandwidth, latency = min(cfg.bus_bytes, cfg.dram_bytes_per_cycle), cfg.dram_latency_cycles
     compute = steps * (uops + 10) + tiles * acc * (op.spec.epilogue.alu_ops + 1)
     load = steps * (step_bytes / bandwidth + dmas * latency)
     many = threads > 1
-    est = np.where(many, np.maximum(compute, load) + 0.5 * np.minimum(compute, load) + load / steps * threads,
-                   compute + load)
+    est = overlapped(compute, load, steps, threads)
+    # the loads when the read bursts' latency, not the bus, bounds them: every row of a 2-D DMA
+    # is its own bursts, and at most mem_inflight of them wait on the DRAM at once
+    bursts_est = overlapped(compute, np.maximum(load, steps * bursts * latency / cfg.mem_inflight), steps,
+                             threads)
     balance = np.log(compute / load)
     one = np.ones_like(est)
+    residual = float(getattr(op.spec.epilogue, "residual", None) is not None) * one
     return np.stack([
         one, np.log(est), np.log(compute / est), np.log(load / est), balance, balance * many,
         np.abs(balance), np.abs(balance) * many, np.log(steps), np.log(tiles), np.log(dmas),
         np.log(step_bytes), (threads == 1) * one, (threads == 2) * one, (threads == 4) * one,
         np.log(cfg.bus_bytes) * one, np.log(cfg.mem_inflight) * one, np.log(uops), np.log(acc),
         isinstance(op, Dense) * one, np.log(step_bytes / bandwidth / dmas / latency),
-        np.log(steps * dmas * latency / est),
+        np.log(steps * dmas * latency / est), np.log(bursts_est / est), np.log(bursts_est / est) * many,
+        residual, residual * np.log(acc),
     ], axis=1)
 
 
@@ -64,8 +73,13 @@ def _conv_terms(op: Conv2d, g: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
     tiles = (op.nb / b) * (op.kb / oc) * (s.out_height / h) * (s.out_width / w)
     acc = b * oc * h * w
     step_bytes = b * ic * in_h * in_w * cfg.inp_elem_bytes + oc * ic * s.kernel**2 * cfg.wgt_elem_bytes
+    burst_bytes = cfg.bus_bytes * cfg.max_burst_beats
+    # a step's read bursts: one input row per image, channel block and input row; one weight row
+    # per output channel block (+1 each: a row need not start on a burst boundary)
+    bursts = (b * ic * in_h * (np.ceil(in_w * cfg.inp_elem_bytes / burst_bytes) + 1)
+              + oc * (np.ceil(ic * s.kernel**2 * cfg.wgt_elem_bytes / burst_bytes) + 1))
     return (g["oc_threads"] * g["h_threads"], tiles, tiles * (op.cb / ic), acc, step_bytes, b * ic + 1,
-            acc * ic * s.kernel**2)
+            acc * ic * s.kernel**2, bursts)
 
 
 def _dense_terms(op: Dense, g: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
@@ -75,7 +89,8 @@ def _dense_terms(op: Dense, g: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
     tiles = (op.mb / m) * (op.nb / n)
     step_bytes = m * k * cfg.inp_elem_bytes + n * k * cfg.wgt_elem_bytes
     dmas = np.full_like(m, 2.0)  # one for the input tile, one for the weights
-    return g["n_threads"] * g["m_threads"], tiles, tiles * (op.kb / k), m * n, step_bytes, dmas, m * n * k
+    return (g["n_threads"] * g["m_threads"], tiles, tiles * (op.kb / k), m * n, step_bytes, dmas, m * n * k,
+            dmas)
 
 
 class Ranker:

@@ -1,7 +1,10 @@
-"""The ranker's features restate the compiler's estimate exactly, and its ridge regression learns
-a correction of the estimate from measured points."""
+"""The ranker's features restate the compiler's estimate exactly, add the loads' burst latency
+only where it bounds them and mark residual epilogues, and its ridge regression learns a
+correction of the estimate from measured points."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -33,6 +36,36 @@ def test_features_hold_the_estimate(make, preset):
 def test_an_operator_without_features():
     op = Eltwise(EltwiseSpec("add", 1, 16, 4, 4, (0, 127), 1, 1, 0), AcceleratorTarget(PRESETS["tiny"]))
     assert features(op, {}, np.arange(0)) is None
+
+
+BURSTS, RESIDUAL = 22, 24  # the columns of the bursts-bound estimate and the residual flag
+
+
+def _features(spec, cfg):
+    op = Conv2d(spec, AcceleratorTarget(cfg))
+    grid, costs = op.estimates()
+    x = features(op, grid, np.flatnonzero(~np.isnan(costs)))
+    assert x is not None
+    return x
+
+
+def test_the_burst_latency_counts_only_where_it_bounds_the_loads():
+    spec = Conv2dSpec(2, 32, 16, 16, 64, 1, 2, 0, EP)  # a strided 1x1 convolution: short input rows
+    vta = PRESETS["vta"]
+    quick = _features(spec, dataclasses.replace(vta, dram_latency_cycles=1, mem_inflight=16))
+    assert np.all(quick[:, BURSTS] == 0) and np.all(quick[:, BURSTS + 1] == 0)
+    slow = _features(spec, dataclasses.replace(vta, dram_latency_cycles=1024, mem_inflight=1))
+    assert np.all(slow[:, BURSTS] > 0)
+    many = slow[:, 12] == 0  # more than one thread
+    np.testing.assert_array_equal(slow[:, BURSTS + 1], np.where(many, slow[:, BURSTS], 0))
+
+
+@pytest.mark.parametrize("residual", [None, 0])
+def test_a_residual_epilogue_is_a_feature(residual):
+    ep = dataclasses.replace(EP, residual=residual)
+    x = _features(Conv2dSpec(1, 32, 8, 8, 32, 3, 1, 1, ep), PRESETS["vta"])
+    assert np.all(x[:, RESIDUAL] == (residual is not None))
+    np.testing.assert_array_equal(x[:, RESIDUAL + 1], x[:, RESIDUAL] * x[:, 18])  # log(acc)
 
 
 def test_the_ranker_learns_a_linear_correction():
