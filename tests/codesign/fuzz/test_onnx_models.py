@@ -88,14 +88,14 @@ def test_corpus_lists_every_file() -> None:
 def test_minimize_keeps_the_problem_and_drops_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the calibrator's old crash put back (an OverflowError on a non-finite activation,
     the forked children inherit it), a case that overflows is a finding and minimizes."""
-    original = calibrate.TensorStats.add
+    original = calibrate.summarize
 
-    def old_add(self: calibrate.TensorStats, x: np.ndarray) -> None:
+    def old_summarize(x: np.ndarray) -> calibrate.InputSummary:
         if not np.isfinite(x).all():
             raise OverflowError("cannot convert float infinity to integer")
-        original(self, x)
+        return original(x)
 
-    monkeypatch.setattr(calibrate.TensorStats, "add", old_add)
+    monkeypatch.setattr(calibrate, "summarize", old_summarize)
     case = Case(42, "tiny_conv", "initializer")  # a 3e38 weight in fc overflows float32
     (problem,) = [f.problem for f in fuzz([case]).findings]
     small = minimize(case_bytes(case), problem)

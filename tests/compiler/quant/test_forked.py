@@ -52,8 +52,18 @@ def test_leaving_early_kills_the_child() -> None:
 def test_one_worker_when_the_environment_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(WORKERS_ENV, "1")
     assert not can_fork()
+    monkeypatch.setattr(threading, "active_count", lambda: 1)  # a test runner's own threads aside
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setenv(WORKERS_ENV, "2")
-    assert can_fork() == (len(os.sched_getaffinity(0)) >= 2)
+    assert can_fork()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert not can_fork()
+
+
+def test_no_fork_beside_another_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    assert not can_fork()
 
 
 def test_a_child_that_dies_without_a_word_is_an_error() -> None:
