@@ -28,7 +28,7 @@ from compiler.ops.accel import (
 )
 from compiler.ops.accel.common import Epilogue
 from compiler.ops.cpu import compile_host_op
-from compiler.runtime.cpu import ELEMENTWISE_OPT_LEVEL
+from compiler.runtime.cpu import LIGHT_OPT_LEVEL
 from compiler.target.accel import AcceleratorTarget
 
 Layout = tuple[int, int, int]  # (rank, batch block, channel block) of a packed activation
@@ -72,7 +72,7 @@ class AccelStep:
 
     def _packer(self, i: int, shape: tuple[int, ...]) -> Any:
         _, batch, block = self.in_layout(i)
-        return compile_host_op("pack", ELEMENTWISE_OPT_LEVEL, shape=tuple(shape), batch_block=batch,
+        return compile_host_op("pack", LIGHT_OPT_LEVEL, shape=tuple(shape), batch_block=batch,
                                channel_block=block, dtype="int8")
 
     def warm(self, shapes: list[tuple[int, ...]]) -> None:
@@ -80,7 +80,7 @@ class AccelStep:
         for i, shape in enumerate(shapes):
             self._packer(i, shape)
         t = self.op.target
-        compile_host_op("unpack", ELEMENTWISE_OPT_LEVEL, shape=self.out_shape, batch_block=t.batch,
+        compile_host_op("unpack", LIGHT_OPT_LEVEL, shape=self.out_shape, batch_block=t.batch,
                         channel_block=t.block_out, dtype="int8")
 
     def pack(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -92,7 +92,7 @@ class AccelStep:
 
     def unpack(self, packed: np.ndarray) -> np.ndarray:
         t = self.op.target
-        kernel = compile_host_op("unpack", ELEMENTWISE_OPT_LEVEL, shape=self.out_shape, batch_block=t.batch,
+        kernel = compile_host_op("unpack", LIGHT_OPT_LEVEL, shape=self.out_shape, batch_block=t.batch,
                                  channel_block=t.block_out, dtype="int8")
         return _one(kernel(np.ascontiguousarray(packed)))
 

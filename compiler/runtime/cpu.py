@@ -19,10 +19,11 @@ from compiler.ops.cpu import HOST_OPS, compile_host_op, host_op
 
 Kernel = Callable[[list[np.ndarray]], list[np.ndarray]]
 
+# The level of the host kernels in O2_OPS (below): LLVM's O3 costs them compile time and buys no speed.
+LIGHT_OPT_LEVEL = 2
 # Kernels that move or map elements one by one (no sums) are compiled at O2: LLVM's O3 unrolls
 # their short constant loops into large bodies, 5-10x the compile time (most of a cold compile of
 # EfficientNet-Lite1's host kernels are these) for no faster code. No reduction: same results.
-ELEMENTWISE_OPT_LEVEL = 2
 ELEMENTWISE_OPS = frozenset({"pack", "unpack", "quantize", "dequantize", "clip", "relu", "cast",
                              "requantize"})
 
@@ -35,7 +36,7 @@ O2_OPS = ELEMENTWISE_OPS | {"qconv2d"}
 
 def opt_level_of(name: str) -> int:
     """The LLVM optimisation level the runtime compiles host operator `name` at."""
-    return ELEMENTWISE_OPT_LEVEL if name in O2_OPS else 3
+    return LIGHT_OPT_LEVEL if name in O2_OPS else 3
 
 
 def host_spec(graph: Graph, node: Node) -> tuple[str, dict[str, Any], int] | None:
