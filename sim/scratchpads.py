@@ -148,15 +148,12 @@ class _LoadMove:
         self.padded = insn.sram_elems != insn.y_size * insn.x_size
         self.rows = (slice(insn.y_pad_0, insn.y_pad_0 + insn.y_size),
                      slice(insn.x_pad_0, insn.x_pad_0 + insn.x_size))
-        self.dram: np.ndarray | None = None  # the DRAM that `source` views (a replay reuses it)
-        self.source = np.zeros(0)
 
     def __call__(self, spads: Scratchpads) -> None:
         insn, m = self.insn, self.m
-        if spads.dram is not self.dram:  # the window as (y_size, x_size, *shape) elements, a view
-            window = dram_window(spads.dram, insn, self.elem).view(self.dtype)
-            self.dram, self.source = spads.dram, window.reshape(insn.y_size, insn.x_size, *self.shape)
-        data = self.source
+        # the window as (y_size, x_size, *shape) elements, a view (kept by no one after the call)
+        window = dram_window(spads.dram, insn, self.elem).view(self.dtype)
+        data = window.reshape(insn.y_size, insn.x_size, *self.shape)
         target = spads.sram[m][self.window]
         if self.padded:
             target[:] = 0
