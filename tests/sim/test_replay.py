@@ -1,0 +1,134 @@
+"""sim.replay: a replayed run gives the DRAM and counters of a step-by-step run (the ISA's
+definition), on seeded random programs and on programs built to take each fused path."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from hw import isa
+from hw.config import PRESETS
+from hw.program import Program, ProgramBuilder
+from sim.fsim import FunctionalSimulator
+from sim.product import ProductKernel
+from sim.random_programs import random_program
+from sim.replay import Replay
+from sim.replay_ops import LoadOp, ProductOp, StepOp, StoreOp
+from sim.scratchpads import int_dtype
+from sim.workloads import GemmTiling, blocked_gemm, random_operands, resident_gemm
+
+TINY, VTA = PRESETS["tiny"], PRESETS["vta"]
+
+
+def _replays_like_fresh_runs(cfg, program: Program, inputs: list[dict]) -> Replay:
+    """Record on inputs[0], replay each later one: DRAM and Stats equal a fresh simulator's."""
+    sim = FunctionalSimulator(cfg)
+    sim.run(program, inputs[0])
+    for feeds in inputs[1:]:
+        got, want = sim.run(program, feeds), FunctionalSimulator(cfg).run(program, feeds)
+        assert np.array_equal(got.dram, want.dram)
+        assert got.stats == want.stats
+    compiled = sim._traces[program].compiled
+    assert compiled is not None  # the later runs were replays
+    return compiled
+
+
+def _other_inputs(inputs: dict, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    return {k: rng.integers(np.iinfo(v.dtype).min, np.iinfo(v.dtype).max, v.shape, dtype=v.dtype,
+                            endpoint=True) for k, v in inputs.items()}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_replays_of_random_programs_equal_step_by_step_runs(preset_cfg, seed):
+    """Two replays in a row on other inputs: the second starts from a fresh run's state too."""
+    rp = random_program(preset_cfg, seed, tasks=seed % 5 + 1)
+    feeds = [rp.inputs, _other_inputs(rp.inputs, seed), _other_inputs(rp.inputs, seed + 1000)]
+    _replays_like_fresh_runs(preset_cfg, rp.program, feeds)
+
+
+@pytest.mark.parametrize("tiling, fused_loads", [
+    (GemmTiling(4, 4, 4, 2, 2, 2), False), (GemmTiling(4, 6, 4, 2, 3, 2, 2), True),
+    (GemmTiling(2, 8, 6, 1, 4, 3), False), (GemmTiling(4, 4, 4, 4, 4, 4), False)])
+def test_blocked_gemms_replay_with_fused_loads_and_assigned_resets(preset_cfg, tiling, fused_loads):
+    """Double-buffered tiles load as fused runs; each tile's reset goes into its first GEMM."""
+    work = blocked_gemm(preset_cfg, tiling)
+    feeds = [work.inputs, random_operands(preset_cfg, tiling, 1), random_operands(preset_cfg, tiling, 2)]
+    compiled = _replays_like_fresh_runs(preset_cfg, work.program, feeds)
+    assert any(isinstance(op, LoadOp) and op.count > 1 for op in compiled.ops) == fused_loads
+    assert any(isinstance(op, ProductOp) and op.assign for op in compiled.ops)
+
+
+def test_a_reduction_longer_than_one_exact_chunk_replays_exactly():
+    """80 terms of int8 products: more than float32 holds exactly in one sum (64 on vta)."""
+    work = resident_gemm(VTA, m_tile=2, k_tile=80, n_tile=2, repeats=3)
+    extreme = {k: np.full_like(v, -128) for k, v in work.inputs.items()}  # the largest sums
+    compiled = _replays_like_fresh_runs(VTA, work.program, [work.inputs, extreme, work.inputs])
+    kernels = [call for call in compiled._bound[2] if isinstance(call, ProductKernel)]  # type: ignore[index]
+    assert kernels and all(len(k.chunks) == 2 for k in kernels)
+    sim = FunctionalSimulator(VTA)
+    sim.run(work.program, work.inputs)
+    assert np.array_equal(sim.run(work.program, work.inputs).outputs["C"], work.expected["C"])
+
+
+def _stores_program(cfg, *, delta: int, count: int = 4, x: int = 3) -> tuple[Program, dict]:
+    """acc[0:count*x] loaded, then `count` STOREs of x elements each, `delta` DRAM elements apart."""
+    b = ProgramBuilder(cfg)
+    shape = (cfg.batch, cfg.block_out)
+    data = np.arange(count * x * np.prod(shape)).reshape(1, count * x, *shape).astype(int_dtype(cfg.acc_bits))
+    src = b.region("src", data.shape, data.dtype, "input")
+    out = b.region("out", (1, (count - 1) * abs(delta) + x, *shape), int_dtype(cfg.out_bits), "output")
+    b.load(isa.MemType.ACC, src, 0, y_size=1, x_size=count * x)
+    b.nop(isa.Module.COMPUTE, push_next=True)
+    for k in range(count):
+        first = k * delta if delta >= 0 else (count - 1 - k) * -delta
+        b.store(out, k * x, y_size=1, x_size=x, elem_offset=first, pop_prev=k == 0,
+                push_prev=k == count - 1)
+    b.finish(pop_next=True)
+    return b.build(), {"src": data}
+
+
+@pytest.mark.parametrize("delta, fused", [(3, True), (5, True), (-3, True), (2, False), (0, False)])
+def test_consecutive_stores_fuse_only_where_their_dram_windows_are_disjoint(delta, fused):
+    """Overlapping windows keep the order of the STOREs: the later one's bytes win."""
+    program, feeds = _stores_program(TINY, delta=delta)
+    compiled = _replays_like_fresh_runs(TINY, program, [feeds, _other_inputs(feeds, 1), feeds])
+    stores = [op for op in compiled.ops if isinstance(op, StoreOp | StepOp)]
+    assert (len(stores) == 1 and stores[0].count == 4) if fused else len(stores) == 4  # type: ignore[union-attr]
+
+
+def test_an_accumulator_read_before_the_run_writes_it_is_zero_in_every_replay():
+    """STORE acc, LOAD ACC over it, STORE again: the first STORE sees zeros each time."""
+    b = ProgramBuilder(TINY)
+    shape = (TINY.batch, TINY.block_out)
+    data = np.full((1, 4, *shape), 7, int_dtype(TINY.acc_bits))
+    src = b.region("src", data.shape, data.dtype, "input")
+    before = b.region("before", (1, 4, *shape), int_dtype(TINY.out_bits), "output")
+    after = b.region("after", (1, 4, *shape), int_dtype(TINY.out_bits), "output")
+    b.store(before, 0, y_size=1, x_size=4, push_prev=True)
+    b.load(isa.MemType.ACC, src, 0, y_size=1, x_size=4, pop_next=True)
+    b.nop(isa.Module.COMPUTE, push_next=True)
+    b.store(after, 0, y_size=1, x_size=4, pop_prev=True, push_prev=True)
+    b.finish(pop_next=True)
+    program = b.build()
+    sim = FunctionalSimulator(TINY)
+    for value in (7, -3, 5):
+        result = sim.run(program, {"src": np.full_like(data, value)})
+        assert not result.outputs["before"].any()
+        assert (result.outputs["after"] == value).all()
+    assert sim._traces[program].compiled is not None
+
+
+def test_a_pickled_trace_holds_no_dram_and_replays_the_same():
+    work = blocked_gemm(VTA, GemmTiling(4, 4, 4, 2, 2, 2))
+    sim = FunctionalSimulator(VTA)
+    first = sim.run(work.program, work.inputs)
+    sim.run(work.program, work.inputs)  # replayed: compiled and bound
+    trace = sim._traces[work.program]
+    assert trace.compiled is not None and trace.compiled._bound is not None
+    assert trace.compiled._bound[0].dram.size == 0  # the caller's DRAM is let go after a run
+    copy = pickle.loads(pickle.dumps(trace))
+    assert copy.compiled._bound is None
+    dram = work.program.initial_dram(work.inputs)
+    assert copy.replay(dram) == first.stats
+    assert np.array_equal(dram, first.dram)
