@@ -13,7 +13,7 @@ accumulators are distinct, and their operands are never written by a GEMM).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from sim.scratchpads import Lattice, Scratchpads, lattice
 
 class ProductGroup:
     """Products of one shape stacked: `src` (P, T, k) inp indices, `wgt` (P, G, k) wgt indices,
-    `written` (P, T, G) distinct acc indices, each with its lattice where it forms one."""
+    `written` (P, T, G) distinct acc indices, each with its `Split` where it forms one."""
 
     def __init__(self, products: Sequence[Any]) -> None:
         first = products[0]
@@ -32,13 +32,47 @@ class ProductGroup:
         self.src = np.stack([p.src for p in products])
         self.wgt = np.stack([p.wgt for p in products])
         self.written = np.stack([p.written.reshape(rows, -1) for p in products])
-        self.src_lattice = lattice(self.src, distinct=False)
-        self.wgt_lattice = lattice(self.wgt, distinct=False)
-        if len(products) == 1:  # the recording found it (or found none) already
+        self.src_split = split_lattice(self.src)
+        self.wgt_split = split_lattice(self.wgt)
+        self.out_split: Split | None
+        if len(products) == 1 and first.out is not None:  # the recording found it already
             out = first.out
-            self.out_lattice = None if out is None else Lattice(out.first, (1, *out.shape), (0, *out.steps))
+            self.out_split = Split(Lattice(out.first, (1, *out.shape), (0, *out.steps)), (1,), (rows,))
         else:  # distinct by construction: no need to check it again
-            self.out_lattice = lattice(self.written, distinct=False)
+            self.out_split = split_lattice(self.written)
+
+
+class Split(NamedTuple):
+    """A lattice over an index (P, T, ...) reshaped to (*p_parts, *t_parts, ...)."""
+
+    lattice: Lattice
+    p_parts: tuple[int, ...]
+    t_parts: tuple[int, ...]
+
+    def expand(self, order: tuple[int, ...]) -> tuple[int, ...]:
+        """`order` of the axes (P, T, ...) as an order of the split axes."""
+        np_, nt = len(self.p_parts), len(self.t_parts)
+        axes = [list(range(np_)), list(range(np_, np_ + nt))]
+        out: list[int] = []
+        for a in order:
+            out.extend(axes[a] if a < 2 else [a + np_ + nt - 2])
+        return tuple(out)
+
+
+def split_lattice(index: np.ndarray) -> Split | None:
+    """`index` (P, T, ...) as a lattice, its P and T axes each split in two where needed (a
+    block of output rows, products in a grid); None where no split gives one."""
+    p, t = index.shape[:2]
+    for ps in _splits(p):
+        for ts in _splits(t):
+            found = lattice(index.reshape(*ps, *ts, *index.shape[2:]), distinct=False)
+            if found is not None:
+                return Split(found, ps, ts)
+    return None
+
+
+def _splits(n: int) -> list[tuple[int, ...]]:
+    return [(n,)] + [(d, n // d) for d in range(2, n) if n % d == 0]
 
 
 def product_groups(products: Sequence[Any]) -> list[ProductGroup]:
@@ -55,27 +89,32 @@ class ProductKernel:
     def __init__(self, cfg: AcceleratorConfig, spads: Scratchpads, group: ProductGroup,
                  assign: bool) -> None:
         mi, mw, acc = spads.mirror[isa.MemType.INP], spads.mirror[isa.MemType.WGT], spads.acc
-        src, wgt, written = group.src, group.wgt, group.written
-        n, rows, k = src.shape
-        b, bi, cols = cfg.batch, cfg.block_in, wgt.shape[1] * cfg.block_out
+        n, rows, k = group.src.shape
+        b, bi, g = cfg.batch, cfg.block_in, group.wgt.shape[1]
         self.fills: list[Any] = []
-        x = _arranged(mi, src, group.src_lattice, [(0, 1, 3, 2, 4)], (n, rows * b, k * bi),
-                      self.fills)
-        w = _arranged(mw, wgt, group.wgt_lattice, [(0, 2, 4, 1, 3), (0, 1, 3, 2, 4)],
-                      (n, k * bi, cols), self.fills)
-        y = np.empty((n, rows * b, cols), mi.dtype)
+        xs, ws = group.src_split, group.wgt_split
+        # products in a grid whose inputs or weights repeat along an axis: a broadcast product
+        share = xs is not None and ws is not None and xs.p_parts == ws.p_parts
+        x = _arranged(mi, group.src, xs, [(0, 1, 3, 2, 4)], (rows * b, k * bi), share, self.fills)
+        w = _arranged(mw, group.wgt, ws, [(0, 2, 4, 1, 3), (0, 1, 3, 2, 4)],
+                      (k * bi, g * cfg.block_out), share, self.fills)
+        y = np.empty((*np.broadcast_shapes(x.shape[:-2], w.shape[:-2]), rows * b, w.shape[-1]),
+                     mi.dtype)
         step = spads.exact_terms * bi
-        self.chunks = [(_squeeze(x[..., a : a + step]), _squeeze(w[:, a : a + step]))
+        self.chunks = [(_squeeze(x[..., a : a + step]), _squeeze(w[..., a : a + step, :]))
                        for a in range(0, k * bi, step)]
-        self.y = _squeeze(y)
-        self.iy = np.empty(self.y.shape, np.int32 if mi.dtype == np.float32 else np.int64)
-        self.part = np.empty_like(self.iy) if len(self.chunks) > 1 else self.iy
-        self.assign = assign
-        shape = (n, rows, b, wgt.shape[1], cfg.block_out)
-        by_acc = (0, 1, 3, 2, 4)  # y's (p, t, batch, g, o) in the order of acc's (p, t, g) elements
-        self.y_t, self.iy_t = (a.reshape(shape).transpose(by_acc) for a in (y, self.iy))
-        self.out = group.out_lattice.view(acc) if group.out_lattice is not None else None
-        self.acc, self.index = acc, written.reshape(-1)
+        self.y, self.assign, self.acc = _squeeze(y), assign, acc
+        split = group.out_split
+        parts = (n, rows) if split is None else (*split.p_parts, *split.t_parts)
+        y_t = y.reshape(*parts, b, g, cfg.block_out)  # y's (p, t, batch, g, o) in acc's order:
+        self.y_t = y_t.transpose(*range(len(parts)), len(parts) + 1, len(parts), len(parts) + 2)
+        self.out = None if split is None else split.lattice.view(acc)
+        self.index = group.written.reshape(-1)
+        exact = np.int32 if mi.dtype == np.float32 else np.int64
+        # the integer products, laid out as the accumulators they go to (a fast add)
+        self.sums = np.empty(self.y_t.shape, exact) if self.out is None else \
+            np.empty_like(self.out, dtype=exact)
+        self.part = np.empty_like(self.sums) if len(self.chunks) > 1 else self.sums
         # floats below 2**24 convert exactly; int32 acc: no narrower wrap needed
         self.direct = assign and self.out is not None and len(self.chunks) == 1 and \
             mi.dtype == np.float32 and acc.dtype == np.int32
@@ -91,51 +130,59 @@ class ProductKernel:
         self._sum()
         if self.out is not None:
             if self.assign:
-                np.copyto(self.out, self.iy_t, casting="unsafe")
+                np.copyto(self.out, self.sums, casting="unsafe")
             else:  # int32 + int32 wraps like acc; a narrower acc wraps in the cast
-                np.add(self.out, self.iy_t, out=self.out, casting="unsafe")
+                np.add(self.out, self.sums, out=self.out, casting="unsafe")
             return
-        values = self.iy_t.reshape(-1, *self.acc.shape[1:])
+        values = self.sums.reshape(-1, *self.acc.shape[1:])
         if not self.assign:
             values = self.acc[self.index] + values
         self.acc[self.index] = values.astype(self.acc.dtype)
 
     def _sum(self) -> None:
-        """iy = the products, each exact chunk converted to integers and added (wrapping)."""
+        """sums = the products, each exact chunk converted to integers and added (wrapping)."""
         for index, (x, w) in enumerate(self.chunks):
             np.matmul(x, w, out=self.y)
             if index == 0:
-                np.copyto(self.iy, self.y, casting="unsafe")
+                np.copyto(self.sums, self.y_t, casting="unsafe")
             else:
-                np.copyto(self.part, self.y, casting="unsafe")
-                np.add(self.iy, self.part, out=self.iy)
+                np.copyto(self.part, self.y_t, casting="unsafe")
+                np.add(self.sums, self.part, out=self.sums)
 
 
 def _squeeze(a: np.ndarray) -> np.ndarray:
     """A stack of one as a plain matrix (2-D BLAS calls are cheaper than batched ones)."""
-    return a[0] if a.shape[0] == 1 else a
+    return a[(0,) * (a.ndim - 2)] if a.size == a.shape[-1] * a.shape[-2] else a
 
 
-def _arranged(mirror: np.ndarray, index: np.ndarray, lat: Lattice | None,
-              orders: list[tuple[int, ...]], shape: tuple[int, int, int], fills: list[Any]) -> np.ndarray:
-    """The tiles `mirror[index]` (index (P, a, c), tiles (r, s)) in the first of `orders` that
-    reshapes to `shape` (or, for a second order, to `shape` transposed) as a view; else a buffer
-    in the first order that `fills` fill per run."""
-    if lat is not None:
-        tiles = lat.view(mirror)
-    else:
+def _arranged(mirror: np.ndarray, index: np.ndarray, split: Split | None,
+              orders: list[tuple[int, ...]], matrix: tuple[int, int], broadcast: bool,
+              fills: list[Any]) -> np.ndarray:
+    """The tiles `mirror[index]` (index (P, a, c), tiles (r, s)) as a stack of `matrix`es: in the
+    first of `orders` whose arrangement reshapes to it as a view (or, for a second order, to it
+    transposed); else a buffer in the first order that `fills` fill per run.  The stack's axes
+    are P's (split) parts; with `broadcast`, those the index does not move have size 1."""
+    if split is None:
         tiles = np.empty(index.shape + mirror.shape[1:], mirror.dtype)
         fills.append(_Take(mirror, index.reshape(-1), tiles.reshape(-1, *mirror.shape[1:])))
+        split = Split(Lattice(0, (), ()), index.shape[:1], index.shape[1:2])
+    else:
+        tiles = split.lattice.view(mirror)
+        if broadcast:
+            tiles = tiles[tuple(slice(0, 1) if step == 0 else slice(None)
+                                for step in split.lattice.steps[: len(split.p_parts)])]
+    stack = tiles.shape[: len(split.p_parts)]
     for n, order in enumerate(orders):
-        want = shape if n == 0 else (shape[0], shape[2], shape[1])
+        want = (*stack, *matrix) if n == 0 else (*stack, matrix[1], matrix[0])
         try:
-            view = np.reshape(tiles.transpose(order), want, copy=False)
+            view = np.reshape(tiles.transpose(split.expand(order)), want, copy=False)
         except ValueError:
             continue
-        return view if n == 0 else view.transpose(0, 2, 1)
-    buffer = np.empty(tiles.transpose(orders[0]).shape, mirror.dtype)
-    fills.append(_Copy(buffer, tiles.transpose(orders[0])))
-    return buffer.reshape(shape)
+        return view if n == 0 else view.swapaxes(-1, -2)
+    arranged = tiles.transpose(split.expand(orders[0]))
+    buffer = np.empty(arranged.shape, mirror.dtype)
+    fills.append(_Copy(buffer, arranged))
+    return buffer.reshape(*stack, *matrix)
 
 
 class _Take:
