@@ -11,7 +11,8 @@ decided in advance, and fuses what can be fused:
   the same for STOREs whose DRAM windows are disjoint;
 - a GEMM reset whose accumulators are next touched by one GEMM that writes exactly them: that
   GEMM assigns its products instead of adding them, and the reset goes;
-- the products of one GEMM of equal shape: one batched matrix product.
+- the products of one GEMM of equal shape: one batched matrix product;
+- ALU steps as in `sim.replay_alu` (a MAX and MIN pair as one clip, broadcast operands reused).
 
 The ops run on one `Scratchpads` per Replay, bound once (views onto its SRAM are made once, not
 per run), and zeroed where the ops write before each run, so a replay starts from the state a
@@ -29,9 +30,12 @@ import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
-from sim.product import ProductGroup
-from sim.replay_ops import ACC, Op, ProductOp, ResetOp, op_of
-from sim.scratchpads import Scratchpads
+from sim.alu import AluStep
+from sim.gemm import GemmStep
+from sim.product import ProductGroup, product_groups
+from sim.replay_alu import AluOp, fuse_clips, hoist_operands
+from sim.replay_ops import LoadOp, Op, ProductOp, ResetOp, StepOp, StoreOp
+from sim.scratchpads import Scratchpads, _LoadMove, _StoreMove
 
 _RESET_LOOKAHEAD = 64  # ops a reset is carried past to the GEMM that first writes its accumulators
 _EMPTY = np.zeros(0, np.uint8)
@@ -43,8 +47,8 @@ class Replay:
     def __init__(self, cfg: AcceleratorConfig, steps: Sequence[Any]) -> None:
         self.cfg = cfg
         groups: dict[int, list[ProductGroup]] = {}
-        ops = [op_of(cfg, step, groups) for step in steps]
-        self.ops = fuse_resets(fuse_moves(ops), cfg.acc_depth)
+        ops = fuse_resets(fuse_moves([op_of(cfg, step, groups) for step in steps]), cfg.acc_depth)
+        self.ops = hoist_operands(fuse_clips(ops), cfg.acc_depth)
         self._bound: tuple[Scratchpads, list[np.ndarray], list[Any]] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -74,6 +78,27 @@ class Replay:
         memo: dict[Any, Any] = {}
         self._bound = (spads, zero, [op.bind(spads, memo) for op in self.ops])
         return self._bound
+
+
+def op_of(cfg: AcceleratorConfig, step: Any, groups: dict[int, list[ProductGroup]]) -> Op:
+    """The op of one recorded step; `groups` holds the product groups of the GEMM steps seen so
+    far (a step is recorded once per instruction shape and micro-op table, and run often)."""
+    if isinstance(step, _LoadMove):
+        return LoadOp(cfg, step.insn)
+    if isinstance(step, _StoreMove):
+        return StoreOp(cfg, step.insn)
+    if isinstance(step, AluStep) and step.d_lattice is not None and step.native is not None and \
+            (step.use_imm or step.s_lattice is not None):
+        return AluOp(step)
+    if isinstance(step, GemmStep):
+        plan = step.plan
+        if plan.reset_dst is not None:
+            return ResetOp(plan.reset_dst, plan.reset_lattice)
+        if plan.general is None:
+            if id(step) not in groups:
+                groups[id(step)] = product_groups(plan.products)
+            return ProductOp(cfg, groups[id(step)])
+    return StepOp(step)
 
 
 def envelopes(ops: Sequence[Op]) -> dict[isa.MemType | None, tuple[int, int]]:
@@ -134,4 +159,3 @@ def _assign_after(reset: ResetOp, later: Sequence[Op], acc_depth: int) -> bool:
     return False
 
 
-__all__ = ["ACC", "Replay", "envelopes", "fuse_moves", "fuse_resets"]

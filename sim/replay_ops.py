@@ -6,16 +6,15 @@ recorded (`StepOp`)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
-from sim.alu import AluStep
-from sim.gemm import GemmStep
-from sim.product import ProductGroup, ProductKernel, product_groups
-from sim.scratchpads import Scratchpads, _LoadMove, _StoreMove, elem_layout, sram_of
+from sim.product import ProductGroup, ProductKernel
+from sim.scratchpads import Scratchpads, _StoreMove, elem_layout, sram_of
 
 ACC = isa.MemType.ACC
 Write = tuple[isa.MemType | None, int, int]
@@ -44,31 +43,22 @@ class Op:
         """The acc elements this op reads or writes (None: any)."""
         return np.zeros(0, np.int64)
 
+    def acc_written(self) -> np.ndarray | None:
+        """The acc elements this op writes (None: any)."""
+        return np.zeros(0, np.int64)
+
+    @functools.cached_property
+    def acc_range(self) -> tuple[int, int] | None:
+        """[lo, hi) around the acc elements this op writes (None: any)."""
+        ranges = [(lo, hi) for m, lo, hi in self.writes() if m in (ACC, None)]
+        if any(m is None for m, _, _ in self.writes()):
+            return None
+        return (min(lo for lo, _ in ranges), max(hi for _, hi in ranges)) if ranges else (0, 0)
+
     def bind(self, spads: Scratchpads, memo: dict[Any, Any]) -> Any:
         """The callable `f(dram)` that runs this op on `spads` (`memo`: what ops bound to the same
         `spads` share)."""
         raise NotImplementedError
-
-
-def op_of(cfg: AcceleratorConfig, step: Any, groups: dict[int, list[ProductGroup]]) -> Op:
-    """The op of one recorded step; `groups` holds the product groups of the GEMM steps seen so
-    far (a step is recorded once per instruction shape and micro-op table, and run often)."""
-    if isinstance(step, _LoadMove):
-        return LoadOp(cfg, step.insn)
-    if isinstance(step, _StoreMove):
-        return StoreOp(cfg, step.insn)
-    if isinstance(step, AluStep) and step.d_lattice is not None and step.native is not None and \
-            (step.use_imm or step.s_lattice is not None):
-        return AluOp(step)
-    if isinstance(step, GemmStep):
-        plan = step.plan
-        if plan.reset_dst is not None:
-            return ResetOp(plan.reset_dst, plan.reset_lattice)
-        if plan.general is None:
-            if id(step) not in groups:
-                groups[id(step)] = product_groups(plan.products)
-            return ProductOp(cfg, groups[id(step)])
-    return StepOp(step)
 
 
 class StepOp(Op):
@@ -84,6 +74,9 @@ class StepOp(Op):
 
     def acc_touched(self) -> np.ndarray | None:
         return self.touched
+
+    def acc_written(self) -> np.ndarray | None:
+        return None if self.written is None else np.zeros(0, np.int64)
 
     def bind(self, spads: Scratchpads, memo: dict[Any, Any]) -> Any:
         return _CallStep(self.step, spads)
@@ -159,6 +152,9 @@ class LoadOp(_MoveRun):
         lo = self.insn.sram_base
         return np.arange(lo, lo + self.count * self.sram_elems)
 
+    def acc_written(self) -> np.ndarray | None:
+        return self.acc_touched()
+
     def bind(self, spads: Scratchpads, memo: dict[Any, Any]) -> Any:
         insn = self.insn
         buffer = spads.mirror.get(self.m, spads.sram[self.m])
@@ -233,37 +229,6 @@ def _nth(insn: isa.Load | isa.Store, k: int, sram_elems: int, delta: int) -> Any
                                dram_base=insn.dram_base + k * delta)
 
 
-class AluOp(Op):
-    """An independent ALU step on lattices of acc with a native ufunc: one in-place call."""
-
-    def __init__(self, step: AluStep) -> None:
-        self.step = step
-
-    def writes(self) -> list[Write]:
-        return [(ACC, int(self.step.d.min()), int(self.step.d.max()) + 1)]
-
-    def acc_touched(self) -> np.ndarray | None:
-        step = self.step
-        return step.d if step.use_imm else np.concatenate([step.d, step.s])
-
-    def bind(self, spads: Scratchpads, memo: dict[Any, Any]) -> Any:
-        step = self.step
-        assert step.d_lattice is not None and step.native is not None
-        dst = step.d_lattice.view(spads.acc)
-        operand = step.native_imm if step.s_lattice is None else step.s_lattice.view(spads.acc)
-        return _Ufunc(step.native, dst, operand)
-
-
-class _Ufunc:
-    __slots__ = ("dst", "operand", "ufunc")
-
-    def __init__(self, ufunc: np.ufunc, dst: np.ndarray, operand: Any) -> None:
-        self.ufunc, self.dst, self.operand = ufunc, dst, operand
-
-    def __call__(self, dram: np.ndarray) -> None:  # numpy copies an operand overlapping dst first
-        self.ufunc(self.dst, self.operand, out=self.dst)
-
-
 class ResetOp(Op):
     """A GEMM reset: the accumulators `dst` (a lattice view where they form one) set to 0."""
 
@@ -274,6 +239,9 @@ class ResetOp(Op):
         return [(ACC, int(self.dst.min()), int(self.dst.max()) + 1)] if self.dst.size else []
 
     def acc_touched(self) -> np.ndarray | None:
+        return self.dst
+
+    def acc_written(self) -> np.ndarray | None:
         return self.dst
 
     def bind(self, spads: Scratchpads, memo: dict[Any, Any]) -> Any:
@@ -319,6 +287,9 @@ class ProductOp(Op):
 
     def acc_touched(self) -> np.ndarray | None:
         return np.concatenate([g.written.reshape(-1) for g in self.groups] or [np.zeros(0, np.int64)])
+
+    def acc_written(self) -> np.ndarray | None:
+        return self.acc_touched()
 
     def bind(self, spads: Scratchpads, memo: dict[Any, Any]) -> Any:
         key = (id(self.groups), self.assign)  # a GEMM run often: one kernel (buffers used in a call)
