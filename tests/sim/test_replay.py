@@ -13,6 +13,7 @@ from sim.fsim import FunctionalSimulator
 from sim.product import ProductKernel
 from sim.random_programs import random_program
 from sim.replay import Replay
+from sim.replay_alu import AluOp
 from sim.replay_ops import LoadOp, ProductOp, StepOp, StoreOp
 from sim.scratchpads import int_dtype
 from sim.workloads import GemmTiling, blocked_gemm, random_operands, resident_gemm
@@ -132,3 +133,68 @@ def test_a_pickled_trace_holds_no_dram_and_replays_the_same():
     dram = work.program.initial_dram(work.inputs)
     assert copy.replay(dram) == first.stats
     assert np.array_equal(dram, first.dram)
+
+
+def _alu_program(cfg, clip: tuple[int, int]) -> tuple[Program, dict]:
+    """acc[0:c*m] = x * scale[channel] + bias[channel] (operands broadcast over m pixels), twice
+    with the scale reloaded and once with it rewritten in between, then MAX and MIN of `clip`."""
+    c, m = 3, 4
+    b = ProgramBuilder(cfg)
+    shape = (cfg.batch, cfg.block_out)
+    acc = int_dtype(cfg.acc_bits)
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.integers(-300, 300, (1, c * m, *shape)).astype(acc),
+             "scale": rng.integers(-9, 9, (1, c, *shape)).astype(acc),
+             "scale2": rng.integers(-9, 9, (1, c, *shape)).astype(acc),
+             "bias": rng.integers(-99, 99, (1, c, *shape)).astype(acc)}
+    regions = {name: b.region(name, v.shape, v.dtype, "input") for name, v in feeds.items()}
+    out = b.region("out", (1, c * m, *shape), int_dtype(cfg.out_bits), "output")
+    scale, bias = c * m, c * m + c  # acc bases of the operands
+    b.load(isa.MemType.ACC, regions["x"], 0, y_size=1, x_size=c * m)
+    b.load(isa.MemType.ACC, regions["scale"], scale, y_size=1, x_size=c)
+    b.load(isa.MemType.ACC, regions["bias"], bias, y_size=1, x_size=c)
+    spans = {base: b.uops([isa.Uop(dst=0, src=base)]) for base in (scale, bias)}
+    imm_span = b.uops([isa.Uop(dst=0, src=0)])
+    for span in (*spans.values(), imm_span):
+        b.load_uops(span, sram_base=span.begin)
+
+    def per_channel(op: isa.AluOp, base: int) -> None:
+        span = spans[base]
+        b.alu(uop_bgn=span.begin, uop_end=span.begin + 1, iter_out=c, iter_in=m, dst_factor_out=m,
+              dst_factor_in=1, src_factor_out=1, src_factor_in=0, alu_opcode=op)
+
+    def imm(op: isa.AluOp, value: int, base: int = 0, n: int = c * m) -> None:
+        b.alu(uop_bgn=imm_span.begin, uop_end=imm_span.begin + 1, iter_out=1, iter_in=n,
+              dst_factor_in=1, src_factor_in=1, alu_opcode=op, use_imm=True, imm=value)
+
+    per_channel(isa.AluOp.MUL, scale)
+    per_channel(isa.AluOp.ADD, bias)
+    b.load(isa.MemType.ACC, regions["scale2"], scale, y_size=1, x_size=c)  # the operand changes
+    per_channel(isa.AluOp.MUL, scale)
+    per_channel(isa.AluOp.ADD, bias)
+    span = b.uops([isa.Uop(dst=scale, src=0)])
+    b.load_uops(span, sram_base=span.begin)
+    b.alu(uop_bgn=span.begin, uop_end=span.begin + 1, iter_out=1, iter_in=c, dst_factor_in=1,
+          src_factor_in=1, alu_opcode=isa.AluOp.ADD, use_imm=True, imm=3)  # written by an ALU
+    per_channel(isa.AluOp.MUL, scale)
+    imm(isa.AluOp.SHR, 2)
+    imm(isa.AluOp.MAX, clip[0])
+    imm(isa.AluOp.MIN, clip[1])
+    b.nop(isa.Module.COMPUTE, push_next=True)
+    b.store(out, 0, y_size=1, x_size=c * m, pop_prev=True, push_prev=True)
+    b.finish(pop_next=True)
+    return b.build(), feeds
+
+
+@pytest.mark.parametrize("clip", [(-128, 127), (-5, 40), (50, -50)])
+def test_alu_chains_replay_with_reused_operands_and_fused_clips(preset_cfg, clip):
+    """The scale is reloaded and rewritten between uses: each use after that copies it again;
+    MAX then MIN is one op, also where the MAX's bound is above the MIN's."""
+    program, feeds = _alu_program(preset_cfg, clip)
+    compiled = _replays_like_fresh_runs(preset_cfg, program, [feeds, _other_inputs(feeds, 2),
+                                                              _other_inputs(feeds, 3)])
+    alus = [op for op in compiled.ops if isinstance(op, AluOp)]
+    # copied: first uses, the scale after its reload and after the ALU wrote it; the bias reused
+    assert [op.refresh for op in alus if op.key is not None] == [True, True, True, False, True]
+    assert sum(op.clip_hi is not None for op in alus) == 1
+    assert len(alus) == 8  # MAX and MIN fused
