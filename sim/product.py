@@ -40,6 +40,7 @@ class ProductGroup:
             self.out_split = Split(Lattice(out.first, (1, *out.shape), (0, *out.steps)), (1,), (rows,))
         else:  # distinct by construction: no need to check it again
             self.out_split = split_lattice(self.written)
+        self.span = (int(self.written.min()), int(self.written.max()) + 1)  # around the written
 
 
 class Split(NamedTuple):

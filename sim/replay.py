@@ -142,10 +142,16 @@ def fuse_resets(ops: list[Op], acc_depth: int) -> list[Op]:
 
 
 def _assign_after(reset: ResetOp, later: Sequence[Op], acc_depth: int) -> bool:
-    zeroed = np.zeros(acc_depth, bool)
-    zeroed[reset.dst] = True
-    count = int(np.count_nonzero(zeroed))
+    lo, hi = reset.span
+    zeroed: np.ndarray | None = None
     for op in later[:_RESET_LOOKAHEAD]:
+        span = op.acc_span
+        if span is not None and (span[1] <= lo or hi <= span[0] or span[0] == span[1]):
+            continue  # nowhere near the reset's accumulators
+        if zeroed is None:
+            zeroed = np.zeros(acc_depth, bool)
+            zeroed[reset.dst] = True
+            count = int(np.count_nonzero(zeroed))
         touched = op.acc_touched()
         if touched is None:
             return False

@@ -13,13 +13,14 @@ Three passes make those calls cheaper, each giving the step's result bit for bit
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from hw import isa
 from sim.alu import AluStep
-from sim.replay_ops import ACC, Op, Write
+from sim.replay_ops import ACC, Op, Write, lattice_span
 from sim.scratchpads import Scratchpads
 
 _Key = tuple[Any, ...]
@@ -30,15 +31,22 @@ class AluOp(Op):
 
     def __init__(self, step: AluStep) -> None:
         self.step = step
-        d = step.d
-        self.lo, self.hi = (int(d.min()), int(d.max()) + 1) if d.size else (0, 0)
-        self.block = step.use_imm and self.hi - self.lo == d.size  # lattice elements are distinct
+        assert step.d_lattice is not None
+        self.lo, self.hi = lattice_span(step.d_lattice)
+        self.block = step.use_imm and self.hi - self.lo == step.d.size  # lattice: distinct elements
+        s = step.s_lattice
+        self.span = (self.lo, self.hi) if s is None else \
+            (min(self.lo, s.first), max(self.hi, lattice_span(s)[1]))
         self.clip_hi: np.integer | None = None  # a MIN of this immediate follows (fuse_clips)
         self.key: _Key | None = None  # the broadcast operand's buffer (hoist_operands)
         self.refresh = True  # copy the operand into that buffer first
 
     def writes(self) -> list[Write]:
         return [(ACC, self.lo, self.hi)] if self.step.d.size else []
+
+    @functools.cached_property
+    def acc_span(self) -> tuple[int, int] | None:
+        return self.span
 
     def acc_touched(self) -> np.ndarray | None:
         step = self.step
@@ -159,4 +167,4 @@ def _assign_key(op: AluOp, held: dict[_Key, tuple[int, int, np.ndarray]], acc_de
     if op.refresh:
         mask = np.zeros(acc_depth, bool)
         mask[step.s] = True
-        held[op.key] = (int(step.s.min()), int(step.s.max()) + 1, mask)
+        held[op.key] = (s.first, lattice_span(s)[1], mask)

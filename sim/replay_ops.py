@@ -14,7 +14,7 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from sim.product import ProductGroup, ProductKernel
-from sim.scratchpads import Scratchpads, _StoreMove, elem_layout, sram_of
+from sim.scratchpads import Lattice, Scratchpads, _StoreMove, elem_layout, sram_of
 
 ACC = isa.MemType.ACC
 Write = tuple[isa.MemType | None, int, int]
@@ -46,6 +46,14 @@ class Op:
     def acc_written(self) -> np.ndarray | None:
         """The acc elements this op writes (None: any)."""
         return np.zeros(0, np.int64)
+
+    @functools.cached_property
+    def acc_span(self) -> tuple[int, int] | None:
+        """[lo, hi) around the acc elements this op reads or writes (None: any)."""
+        touched = self.acc_touched()
+        if touched is None:
+            return None
+        return (int(touched.min()), int(touched.max()) + 1) if touched.size else (0, 0)
 
     @functools.cached_property
     def acc_range(self) -> tuple[int, int] | None:
@@ -92,6 +100,11 @@ class _CallStep:
         self.step(self.spads)
 
 
+def lattice_span(lat: Lattice) -> tuple[int, int]:
+    """[lo, hi) around a lattice's elements (its steps are >= 0)."""
+    return lat.first, lat.first + sum((n - 1) * k for n, k in zip(lat.shape, lat.steps, strict=True)) + 1
+
+
 class _MoveRun(Op):
     """`count` LOADs or STOREs of `insn`'s geometry: SRAM windows back to back from
     `insn.sram_base`, DRAM windows `delta` elements apart from `insn.dram_base`."""
@@ -99,14 +112,14 @@ class _MoveRun(Op):
     def __init__(self, cfg: AcceleratorConfig, insn: isa.Load | isa.Store, sram_elems: int) -> None:
         self.cfg, self.insn, self.count, self.delta = cfg, insn, 1, 0
         self.sram_elems = sram_elems
+        self.geometry = (insn.memory_type, insn.y_size, insn.x_size, insn.x_stride, insn.y_pad_0,
+                         insn.y_pad_1, insn.x_pad_0, insn.x_pad_1)
 
     def merge(self, other: Op) -> bool:
         if type(other) is not type(self) or self.insn.y_size == 0:
             return False
         a, b = self.insn, other.insn  # type: ignore[attr-defined]
-        geometry = ("memory_type", "y_size", "x_size", "x_stride", "y_pad_0", "y_pad_1",
-                    "x_pad_0", "x_pad_1")
-        if any(getattr(a, f) != getattr(b, f) for f in geometry) or other.count != 1 or \
+        if self.geometry != other.geometry or other.count != 1 or \
                 b.sram_base != a.sram_base + self.count * self.sram_elems:  # type: ignore[attr-defined]
             return False
         delta = b.dram_base - (a.dram_base + (self.count - 1) * self.delta)
@@ -120,10 +133,14 @@ class _MoveRun(Op):
         elements: `np.ndarray(shape, dtype, dram, offset, strides)` views them."""
         insn, elem = self.insn, self.cfg.elem_bytes(self.insn.memory_type)
         dtype, tile = elem_layout(self.cfg, insn.memory_type)
-        item = np.dtype(dtype).itemsize
-        inner = tuple(int(np.prod(tile[k + 1 :], dtype=np.int64)) * item for k in range(len(tile)))
+        inner: list[int] = []
+        stride = np.dtype(dtype).itemsize
+        for n in reversed(tile):  # a tile is C-contiguous
+            inner.insert(0, stride)
+            stride *= n
         return (dtype, (self.count, insn.y_size, insn.x_size, *tile), insn.dram_base * elem,
                 (self.delta * elem, insn.x_stride * elem, elem, *inner))
+
 
     def dram_elements(self) -> np.ndarray:
         insn = self.insn
@@ -234,9 +251,15 @@ class ResetOp(Op):
 
     def __init__(self, dst: np.ndarray, lat: Any) -> None:
         self.dst, self.lattice = dst, lat
+        self.span = lattice_span(lat) if lat is not None else \
+            (int(dst.min()), int(dst.max()) + 1) if dst.size else (0, 0)
 
     def writes(self) -> list[Write]:
-        return [(ACC, int(self.dst.min()), int(self.dst.max()) + 1)] if self.dst.size else []
+        return [(ACC, *self.span)] if self.span[1] > self.span[0] else []
+
+    @functools.cached_property
+    def acc_span(self) -> tuple[int, int] | None:
+        return self.span
 
     def acc_touched(self) -> np.ndarray | None:
         return self.dst
@@ -282,8 +305,11 @@ class ProductOp(Op):
         return sum(g.written.size for g in self.groups)
 
     def writes(self) -> list[Write]:
-        return [(ACC, int(g.written.min()), int(g.written.max()) + 1) for g in self.groups
-                if g.written.size]
+        return [(ACC, *g.span) for g in self.groups if g.written.size]
+
+    @functools.cached_property
+    def acc_span(self) -> tuple[int, int] | None:
+        return self.acc_range
 
     def acc_touched(self) -> np.ndarray | None:
         return np.concatenate([g.written.reshape(-1) for g in self.groups] or [np.zeros(0, np.int64)])
