@@ -18,11 +18,13 @@ The ops run on one `Scratchpads` per Replay, bound once (views onto its SRAM are
 per run), and zeroed where the ops write before each run, so a replay starts from the state a
 fresh run starts from.  Only acc and the float mirrors of inp and wgt are kept: a GEMM reads the
 mirrors, nothing in a replay reads inp or wgt themselves.  A Replay pickles without its bound
-state and without any reference to a DRAM array.
+state and without any reference to a DRAM array; a run that finds it running in another thread
+binds SRAM of its own.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +39,7 @@ from sim.replay_alu import AluOp, fuse_clips, hoist_operands
 from sim.replay_ops import LoadOp, Op, ProductOp, ResetOp, StepOp, StoreOp
 from sim.scratchpads import Scratchpads, _LoadMove, _StoreMove
 
+_Bound = tuple[Scratchpads, list[np.ndarray], list[Any]]  # SRAM, what to zero, the ops' calls
 _RESET_LOOKAHEAD = 64  # ops a reset is carried past to the GEMM that first writes its accumulators
 _EMPTY = np.zeros(0, np.uint8)
 
@@ -49,14 +52,30 @@ class Replay:
         groups: dict[int, list[ProductGroup]] = {}
         ops = fuse_resets(fuse_moves([op_of(cfg, step, groups) for step in steps]), cfg.acc_depth)
         self.ops = hoist_operands(fuse_clips(ops), cfg.acc_depth)
-        self._bound: tuple[Scratchpads, list[np.ndarray], list[Any]] | None = None
+        self._bound: _Bound | None = None
+        self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_bound": None}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_bound", "_lock")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _bound=None, _lock=threading.Lock())
 
     def run(self, dram: np.ndarray) -> None:
         """Execute the ops against `dram`, updated in place."""
-        spads, zero, calls = self._bound or self._bind()
+        if not self._lock.acquire(blocking=False):  # running in another thread: SRAM of its own
+            self._run(self._bind(), dram)
+            return
+        try:
+            if self._bound is None:
+                self._bound = self._bind()
+            self._run(self._bound, dram)
+        finally:
+            self._lock.release()
+
+    @staticmethod
+    def _run(bound: _Bound, dram: np.ndarray) -> None:
+        spads, zero, calls = bound
         spads.dram = dram  # for steps that run as recorded (`replay_ops.StepOp`)
         try:
             for view in zero:
@@ -66,8 +85,11 @@ class Replay:
         finally:
             spads.dram = _EMPTY
 
-    def _bind(self) -> tuple[Scratchpads, list[np.ndarray], list[Any]]:
+    def _bind(self) -> _Bound:
         spads = Scratchpads(self.cfg, _EMPTY)
+        # zero pages until written: SRAM the ops never touch takes no memory
+        spads.sram = {m: np.zeros(a.shape, a.dtype) for m, a in spads.sram.items()}
+        spads.mirror = {m: np.zeros(a.shape, a.dtype) for m, a in spads.mirror.items()}
         buffers = {isa.MemType.ACC: spads.acc, **spads.mirror}
         zero: list[np.ndarray] = []
         for m, (lo, hi) in envelopes(self.ops).items():
@@ -76,8 +98,7 @@ class Replay:
             elif hi > lo:
                 zero.append(buffers[m][lo:hi])
         memo: dict[Any, Any] = {}
-        self._bound = (spads, zero, [op.bind(spads, memo) for op in self.ops])
-        return self._bound
+        return spads, zero, [op.bind(spads, memo) for op in self.ops]
 
 
 def op_of(cfg: AcceleratorConfig, step: Any, groups: dict[int, list[ProductGroup]]) -> Op:

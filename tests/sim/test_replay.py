@@ -2,6 +2,7 @@
 definition), on seeded random programs and on programs built to take each fused path."""
 
 import pickle
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -198,3 +199,16 @@ def test_alu_chains_replay_with_reused_operands_and_fused_clips(preset_cfg, clip
     assert [op.refresh for op in alus if op.key is not None] == [True, True, True, False, True]
     assert sum(op.clip_hi is not None for op in alus) == 1
     assert len(alus) == 8  # MAX and MIN fused
+
+
+def test_replays_in_threads_at_once_each_give_their_own_result():
+    """A Replay busy in one thread runs on SRAM of its own in another."""
+    tiling = GemmTiling(4, 8, 4, 4, 4, 4)
+    work = blocked_gemm(VTA, tiling)
+    sim = FunctionalSimulator(VTA)
+    sim.run(work.program, work.inputs)
+    feeds = [random_operands(VTA, tiling, seed) for seed in range(4)]
+    want = [FunctionalSimulator(VTA).run(work.program, f).dram for f in feeds]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda k: sim.run(work.program, feeds[k % 4]).dram, range(80)))
+    assert all(np.array_equal(g, want[k % 4]) for k, g in enumerate(got))
