@@ -8,7 +8,8 @@ random ready module, so a missing token shows up as a wrong answer or a deadlock
 Execution is vectorized with numpy: a GEMM instruction never loops in Python over its micro-op
 iterations (see `sim.gemm`).  A model runs each Program once per input: the deterministic run of a
 validated Program is recorded as its data steps (`_Trace`) and the next run on the same simulator
-replays them, so decoding, token scheduling, checks and micro-op plans happen once per Program.
+replays them, so decoding, token scheduling, checks and micro-op plans happen once per Program;
+the replay compiles the steps once more (`sim.replay`: fused, bound to SRAM kept between runs).
 """
 
 from __future__ import annotations
@@ -123,12 +124,18 @@ class _Trace:
             dram_window(dram, insn, uop_elem_bytes).tobytes() == data for insn, data in self.uops
         )
 
-    def replay(self, dram: np.ndarray) -> Stats:
-        """Run the recorded steps against `dram`, updated in place; the recorded counters."""
+    def compile(self) -> Replay:
+        """The steps compiled for replay (`sim.replay`), once: the first replay does it; a trace
+        compiled before it is pickled keeps the compiled ops (they share the steps' arrays)."""
         if self.compiled is None:
             self.compiled = Replay(self.cfg, self.steps)
+        return self.compiled
+
+    def replay(self, dram: np.ndarray) -> Stats:
+        """Run the recorded steps against `dram`, updated in place; the recorded counters."""
+        compiled = self.compile()
         with _BLAS.limit(limits=1, user_api="blas"):
-            self.compiled.run(dram)
+            compiled.run(dram)
         return dataclasses.replace(self.stats)
 
 

@@ -1,6 +1,7 @@
 """sim.replay: a replayed run gives the DRAM and counters of a step-by-step run (the ISA's
 definition), on seeded random programs and on programs built to take each fused path."""
 
+import dataclasses
 import pickle
 from concurrent.futures import ThreadPoolExecutor
 
@@ -212,3 +213,16 @@ def test_replays_in_threads_at_once_each_give_their_own_result():
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda k: sim.run(work.program, feeds[k % 4]).dram, range(80)))
     assert all(np.array_equal(g, want[k % 4]) for k, g in enumerate(got))
+
+
+@pytest.mark.parametrize("bits", [(16, 8, 32), (8, 8, 16), (16, 16, 32)])
+def test_replays_on_wider_operands_and_narrower_accumulators(bits):
+    """tiny with 16-bit inputs: one term per exact float32 chunk; with a 16-bit acc: sums wrap in
+    the narrower type; 16-bit inputs and weights: float64 products."""
+    cfg = dataclasses.replace(TINY, inp_bits=bits[0], wgt_bits=bits[1], acc_bits=bits[2])
+    work = resident_gemm(cfg, m_tile=2, k_tile=20, n_tile=2, repeats=2)
+    extreme = {k: np.full_like(v, np.iinfo(v.dtype).min) for k, v in work.inputs.items()}
+    _replays_like_fresh_runs(cfg, work.program, [work.inputs, extreme, _other_inputs(work.inputs, 4)])
+    for seed in range(4):
+        rp = random_program(cfg, seed)
+        _replays_like_fresh_runs(cfg, rp.program, [rp.inputs, _other_inputs(rp.inputs, seed)])
