@@ -29,8 +29,9 @@ class ProductGroup:
     def __init__(self, products: Sequence[Any]) -> None:
         first = products[0]
         rows = first.src.shape[0]
-        self.src = np.stack([p.src for p in products])
-        self.wgt = np.stack([p.wgt for p in products])
+        # a stack of one is a view of the product's own arrays
+        self.src = np.stack([p.src for p in products]) if len(products) > 1 else first.src[None]
+        self.wgt = np.stack([p.wgt for p in products]) if len(products) > 1 else first.wgt[None]
         self.written = np.stack([p.written.reshape(rows, -1) for p in products])
         self.src_split = split_lattice(self.src)
         self.wgt_split = split_lattice(self.wgt)
@@ -88,19 +89,21 @@ class ProductKernel:
     """A `ProductGroup` bound to `spads`; call it (with the DRAM, unused) to run the products."""
 
     def __init__(self, cfg: AcceleratorConfig, spads: Scratchpads, group: ProductGroup,
-                 assign: bool) -> None:
+                 assign: bool, scratch: Scratch) -> None:
         mi, mw, acc = spads.mirror[isa.MemType.INP], spads.mirror[isa.MemType.WGT], spads.acc
+        scratch.start()
         n, rows, k = group.src.shape
         b, bi, g = cfg.batch, cfg.block_in, group.wgt.shape[1]
         self.fills: list[Any] = []
         xs, ws = group.src_split, group.wgt_split
         # products in a grid whose inputs or weights repeat along an axis: a broadcast product
         share = xs is not None and ws is not None and xs.p_parts == ws.p_parts
-        x = _arranged(mi, group.src, xs, [(0, 1, 3, 2, 4)], (rows * b, k * bi), share, self.fills)
+        x = _arranged(mi, group.src, xs, [(0, 1, 3, 2, 4)], (rows * b, k * bi), share, self.fills,
+                      scratch)
         w = _arranged(mw, group.wgt, ws, [(0, 2, 4, 1, 3), (0, 1, 3, 2, 4)],
-                      (k * bi, g * cfg.block_out), share, self.fills)
-        y = np.empty((*np.broadcast_shapes(x.shape[:-2], w.shape[:-2]), rows * b, w.shape[-1]),
-                     mi.dtype)
+                      (k * bi, g * cfg.block_out), share, self.fills, scratch)
+        y = scratch.take((*np.broadcast_shapes(x.shape[:-2], w.shape[:-2]), rows * b, w.shape[-1]),
+                         mi.dtype)
         step = spads.exact_terms * bi
         self.chunks = [(_squeeze(x[..., a : a + step]), _squeeze(w[..., a : a + step, :]))
                        for a in range(0, k * bi, step)]
@@ -113,9 +116,8 @@ class ProductKernel:
         self.index = group.written.reshape(-1)
         exact = np.int32 if mi.dtype == np.float32 else np.int64
         # the integer products, laid out as the accumulators they go to (a fast add)
-        self.sums = np.empty(self.y_t.shape, exact) if self.out is None else \
-            np.empty_like(self.out, dtype=exact)
-        self.part = np.empty_like(self.sums) if len(self.chunks) > 1 else self.sums
+        self.sums = scratch.like(self.y_t if self.out is None else self.out, exact)
+        self.part = scratch.like(self.sums, exact) if len(self.chunks) > 1 else self.sums
         # floats below 2**24 convert exactly; int32 acc: no narrower wrap needed
         self.direct = assign and self.out is not None and len(self.chunks) == 1 and \
             mi.dtype == np.float32 and acc.dtype == np.int32
@@ -158,13 +160,13 @@ def _squeeze(a: np.ndarray) -> np.ndarray:
 
 def _arranged(mirror: np.ndarray, index: np.ndarray, split: Split | None,
               orders: list[tuple[int, ...]], matrix: tuple[int, int], broadcast: bool,
-              fills: list[Any]) -> np.ndarray:
+              fills: list[Any], scratch: Scratch) -> np.ndarray:
     """The tiles `mirror[index]` (index (P, a, c), tiles (r, s)) as a stack of `matrix`es: in the
     first of `orders` whose arrangement reshapes to it as a view (or, for a second order, to it
     transposed); else a buffer in the first order that `fills` fill per run.  The stack's axes
     are P's (split) parts; with `broadcast`, those the index does not move have size 1."""
     if split is None:
-        tiles = np.empty(index.shape + mirror.shape[1:], mirror.dtype)
+        tiles = scratch.take(index.shape + mirror.shape[1:], mirror.dtype)
         fills.append(_Take(mirror, index.reshape(-1), tiles.reshape(-1, *mirror.shape[1:])))
         split = Split(Lattice(0, (), ()), index.shape[:1], index.shape[1:2])
     else:
@@ -181,9 +183,37 @@ def _arranged(mirror: np.ndarray, index: np.ndarray, split: Split | None,
             continue
         return view if n == 0 else view.swapaxes(-1, -2)
     arranged = tiles.transpose(split.expand(orders[0]))
-    buffer = np.empty(arranged.shape, mirror.dtype)
+    buffer = scratch.take(arranged.shape, mirror.dtype)
     fills.append(_Copy(buffer, arranged))
     return buffer.reshape(*stack, *matrix)
+
+
+class Scratch:
+    """Buffers a kernel uses only while it runs (gathered operands, products, sums), carved from
+    one block that the kernels bound to one SRAM share (they run one at a time): less memory,
+    and buffers that stay in cache.  `start` before a kernel's buffers: each `take` after it is
+    disjoint from the others since `start`."""
+
+    def __init__(self) -> None:
+        self.block, self.offset = np.empty(1 << 16, np.uint8), 0
+
+    def start(self) -> None:
+        self.offset = 0
+
+    def take(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A C-contiguous buffer."""
+        size = -(-int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize // 64) * 64
+        if self.offset + size > self.block.size:  # a new block; buffers taken keep the old one
+            self.block, self.offset = np.empty(max(2 * self.block.size, size), np.uint8), 0
+        out = np.ndarray(shape, dtype, self.block, self.offset)
+        self.offset += size
+        return out
+
+    def like(self, view: np.ndarray, dtype: Any) -> np.ndarray:
+        """A buffer of `view`'s shape whose memory order is `view`'s (largest stride first)."""
+        order = sorted(range(view.ndim), key=lambda a: -abs(view.strides[a]))
+        base = self.take(tuple(view.shape[a] for a in order), dtype)
+        return base.transpose(np.argsort(order))
 
 
 class _Take:

@@ -84,8 +84,14 @@ class _Ufunc:
 
 
 def _filled(memo: dict[Any, Any], dst: np.ndarray, value: Any) -> np.ndarray:
-    """An array of `value` in `dst`'s shape and layout, shared: numpy's integer loops are
-    several times faster on two arrays of one layout than with a scalar."""
+    """An array of `value` in `dst`'s shape and layout: numpy's integer loops are several times
+    faster on two arrays of one layout than with a scalar.  Shared by the ops of a Replay: one
+    flat array per value for contiguous destinations, one per layout for the others."""
+    if dst.flags.c_contiguous:
+        key: tuple[Any, ...] = ("filled", value.dtype.str, int(value))
+        if key not in memo or memo[key].size < dst.size:  # views taken keep a smaller one
+            memo[key] = np.full(dst.size, value, dst.dtype)
+        return memo[key][: dst.size].reshape(dst.shape)  # type: ignore[no-any-return]
     key = ("filled", value.dtype.str, int(value), dst.shape, dst.strides)
     if key not in memo:
         memo[key] = np.empty_like(dst)
@@ -136,7 +142,17 @@ def fuse_clips(ops: list[Op]) -> list[Op]:
 
 def hoist_operands(ops: list[Op], acc_depth: int) -> list[Op]:
     """Give each ALU op with a broadcast operand a buffer key; it copies the operand in
-    (`refresh`) only where the buffer does not hold the operand's current values."""
+    (`refresh`) only where the buffer does not hold the operand's current values.  A key no op
+    reuses is dropped (a copy and a fast op cost what the broadcast op costs)."""
+    _track(ops, acc_depth)
+    reused = {op.key for op in ops if isinstance(op, AluOp) and op.key is not None and not op.refresh}
+    for op in ops:
+        if isinstance(op, AluOp) and op.key not in reused:
+            op.key, op.refresh = None, True
+    return ops
+
+
+def _track(ops: list[Op], acc_depth: int) -> None:
     held: dict[_Key, tuple[int, int, np.ndarray]] = {}  # key: the operand's range and elements
     for op in ops:
         if isinstance(op, AluOp):
@@ -153,7 +169,6 @@ def hoist_operands(ops: list[Op], acc_depth: int) -> list[Op]:
                 written = op.acc_written()
                 if written is None or bool(mask[written].any()):
                     del held[key]
-    return ops
 
 
 def _assign_key(op: AluOp, held: dict[_Key, tuple[int, int, np.ndarray]], acc_depth: int) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
-from sim.product import ProductGroup, ProductKernel
+from sim.product import ProductGroup, ProductKernel, Scratch
 from sim.scratchpads import Lattice, Scratchpads, _StoreMove, elem_layout, sram_of
 
 ACC = isa.MemType.ACC
@@ -320,7 +320,8 @@ class ProductOp(Op):
     def bind(self, spads: Scratchpads, memo: dict[Any, Any]) -> Any:
         key = (id(self.groups), self.assign)  # a GEMM run often: one kernel (buffers used in a call)
         if key not in memo:
-            kernels = [ProductKernel(self.cfg, spads, g, self.assign) for g in self.groups]
+            scratch = memo.setdefault("scratch", Scratch())
+            kernels = [ProductKernel(self.cfg, spads, g, self.assign, scratch) for g in self.groups]
             memo[key] = kernels[0] if len(kernels) == 1 else _Each(kernels)  # none: an empty loop
         return memo[key]
 
