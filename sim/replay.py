@@ -86,10 +86,7 @@ class Replay:
             spads.dram = _EMPTY
 
     def _bind(self) -> _Bound:
-        spads = Scratchpads(self.cfg, _EMPTY)
-        # zero pages until written: SRAM the ops never touch takes no memory
-        spads.sram = {m: np.zeros(a.shape, a.dtype) for m, a in spads.sram.items()}
-        spads.mirror = {m: np.zeros(a.shape, a.dtype) for m, a in spads.mirror.items()}
+        spads = Scratchpads(self.cfg, _EMPTY)  # zero pages: what the ops never touch takes no memory
         buffers = {isa.MemType.ACC: spads.acc, **spads.mirror}
         zero: list[np.ndarray] = []
         for m, (lo, hi) in envelopes(self.ops).items():

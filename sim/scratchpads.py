@@ -68,7 +68,8 @@ class Scratchpads:
         largest = (1 << (cfg.inp_bits - 1)) * (1 << (cfg.wgt_bits - 1)) * cfg.block_in
         mantissa_bits, ftype = (24, np.float32) if largest <= 1 << 24 else (53, np.float64)
         self.exact_terms = max(1, (1 << mantissa_bits) // largest)
-        self.mirror = {m: self.sram[m].astype(ftype) for m in (isa.MemType.INP, isa.MemType.WGT)}
+        # zeros as the SRAM starts (np.zeros: pages untouched until written, unlike a copy)
+        self.mirror = {m: np.zeros(self.sram[m].shape, ftype) for m in (isa.MemType.INP, isa.MemType.WGT)}
         self.on_uop_load: Callable[[], None] = lambda: None
 
     @property
