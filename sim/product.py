@@ -4,7 +4,10 @@ products of one shape, as a few numpy calls per run.
 Operands are strided views of the float mirrors where the indices form a lattice and the
 arrangement the BLAS call needs is a view (`x`: P x (T*batch) x (k*block_in); `w`:
 P x (k*block_in) x (G*block_out), or its transpose), else buffers filled per run by one strided
-copy or one `take`.  The reduction is cut into chunks exact in floating point as in `sim.gemm`,
+copy or one `take`.  The indices are found as lattices with the product and row axes each split
+in two where needed (an output block of rows, a grid of depthwise products); where the inputs or
+weights repeat along a product axis, the product broadcasts instead of copying them.  The
+reduction is cut into chunks exact in floating point as in `sim.gemm`,
 chunks are added as integers, and the sum is added to (or, with `assign`, written into) the
 accumulators: bit for bit the result of `_run_product` on each product in turn (their
 accumulators are distinct, and their operands are never written by a GEMM).

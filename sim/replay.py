@@ -12,7 +12,7 @@ decided in advance, and fuses what can be fused:
 - a GEMM reset whose accumulators are next touched by one GEMM that writes exactly them: that
   GEMM assigns its products instead of adding them, and the reset goes;
 - the products of one GEMM of equal shape: one batched matrix product;
-- ALU steps as in `sim.replay_alu` (a MAX and MIN pair as one clip, broadcast operands reused).
+- ALU steps as in `sim.replay_alu` (a MAX and MIN pair as one op, broadcast operands reused).
 
 The ops run on one `Scratchpads` per Replay, bound once (views onto its SRAM are made once, not
 per run), and zeroed where the ops write before each run, so a replay starts from the state a
@@ -41,7 +41,8 @@ from sim.scratchpads import Scratchpads, _LoadMove, _StoreMove
 
 _Bound = tuple[Scratchpads, list[np.ndarray], list[Any]]  # SRAM, what to zero, the ops' calls
 _RESET_LOOKAHEAD = 64  # ops a reset is carried past to the GEMM that first writes its accumulators
-_EMPTY = np.zeros(0, np.uint8)
+_EMPTY = np.zeros(0, np.uint8)  # the DRAM a bound Scratchpads holds between runs
+_EMPTY.flags.writeable = False
 
 
 class Replay:
