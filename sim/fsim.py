@@ -8,7 +8,8 @@ random ready module, so a missing token shows up as a wrong answer or a deadlock
 Execution is vectorized with numpy: a GEMM instruction never loops in Python over its micro-op
 iterations (see `sim.gemm`).  A model runs each Program once per input: the deterministic run of a
 validated Program is recorded as its data steps (`_Trace`) and the next run on the same simulator
-replays them, so decoding, token scheduling, checks and micro-op plans happen once per Program.
+replays them, so decoding, token scheduling, checks and micro-op plans happen once per Program;
+the replay compiles the steps once more (`sim.replay`: fused, bound to SRAM kept between runs).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from sim import alu
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
 from sim.gemm import GemmUnit
 from sim.limits import DEFAULT_LIMITS, Limits
+from sim.replay import Replay
 from sim.scratchpads import Scratchpads, dram_window, sram_of
 from sim.validate import check_program
 
@@ -75,7 +77,7 @@ class FunctionalSimulator:
         replayable = self.seed is None and self.validate
         trace = self._traces.get(program) if replayable else None
         if trace is not None and trace.matches(dram, self.config.elem_bytes(isa.MemType.UOP)):
-            return trace.replay(Scratchpads(self.config, dram))
+            return trace.replay(dram)
         insns = _decode_all(program, self.config)
         machine = _Machine(self.config, dram, record=replayable)
         with _BLAS.limit(limits=1, user_api="blas"):
@@ -108,11 +110,13 @@ class _Trace:
     micro-op plans, counters) depends only on the Program, the config, the DRAM's size and the
     micro-ops that LOAD UOP reads, which `sim.validate` confines to the Program's own micro-op
     table (no STORE writes it): a later run whose DRAM holds the same table replays the steps
-    and gives the same DRAM, bit for bit."""
+    (compiled by `sim.replay` on the first replay) and gives the same DRAM, bit for bit.
+    Picklable: plain attributes, and no reference to a DRAM array."""
 
-    def __init__(self, dram_size: int, uops: list[tuple[isa.Load, bytes]], steps: list[Step],
-                 stats: Stats) -> None:
-        self.dram_size, self.uops, self.steps, self.stats = dram_size, uops, steps, stats
+    def __init__(self, cfg: AcceleratorConfig, dram_size: int, uops: list[tuple[isa.Load, bytes]],
+                 steps: list[Step], stats: Stats) -> None:
+        self.cfg, self.dram_size, self.uops, self.steps, self.stats = cfg, dram_size, uops, steps, stats
+        self.compiled: Replay | None = None
 
     def matches(self, dram: np.ndarray, uop_elem_bytes: int) -> bool:
         """Whether `dram` has the recorded size and holds the recorded micro-op table."""
@@ -120,10 +124,18 @@ class _Trace:
             dram_window(dram, insn, uop_elem_bytes).tobytes() == data for insn, data in self.uops
         )
 
-    def replay(self, spads: Scratchpads) -> Stats:
+    def compile(self) -> Replay:
+        """The steps compiled for replay (`sim.replay`), once: the first replay does it; a trace
+        compiled before it is pickled keeps the compiled ops (they share the steps' arrays)."""
+        if self.compiled is None:
+            self.compiled = Replay(self.cfg, self.steps)
+        return self.compiled
+
+    def replay(self, dram: np.ndarray) -> Stats:
+        """Run the recorded steps against `dram`, updated in place; the recorded counters."""
+        compiled = self.compile()
         with _BLAS.limit(limits=1, user_api="blas"):
-            for step in self.steps:
-                step(spads)
+            compiled.run(dram)
         return dataclasses.replace(self.stats)
 
 
@@ -155,7 +167,8 @@ class _Machine:
             self.steps.append(step)
 
     def trace(self) -> _Trace:
-        return _Trace(self.spads.dram.size, self.uops, self.steps, dataclasses.replace(self.stats))
+        return _Trace(self.cfg, self.spads.dram.size, self.uops, self.steps,
+                      dataclasses.replace(self.stats))
 
     def _prepare(self, insn: isa.Insn) -> Step | None:
         """Check `insn` and count it; the step that moves or computes its data, if any."""

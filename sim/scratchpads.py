@@ -68,7 +68,8 @@ class Scratchpads:
         largest = (1 << (cfg.inp_bits - 1)) * (1 << (cfg.wgt_bits - 1)) * cfg.block_in
         mantissa_bits, ftype = (24, np.float32) if largest <= 1 << 24 else (53, np.float64)
         self.exact_terms = max(1, (1 << mantissa_bits) // largest)
-        self.mirror = {m: self.sram[m].astype(ftype) for m in (isa.MemType.INP, isa.MemType.WGT)}
+        # zeros as the SRAM starts (np.zeros: pages untouched until written, unlike a copy)
+        self.mirror = {m: np.zeros(self.sram[m].shape, ftype) for m in (isa.MemType.INP, isa.MemType.WGT)}
         self.on_uop_load: Callable[[], None] = lambda: None
 
     @property
@@ -148,15 +149,12 @@ class _LoadMove:
         self.padded = insn.sram_elems != insn.y_size * insn.x_size
         self.rows = (slice(insn.y_pad_0, insn.y_pad_0 + insn.y_size),
                      slice(insn.x_pad_0, insn.x_pad_0 + insn.x_size))
-        self.dram: np.ndarray | None = None  # the DRAM that `source` views (a replay reuses it)
-        self.source = np.zeros(0)
 
     def __call__(self, spads: Scratchpads) -> None:
         insn, m = self.insn, self.m
-        if spads.dram is not self.dram:  # the window as (y_size, x_size, *shape) elements, a view
-            window = dram_window(spads.dram, insn, self.elem).view(self.dtype)
-            self.dram, self.source = spads.dram, window.reshape(insn.y_size, insn.x_size, *self.shape)
-        data = self.source
+        # the window as (y_size, x_size, *shape) elements, a view (kept by no one after the call)
+        window = dram_window(spads.dram, insn, self.elem).view(self.dtype)
+        data = window.reshape(insn.y_size, insn.x_size, *self.shape)
         target = spads.sram[m][self.window]
         if self.padded:
             target[:] = 0
