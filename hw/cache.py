@@ -1,7 +1,8 @@
 """The workbench's on-disk cache: where it lives, and how an entry in it is built exactly once.
 
 Everything cached lives under `cache_root()` (`$CODESIGN_CACHE`, or `~/.cache/codesign`), one
-folder per kind: `verilog/`, `area/`, `rtl/`, `pyverilator/`, `timing/`, `kernels/`, `tune/`.
+folder per kind: `verilog/`, `area/`, `rtl/`, `pyverilator/`, `timing/`, `kernels/`, `fsim/`,
+`tune/`.
 
 Built entries (the Verilator and C++ builds) are directories, `CacheEntry`: complete once their
 marker file exists.  A builder fills a temporary directory beside the entry while holding the
