@@ -1,7 +1,8 @@
 """The workbench's on-disk cache: where it lives, and how an entry in it is built exactly once.
 
 Everything cached lives under `cache_root()` (`$CODESIGN_CACHE`, or `~/.cache/codesign`), one
-folder per kind: `verilog/`, `area/`, `rtl/`, `pyverilator/`, `timing/`, `kernels/`, `tune/`.
+folder per kind: `verilog/`, `area/`, `rtl/`, `pyverilator/`, `timing/`, `kernels/`, `fsim/`,
+`tune/`.
 
 Built entries (the Verilator and C++ builds) are directories, `CacheEntry`: complete once their
 marker file exists.  A builder fills a temporary directory beside the entry while holding the
@@ -212,3 +213,79 @@ def read_checked(path: Path) -> str | None:
         return None
     digest = hashlib.sha256(text.encode()).hexdigest()
     return text if expected == [digest, f"{path.parent.name}/{path.name}"] else None
+
+
+class SealedFolder:
+    """A folder of one file per key (`<key><suffix>`), each sealed: the data, then `seal` and the
+    SHA-256 of key + data.  A reader gets the data back only from an intact file written for its
+    key; a truncated, empty or foreign file reads as missing and is deleted, so the caller
+    rebuilds the entry instead of trusting it.  Writes go through a temporary file and a rename.
+
+    Where the folder is: `use(path)` (None: no folder), else the environment variable `env`
+    ("", "0", "off", "none" turn it off), else none; `use_default()` is the command line's choice,
+    `cache_root() / name`, unless the variable or `use` said otherwise.  A folder that cannot be
+    read or written only costs the rebuilds (kernels' objects, fsim's recorded runs)."""
+
+    _OFF = ("", "0", "off", "none")
+
+    def __init__(self, name: str, env: str, seal: bytes, suffix: str) -> None:
+        self.name, self.env, self.seal, self.suffix = name, env, seal, suffix
+        self._chosen: Path | None = None
+
+    def use(self, path: str | Path | None) -> None:
+        """Keep the files under `path` (created if missing); None: the environment decides."""
+        if path is not None:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        self._chosen = None if path is None else Path(path)
+
+    def default_dir(self) -> Path:
+        return cache_root() / self.name
+
+    def directory(self) -> Path | None:
+        """The folder in use now, or None."""
+        if self._chosen is not None:
+            return self._chosen
+        env = os.environ.get(self.env)
+        return None if env is None or env.strip().lower() in self._OFF else Path(env)
+
+    def use_default(self) -> None:
+        """`default_dir()` unless the environment variable is set or `use` chose a folder; a
+        home that cannot hold it leaves the folder off."""
+        if self._chosen is not None or self.env in os.environ:
+            return
+        with contextlib.suppress(OSError):
+            self.use(self.default_dir())
+
+    def _sealed(self, key: str, data: bytes) -> bytes:
+        return self.seal + hashlib.sha256(key.encode() + data).digest()
+
+    def read(self, key: str) -> bytes | None:
+        """The data written for `key`, or None (no folder, missing, or damaged: deleted)."""
+        folder = self.directory()
+        if folder is None:
+            return None
+        path = folder / f"{key}{self.suffix}"
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        size = len(data) - len(self.seal) - 32
+        if size > 0 and data[size:] == self._sealed(key, data[:size]):
+            return data[:size]
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+
+    def write(self, key: str, data: bytes) -> None:
+        """Keep `data` for `key`, if a folder is in use and can be written."""
+        folder = self.directory()
+        if folder is None:
+            return
+        tmp = folder / f".{key}.{os.getpid()}.tmp"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)  # the variable may name a new directory
+            tmp.write_bytes(data + self._sealed(key, data))
+            tmp.replace(folder / f"{key}{self.suffix}")
+        except OSError:  # a read-only or full folder only costs the rebuild
+            with contextlib.suppress(OSError):
+                tmp.unlink()

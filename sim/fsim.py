@@ -10,6 +10,7 @@ iterations (see `sim.gemm`).  A model runs each Program once per input: the dete
 validated Program is recorded as its data steps (`_Trace`) and the next run on the same simulator
 replays them, so decoding, token scheduling, checks and micro-op plans happen once per Program;
 the replay compiles the steps once more (`sim.replay`: fused, bound to SRAM kept between runs).
+`sim.run_cache` keeps the records on disk for later processes, where a folder is in use.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_d
 from sim.gemm import GemmUnit
 from sim.limits import DEFAULT_LIMITS, Limits
 from sim.replay import Replay
+from sim.run_cache import load_record, records_kept, save_record
 from sim.scratchpads import Scratchpads, dram_window, sram_of
 from sim.validate import check_program
 
@@ -75,7 +77,7 @@ class FunctionalSimulator:
 
     def _execute(self, program: Program, dram: np.ndarray) -> Stats:
         replayable = self.seed is None and self.validate
-        trace = self._traces.get(program) if replayable else None
+        trace = self._trace_of(program) if replayable else None
         if trace is not None and trace.matches(dram, self.config.elem_bytes(isa.MemType.UOP)):
             return trace.replay(dram)
         insns = _decode_all(program, self.config)
@@ -83,8 +85,20 @@ class FunctionalSimulator:
         with _BLAS.limit(limits=1, user_api="blas"):
             _Scheduler(insns, machine, self.seed).run()
         if replayable:
-            self._traces[program] = machine.trace()
+            self._traces[program] = trace = machine.trace()
+            if records_kept():  # compiled first: a later process replays without compiling
+                trace.compile()
+                save_record(program, self.config, trace)
         return machine.stats
+
+    def _trace_of(self, program: Program) -> _Trace | None:
+        """This simulator's record of `program`, else one kept on disk (`sim.run_cache`)."""
+        trace = self._traces.get(program)
+        if trace is None:
+            kept = load_record(program, self.config)
+            if isinstance(kept, _Trace):
+                self._traces[program] = trace = kept
+        return trace
 
 
 def _decode_all(program: Program, cfg: AcceleratorConfig) -> list[isa.Insn]:

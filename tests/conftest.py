@@ -5,6 +5,8 @@ import pytest
 # `codesign run/compile` keep compiled host kernels under ~/.cache unless this says otherwise; the
 # tests that call them in-process must not write there (the kernel cache's own tests set it).
 os.environ.setdefault("CODESIGN_KERNEL_CACHE", "off")
+# Likewise fsim's recorded runs (sim.run_cache); its own tests choose a folder.
+os.environ.setdefault("CODESIGN_FSIM_CACHE", "off")
 # Every operator the tests compile, in-process or in a `codesign` subprocess (which inherits the
 # environment), has its loop IR verified: an accelerator operator after lowering and after every
 # pass (compiler.build.run_passes), a CPU kernel after its lowering (compiler.lower.cpu); set

@@ -177,8 +177,10 @@ def user_data(args: argparse.Namespace) -> UserData:
 def _load(args: argparse.Namespace) -> tuple[AcceleratorConfig, Loaded]:
     from codesign.run.model import load_model
     from compiler.codegen.cpu import use_default_disk_cache
+    from sim.run_cache import RECORDS
 
     use_default_disk_cache()
+    RECORDS.use_default()
     quant = _quant_options(args)
     cfg = resolve(args.config or "vta", args.set)
     loaded = load_model(args.model, cfg, input_shapes(args.input_shape) or None, quant, args.tuning_log,

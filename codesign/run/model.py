@@ -28,6 +28,7 @@ from compiler.runtime.model import CompiledModel, ModelResult, StepRecord, refer
 from compiler.target import AcceleratorTarget
 from hw.config import AcceleratorConfig
 from hw.errors import InputError
+from sim import run_cache
 from sim.backend import Backend
 
 
@@ -129,6 +130,8 @@ class ModelReport:
     # against --labels: top-1/top-5 of onnxruntime fp32 and of the int8 run, with Wilson intervals
     fp32_accuracy: dict[str, Any] | None = None
     int8_accuracy: dict[str, Any] | None = None
+    # fsim's Programs replayed from records kept on disk by an earlier process (sim.run_cache)
+    fsim_records_from_disk: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "operators"}
@@ -144,6 +147,7 @@ def run(loaded: Loaded, inputs: list[Inputs], backend: Backend,
     reference = None if loaded.onnx_bytes is None else OnnxRuntimeDevice(loaded.onnx_bytes)
     results: list[ModelResult] = []
     exact, refs, gots = True, [], []
+    loaded_before = run_cache.counts()["loaded"]
     start = time.perf_counter()
     for i, feeds in enumerate(inputs):
         check_inputs(graph, feeds)
@@ -159,8 +163,10 @@ def run(loaded: Loaded, inputs: list[Inputs], backend: Backend,
         if progress:
             progress(i + 1, len(inputs))
     run_s = time.perf_counter() - start
-    report = _report(loaded, results, backend, run_s, exact, agreement(refs, gots) if refs else None,
-                     _is_classifier(refs))
+    report = dataclasses.replace(
+        _report(loaded, results, backend, run_s, exact, agreement(refs, gots) if refs else None,
+                _is_classifier(refs)),
+        fsim_records_from_disk=run_cache.counts()["loaded"] - loaded_before)
     if labels is None or not gots:
         return report
     return dataclasses.replace(
@@ -263,7 +269,7 @@ def print_table(report: ModelReport, out: TextIO | None = None) -> None:
         print(f"{r.name[:28]:28} {r.op:15} {r.where:10} {cycles:>10} {util:>6} {r.host_ms:8.3f}", file=out)
     keys = ("correct_int8", "top1_agreement", "top1_ci95", "cosine", "rms_err", "max_abs_err", "cycles",
             "latency_ms", "offloaded_macs_fraction", "device_dram_bytes", "compile_s",
-            "kernels_from_disk_cache", "run_s", "fp32_accuracy", "int8_accuracy")
+            "kernels_from_disk_cache", "fsim_records_from_disk", "run_s", "fp32_accuracy", "int8_accuracy")
     for k in keys:
         print(f"{k}: {getattr(report, k)}", file=out)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hw import cache
-from hw.cache import CacheEntry, IncompleteBuildError
+from hw.cache import CACHE_ENV, CacheEntry, IncompleteBuildError, SealedFolder
 from hw.errors import WorkbenchError
 
 
@@ -200,3 +200,43 @@ def test_two_processes_meeting_a_damaged_entry_rebuild_it_once(tmp_path):
         assert [job.get(timeout=120) for job in jobs] == [str(entry.path)] * 2
     assert len(log.read_text().splitlines()) == 1 and entry.path.read_text() == "built"
     assert entry.is_complete()
+
+
+def _folder() -> SealedFolder:
+    return SealedFolder("things", "CODESIGN_TEST_THINGS", b"test-thing\0", ".bin")
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "another key's", "unsealed"])
+def test_a_sealed_file_reads_back_only_intact_and_for_its_key(tmp_path, how):
+    folder = _folder()
+    folder.use(tmp_path)
+    folder.write("a", b"data of a")
+    folder.write("b", b"data of b")
+    assert folder.read("a") == b"data of a" and folder.read("missing") is None
+    path = tmp_path / "a.bin"
+    damaged = {"truncated": path.read_bytes()[:-1], "empty": b"", "unsealed": b"data of a",
+               "another key's": (tmp_path / "b.bin").read_bytes()}
+    path.write_bytes(damaged[how])
+    assert folder.read("a") is None and not path.exists()  # deleted: rebuilt, never trusted
+
+
+def test_where_a_sealed_folder_is(tmp_path, monkeypatch):
+    folder = _folder()
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "root"))
+    assert folder.directory() is None and folder.default_dir() == tmp_path / "root" / "things"
+    for off in ("off", "0", "", "none"):
+        monkeypatch.setenv(folder.env, off)
+        folder.use_default()
+        assert folder.directory() is None
+        folder.write("a", b"x")
+    monkeypatch.setenv(folder.env, str(tmp_path / "chosen"))
+    assert folder.directory() == tmp_path / "chosen"
+    monkeypatch.delenv(folder.env)
+    folder.use_default()
+    assert folder.directory() == tmp_path / "root" / "things" and folder.directory().is_dir()
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(folder.env, str(blocker / "things"))
+    folder.use(None)
+    folder.write("a", b"x")  # cannot be written: nothing kept, no error
+    assert folder.read("a") is None and list(tmp_path.glob("**/*.bin")) == []

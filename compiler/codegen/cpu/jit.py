@@ -16,9 +16,7 @@ the variable says otherwise.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,12 +26,12 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from compiler.target.cpu import CpuTarget, host_target
-from hw.cache import cache_root
+from hw.cache import SealedFolder
 
 _LOCK = threading.Lock()  # LLVM compilation is not re-entrant through llvmlite
-_DISK: list[Path | None] = [None]  # set_disk_cache's directory, if any
 CACHE_ENV = "CODESIGN_KERNEL_CACHE"
-_OFF = ("", "0", "off", "none")
+# each kernel's object code, sealed (a damaged object handed to MCJIT would abort the process)
+OBJECTS = SealedFolder("kernels", CACHE_ENV, b"codesign-kernel-object\0", ".o")
 
 
 @dataclass
@@ -59,32 +57,24 @@ def cache_key(ir_text: str, opt_level: int) -> str:
 
 def set_disk_cache(path: str | Path | None) -> None:
     """Keep compiled objects under `path` (created if missing); None turns the disk cache off."""
-    if path is not None:
-        Path(path).mkdir(parents=True, exist_ok=True)
-    _DISK[0] = None if path is None else Path(path)
+    OBJECTS.use(path)
 
 
 def default_cache_dir() -> Path:
     """Where the command line keeps compiled kernels: `kernels/` in the workbench's cache
     (`$CODESIGN_CACHE`, default ~/.cache/codesign, beside the Verilator builds); deleting it
     only costs compile time."""
-    return cache_root() / "kernels"
+    return OBJECTS.default_dir()
 
 
 def _disk_dir() -> Path | None:
-    if _DISK[0] is not None:
-        return _DISK[0]
-    env = os.environ.get(CACHE_ENV)
-    return None if env is None or env.strip().lower() in _OFF else Path(env)
+    return OBJECTS.directory()
 
 
 def use_default_disk_cache() -> None:
     """The command line's choice: `default_cache_dir()` unless CODESIGN_KERNEL_CACHE is set (to
     a directory or to off) or a cache was set already; a home that cannot hold it leaves it off."""
-    if _DISK[0] is not None or CACHE_ENV in os.environ:
-        return
-    with contextlib.suppress(OSError):  # a read-only home: every kernel compiles, as without a cache
-        set_disk_cache(default_cache_dir())
+    OBJECTS.use_default()
 
 
 def compile_ir(ir_text: str, name: str, opt_level: int = 3) -> JitFunction:
@@ -93,7 +83,7 @@ def compile_ir(ir_text: str, name: str, opt_level: int = 3) -> JitFunction:
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {opt_level!r}")
     key = cache_key(ir_text, opt_level)
     disk = _disk_dir()
-    cached = _read_object(disk, key)
+    cached = OBJECTS.read(key)
     with _LOCK:
         start = time.perf_counter()
         target = host_target()
@@ -104,7 +94,7 @@ def compile_ir(ir_text: str, name: str, opt_level: int = 3) -> JitFunction:
         optimized = str(mod) if cached is None else ""
         engine = llvm.create_mcjit_compiler(mod, target.machine(opt_level))
         if disk is not None:
-            engine.set_object_cache(lambda _m, obj: _write_object(disk, key, obj),
+            engine.set_object_cache(lambda _m, obj: OBJECTS.write(key, obj),
                                     lambda _m: cached)
         engine.finalize_object()
         address = engine.get_function_address(name)
@@ -122,40 +112,3 @@ def _optimise(mod: llvm.ModuleRef, target: CpuTarget, opt_level: int) -> None:
     machine = target.machine(opt_level)  # held here: the pass builder borrows it
     builder = llvm.create_pass_builder(machine, tuning)
     builder.getModulePassManager().run(mod, builder)
-
-
-_SEAL = b"codesign-kernel-object\0"  # then the SHA-256 of key + object: the file's last 56 bytes
-
-
-def _seal(key: str, obj: bytes) -> bytes:
-    return _SEAL + hashlib.sha256(key.encode() + obj).digest()
-
-
-def _read_object(disk: Path | None, key: str) -> bytes | None:
-    """The object cached under `key`, or None: missing, or damaged (truncated, empty, another
-    key's), which is deleted, so the kernel is compiled again instead of handed to MCJIT."""
-    if disk is None:
-        return None
-    path = disk / f"{key}.o"
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    size = len(data) - len(_SEAL) - 32
-    if size > 0 and data[size:] == _seal(key, data[:size]):
-        return data[:size]
-    with contextlib.suppress(OSError):
-        path.unlink()
-    return None
-
-
-def _write_object(disk: Path, key: str, obj: bytes) -> None:
-    """Write through a temporary file and rename, so a reader never sees half an object; sealed
-    with a checksum of the key and the object (`_read_object` checks it)."""
-    tmp = disk / f".{key}.{os.getpid()}.tmp"
-    try:
-        disk.mkdir(parents=True, exist_ok=True)  # CODESIGN_KERNEL_CACHE may name a new directory
-        tmp.write_bytes(obj + _seal(key, obj))
-        tmp.replace(disk / f"{key}.o")
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a read-only or full cache directory only costs speed

@@ -273,6 +273,27 @@ def test_a_second_compile_loads_its_host_kernels_from_the_disk_cache(tmp_path: P
     assert reports[1]["kernels_from_disk_cache"] == written
 
 
+def test_a_second_fsim_run_replays_its_programs_from_the_disk_cache(tmp_path: Path) -> None:
+    """Two processes: the first records each accelerator Program's run, the second replays every
+    one of them from its first input, with the same figures."""
+    model = tmp_path / "mlp.onnx"
+    onnx.save(zoo.build("mlp"), model)
+    env = {**os.environ, "CODESIGN_FSIM_CACHE": str(tmp_path / "fsim")}
+    reports = []
+    for _ in range(2):
+        command = ["run", str(model), "--backend", "fsim", "--inputs", "2", "--json"]
+        proc = subprocess.run([sys.executable, "-m", "codesign", *command], capture_output=True, text=True,
+                              env=env, check=True)
+        reports.append(json.loads(proc.stdout))
+    kept = len(list((tmp_path / "fsim").glob("*.pkl")))
+    accel = sum(r["where"] == "accel" for r in reports[0]["operators"])
+    assert kept == accel > 0
+    assert reports[0]["fsim_records_from_disk"] == 0 and reports[1]["fsim_records_from_disk"] == kept
+    for key in ("correct_int8", "cosine", "max_abs_err", "top1_agreement"):
+        assert reports[1][key] == reports[0][key]
+    assert reports[0]["correct_int8"] is True
+
+
 def test_plot_draws_the_per_layer_cycles(mlp: Path, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     figure = tmp_path / "layers.png"
