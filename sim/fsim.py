@@ -20,7 +20,7 @@ import random
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -144,6 +144,10 @@ class _Trace:
         if self.compiled is None:
             self.compiled = Replay(self.cfg, self.steps)
         return self.compiled
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Compiled, the ops are the record: the steps stay behind (a tenth of the bytes)."""
+        return {**self.__dict__, "steps": []} if self.compiled is not None else self.__dict__
 
     def replay(self, dram: np.ndarray) -> Stats:
         """Run the recorded steps against `dram`, updated in place; the recorded counters."""
