@@ -88,11 +88,12 @@ class FunctionalSimulator:
 def _decode_all(program: Program, cfg: AcceleratorConfig) -> list[isa.Insn]:
     out = []
     seen: dict[tuple[int, int], isa.Insn] = {}  # instruction records are immutable: share them
+    decode = isa.decoder(cfg)
     for index, (lo, hi) in enumerate(program.insns.tolist()):
         insn = seen.get((lo, hi))
         if insn is None:
             try:
-                insn = seen[lo, hi] = isa.decode_insn(lo | (hi << isa.WORD_BITS), cfg)
+                insn = seen[lo, hi] = decode(lo | (hi << isa.WORD_BITS))
             except isa.EncodingError as exc:
                 raise SimulationError(f"instruction #{index}: {exc}") from None
         out.append(insn)
@@ -135,6 +136,15 @@ class _Machine:
         self.cfg = cfg
         self.spads = Scratchpads(cfg, dram)
         self.gemm = GemmUnit(cfg, self.spads)
+        # ALU steps per instruction, valid until a LOAD UOP changes the micro-ops (as GEMM plans)
+        self.alu_steps: dict[isa.Alu, alu.AluStep] = {}
+        clear_plans = self.spads.on_uop_load
+
+        def on_uop_load() -> None:
+            clear_plans()
+            self.alu_steps.clear()
+
+        self.spads.on_uop_load = on_uop_load
         self.stats = Stats()
         self.record = record
         self.steps: list[Step] = []
@@ -168,7 +178,9 @@ class _Machine:
             self.stats.gemm_uops += gemm.uops
             return gemm
         if isinstance(insn, isa.Alu):
-            step = alu.prepare_alu(self.cfg, self.spads, insn)
+            step = self.alu_steps.get(insn)
+            if step is None:  # (a step is stateless: the trace may hold it more than once)
+                step = self.alu_steps[insn] = alu.prepare_alu(self.cfg, self.spads, insn)
             self.stats.alu_uops += step.uops
             return step
         return None

@@ -210,6 +210,20 @@ def lattice(index: np.ndarray, distinct: bool = True) -> Lattice | None:
         return None
     grid = first + sum(np.arange(n).reshape((-1,) + (1,) * (index.ndim - 1 - k)) * s
                        for k, (n, s) in enumerate(zip(shape, steps, strict=True)))
-    if not np.array_equal(grid, index) or (distinct and np.unique(index).size != index.size):
+    if not np.array_equal(grid, index):
+        return None
+    if distinct and not _mixed_radix(shape, steps) and np.unique(index).size != index.size:
         return None
     return Lattice(first, shape, steps)
+
+
+def _mixed_radix(shape: tuple[int, ...], steps: tuple[int, ...]) -> bool:
+    """Whether the lattice's elements are distinct by the digits argument (no sort): taken in
+    order of step, each step exceeds the reach `sum (n_j - 1) * step_j` of the smaller ones.
+    False means "not shown" (e.g. steps 2 and 3 over 3 x 2 are distinct, but not this way)."""
+    reach = 0
+    for step, n in sorted((s, n) for s, n in zip(steps, shape, strict=True) if n > 1):
+        if step <= reach:
+            return False
+        reach += (n - 1) * step
+    return True

@@ -27,13 +27,22 @@ time what it can (a deadlock of its own queues, a run past its cycle limit).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
-from hw.program import Program, ProgramError, Region, tokens_verified, verify_tokens
+from hw.program import (
+    Program,
+    ProgramError,
+    Region,
+    Signature,
+    token_signature,
+    tokens_verified,
+    verify_signatures,
+)
 from sim.backend import InvalidProgramError
 from sim.limits import DEFAULT_LIMITS, Limits
 from sim.scratchpads import range_problem
@@ -43,8 +52,9 @@ if TYPE_CHECKING:
 
 Problem = tuple[int, str]
 
-_LOAD, _STORE, _GEMM, _ALU = (int(o) for o in (isa.Opcode.LOAD, isa.Opcode.STORE, isa.Opcode.GEMM,
-                                              isa.Opcode.ALU))
+_LOAD, _STORE, _GEMM, _FINISH, _ALU = (int(o) for o in (isa.Opcode.LOAD, isa.Opcode.STORE,
+                                                        isa.Opcode.GEMM, isa.Opcode.FINISH,
+                                                        isa.Opcode.ALU))
 
 
 _PASSED: weakref.WeakKeyDictionary[Program, set[tuple[str, Limits]]] = weakref.WeakKeyDictionary()
@@ -77,32 +87,44 @@ def _check(program: Program, cfg: AcceleratorConfig, limits: Limits, cols: Colum
     if found:
         index, text = min(found, key=lambda item: item[0])
         raise InvalidProgramError(f"instruction #{index} ({describe(program, cfg, index)}): {text}")
-    _check_tokens(program, cfg)
+    _check_tokens(program, cfg, cols)
 
 
-def _check_tokens(program: Program, cfg: AcceleratorConfig) -> None:
+def _check_tokens(program: Program, cfg: AcceleratorConfig, cols: Columns) -> None:
     """The static token protocol of `hw.program.verify_tokens`: FINISH last, every token pushed
     popped, no dependency cycle (a certain deadlock), every LOAD and STORE ordered before FINISH
     (else FINISH may retire first, and whether it does depends on timing, so the backends could
     not agree).  A Program the builder verified already (`hw.program.tokens_verified`) is not
-    verified again: in a sweep this check was a fifth of each point's time."""
-    if tokens_verified(program, (1 << cfg.token_counter_bits) - 1):
+    verified again: in a sweep this check was a fifth of each point's time.  The signatures come
+    from the columns, one decoded instruction per kind (`check_encoding` passed: the token flags
+    are legal)."""
+    capacity = (1 << cfg.token_counter_bits) - 1
+    if tokens_verified(program, capacity):
         return
-    words = program.insns.tolist()
-    decoded: dict[tuple[int, int], isa.Insn] = {}
-    insns: list[isa.Insn] = []
-    for lo, hi in words:
-        insn = decoded.get((lo, hi))
-        if insn is None:
-            try:
-                insn = decoded[lo, hi] = isa.decode_insn(lo | (hi << isa.WORD_BITS), cfg)
-            except isa.EncodingError as exc:  # (check_encoding found none: a bug if it comes)
-                raise InvalidProgramError(f"instruction #{len(insns)}: {exc}") from None
-        insns.append(insn)
+    decode = isa.decoder(cfg)
+
+    def insn(index: int) -> isa.Insn:
+        return decode(int(cols.words[index, 0]) | (int(cols.words[index, 1]) << isa.WORD_BITS))
+
     try:
-        verify_tokens(insns, (1 << cfg.token_counter_bits) - 1)
+        if not cols.count or cols["opcode"][-1] != _FINISH:
+            raise ProgramError("program does not end with FINISH")
+        verify_signatures(_signatures(cols, insn), capacity, lambda i: isa.format_insn(insn(i)))
     except ProgramError as exc:
         raise InvalidProgramError(f"token protocol: {exc}") from None
+
+
+def _signatures(cols: Columns, insn: Callable[[int], isa.Insn]) -> list[Signature]:
+    """`hw.program.token_signature` of every instruction: they depend only on the opcode, the
+    memory type (LOAD and STORE) and the four flags, so one instruction of each kind is decoded."""
+    c = cols
+    op = c["opcode"]
+    kind = op * 8 + np.where((op == _LOAD) | (op == _STORE), c["memory_type"], 0)
+    for flag in ("pop_prev", "pop_next", "push_prev", "push_next"):
+        kind = kind * 2 + c[flag]
+    _, first, inverse = np.unique(kind, return_index=True, return_inverse=True)
+    found = [token_signature(insn(int(i))) for i in first]
+    return [found[k] for k in inverse.reshape(-1).tolist()]
 
 
 def check_cycles(program: Program, cfg: AcceleratorConfig, max_cycles: int, backend: str,
@@ -210,12 +232,13 @@ def _uop_problems(cols: Columns, cfg: AcceleratorConfig, program: Program, stop:
     buffer = np.zeros(cfg.uop_depth, dtype=np.uint64)
     table = _table_words(program, cfg)
     seen: dict[tuple[int, int], str | None] = {}  # verdicts since the last LOAD UOP
+    decode = isa.decoder(cfg)
     for i in work.tolist():
         key = (int(c.words[i, 0]), int(c.words[i, 1]))
         if key in seen:
             text = seen[key]
         else:
-            insn = isa.decode_insn(key[0] | (key[1] << isa.WORD_BITS), cfg)
+            insn = decode(key[0] | (key[1] << isa.WORD_BITS))
             if isinstance(insn, isa.Load):
                 _load_uops(insn, buffer, table)
                 seen.clear()
