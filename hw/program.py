@@ -493,19 +493,27 @@ def _blocked(signatures: list[Signature], chains: list[list[int]], capacity: int
         moved = False
         for m, chain in enumerate(chains):
             i = done[m]
-            while i < len(chain):
-                _, pops, pushes = signatures[chain[i]]
-                if any(pushed[q] <= popped[q] for q in pops) or any(pushed[q] - popped[q] >= room
-                                                                    for q in pushes):
-                    break
-                for q in pops:
-                    popped[q] += 1
-                for q in pushes:
-                    pushed[q] += 1
+            while i < len(chain) and _runs(signatures[chain[i]], pushed, popped, room):
                 i += 1
             moved = moved or i > done[m]
             done[m] = i
     return sorted(n for m, chain in enumerate(chains) for n in chain[done[m]:])
+
+
+def _runs(signature: Signature, pushed: list[int], popped: list[int], room: int) -> bool:
+    """Whether an instruction can run on these counts (then it has: the counts move)."""
+    _, pops, pushes = signature
+    for q in pops:  # (loops, not any(): this runs per instruction of every program checked)
+        if pushed[q] <= popped[q]:
+            return False
+    for q in pushes:
+        if pushed[q] - popped[q] >= room:
+            return False
+    for q in pops:
+        popped[q] += 1
+    for q in pushes:
+        pushed[q] += 1
+    return True
 
 
 def _reaches_compute(node: int, signatures: list[Signature], pushers: list[list[int]],

@@ -230,20 +230,24 @@ def _uop_problems(cols: Columns, cfg: AcceleratorConfig, program: Program, stop:
     if not work.size:
         return []
     buffer = np.zeros(cfg.uop_depth, dtype=np.uint64)
+    fields = isa.decode_uops(buffer, cfg)  # the buffer's micro-ops, decoded as LOADs change them
     table = _table_words(program, cfg)
     seen: dict[tuple[int, int], str | None] = {}  # verdicts since the last LOAD UOP
     decode = isa.decoder(cfg)
-    for i in work.tolist():
-        key = (int(c.words[i, 0]), int(c.words[i, 1]))
+    words = c.words[work].tolist()
+    for i, (lo, hi) in zip(work.tolist(), words, strict=True):
+        key = (lo, hi)
         if key in seen:
             text = seen[key]
         else:
-            insn = decode(key[0] | (key[1] << isa.WORD_BITS))
+            insn = decode(lo | (hi << isa.WORD_BITS))
             if isinstance(insn, isa.Load):
-                _load_uops(insn, buffer, table)
+                window = _load_uops(insn, buffer, table)
+                for name, values in isa.decode_uops(buffer[window], cfg).items():
+                    fields[name][window] = values
                 seen.clear()
                 continue
-            text = seen[key] = loop_problem(cfg, insn, buffer)  # type: ignore[arg-type]
+            text = seen[key] = loop_problem(cfg, insn, fields)  # type: ignore[arg-type]
         if text:
             return [(i, text)]
     return []
@@ -258,20 +262,25 @@ def _table_words(program: Program, cfg: AcceleratorConfig) -> tuple[int, np.ndar
     return table.offset // cfg.elem_bytes(isa.MemType.UOP), words.astype(np.uint64).reshape(-1)
 
 
-def _load_uops(insn: isa.Load, buffer: np.ndarray, table: tuple[int, np.ndarray]) -> None:
-    """fsim's LOAD UOP (padding writes zeros) on `buffer`, from the table (already checked)."""
+def _load_uops(insn: isa.Load, buffer: np.ndarray, table: tuple[int, np.ndarray]) -> slice:
+    """fsim's LOAD UOP (padding writes zeros) on `buffer`, from the table (already checked);
+    the window of `buffer` it wrote."""
     start, words = table
     rows = np.arange(insn.y_size)[:, None] * insn.x_stride + np.arange(insn.x_size)[None, :]
     data = words[insn.dram_base - start + rows]
     tile = np.zeros((insn.y_pad_0 + insn.y_size + insn.y_pad_1, insn.row_elems), dtype=np.uint64)
     tile[insn.y_pad_0 : insn.y_pad_0 + insn.y_size, insn.x_pad_0 : insn.x_pad_0 + insn.x_size] = data
-    buffer[insn.sram_base : insn.sram_base + insn.sram_elems] = tile.reshape(-1)
+    window = slice(insn.sram_base, insn.sram_base + insn.sram_elems)
+    buffer[window] = tile.reshape(-1)
+    return window
 
 
-def loop_problem(cfg: AcceleratorConfig, insn: isa.Gemm | isa.Alu, buffer: np.ndarray) -> str | None:
-    """What fsim refuses in `insn`'s micro-ops (`buffer` holds the micro-op SRAM), if anything:
-    an index moved by the loops past the end of its buffer (fsim's order of checks)."""
-    u = isa.decode_uops(buffer[insn.uop_bgn : insn.uop_end], cfg)
+def loop_problem(cfg: AcceleratorConfig, insn: isa.Gemm | isa.Alu,
+                 uops: dict[str, np.ndarray]) -> str | None:
+    """What fsim refuses in `insn`'s micro-ops (`uops`: the micro-op SRAM's fields, decoded by
+    `isa.decode_uops`), if anything: an index moved by the loops past the end of its buffer
+    (fsim's order of checks)."""
+    u = {name: values[insn.uop_bgn : insn.uop_end] for name, values in uops.items()}
     name = "GEMM" if isinstance(insn, isa.Gemm) else "ALU"
     checks: list[tuple[str, isa.MemType]] = [("dst", isa.MemType.ACC)]
     if name == "ALU":
