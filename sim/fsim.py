@@ -191,7 +191,7 @@ class _Machine:
         if insn.memory_type == isa.MemType.OUT:
             raise SimulationError("LOAD into the OUT buffer is not an instruction (STORE reads it)")
         step = self.spads.prepare_load(insn)
-        key = f"{sram_of(insn.memory_type).name.lower()}_load_bytes"  # ACC_8BIT counts as acc
+        key = _LOAD_BYTES[insn.memory_type]
         nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
         setattr(self.stats, key, getattr(self.stats, key) + nbytes)
         return step
@@ -210,8 +210,13 @@ class _Machine:
         return step
 
     def count(self, module: isa.Module) -> None:
-        key = f"{module.name.lower()}_insns"
+        key = _INSNS[module]
         setattr(self.stats, key, getattr(self.stats, key) + 1)
+
+
+# The Stats counters of each module's instructions and of each LOAD's bytes (ACC_8BIT counts as acc)
+_INSNS = {m: f"{m.name.lower()}_insns" for m in isa.Module}
+_LOAD_BYTES = {m: f"{sram_of(m).name.lower()}_load_bytes" for m in isa.MemType}
 
 
 class _Scheduler:
@@ -220,9 +225,16 @@ class _Scheduler:
     def __init__(self, insns: list[isa.Insn], machine: _Machine, seed: int | None) -> None:
         self.machine = machine
         self.queues: dict[isa.Module, deque[_Entry]] = {m: deque() for m in _ORDER}
+        # per instruction object (`_decode_all` shares one per distinct word): its first use
+        # is its lowest index, so an illegal flag is reported where it was before
+        kinds: dict[int, tuple[isa.Module, list[isa.Queue], list[isa.Queue]]] = {}
         for index, insn in enumerate(insns):
-            pops, pushes = _tokens_of(index, insn)
-            self.queues[isa.module_of(insn)].append(_Entry(index, insn, pops, pushes))
+            kind = kinds.get(id(insn))
+            if kind is None:
+                pops, pushes = _tokens_of(index, insn)
+                kind = kinds[id(insn)] = (isa.module_of(insn), pops, pushes)
+            module, pops, pushes = kind
+            self.queues[module].append(_Entry(index, insn, pops, pushes))
         self.tokens = [0] * len(isa.Queue)
         self.token_max = (1 << machine.cfg.token_counter_bits) - 1
         self.rng = random.Random(seed) if seed is not None else None
@@ -246,9 +258,10 @@ class _Scheduler:
             return False
         head = queue[0]
         tokens = self.tokens
-        return all(tokens[q] > 0 for q in head.pops) and all(
-            tokens[q] < self.token_max for q in head.pushes
-        )
+        for q in head.pops:  # (a loop, not all(): this runs once or twice per instruction)
+            if tokens[q] <= 0:
+                return False
+        return not head.pushes or all(tokens[q] < self.token_max for q in head.pushes)
 
     def _step(self, module: isa.Module) -> None:
         index, insn, pops, pushes = self.queues[module].popleft()
