@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,11 +43,9 @@ from hw.program import (
     verify_signatures,
 )
 from sim.backend import InvalidProgramError
+from sim.columns import Columns, check_encoding, columns, problems
 from sim.limits import DEFAULT_LIMITS, Limits
 from sim.scratchpads import range_problem
-
-if TYPE_CHECKING:
-    from sim.timing.decode import Columns
 
 Problem = tuple[int, str]
 
@@ -65,7 +62,7 @@ def check_program(program: Program, cfg: AcceleratorConfig, limits: Limits = DEF
     """Raise InvalidProgramError for the first instruction of `program` that breaks a rule
     above.  A Program is immutable: one that passed for a config and limits is not checked again
     (a model runs each of its Programs once per input).  `cols`: the program's decoded columns
-    (`sim.timing.decode.columns`) where the caller has them already."""
+    (`sim.columns.columns`) where the caller has them already."""
     key = (cfg.fingerprint(), limits)
     if key in _PASSED.get(program, ()):
         return
@@ -74,12 +71,10 @@ def check_program(program: Program, cfg: AcceleratorConfig, limits: Limits = DEF
 
 
 def _check(program: Program, cfg: AcceleratorConfig, limits: Limits, cols: Columns | None) -> None:
-    from sim.timing import decode  # (sim.timing imports the rtl backend, which imports this)
-
     if cols is None:
-        cols = decode.columns(program, cfg)
-    decode.check_encoding(cols, cfg)
-    found = decode.problems(cols, cfg, program.dram_bytes)
+        cols = columns(program, cfg)
+    check_encoding(cols, cfg)
+    found = problems(cols, cfg, program.dram_bytes)
     found += _table_problems(cols, cfg, program)
     found += _limit_problems(cols, limits)
     first = min(index for index, _ in found) if found else cols.count
@@ -132,9 +127,7 @@ def check_cycles(program: Program, cfg: AcceleratorConfig, max_cycles: int, back
     """Refuse before running a program that cannot finish within `max_cycles`: the compute
     module runs at most one micro-op per cycle, so it needs at least as many cycles as it has
     micro-op iterations (`uops`, counted here when not given)."""
-    from sim.timing import decode
-
-    needed = int(iterations(decode.columns(program, cfg)).sum()) if uops is None else uops
+    needed = int(iterations(columns(program, cfg)).sum()) if uops is None else uops
     if needed > max_cycles:
         raise InvalidProgramError(
             f"{backend}: the program runs {needed} micro-op iterations, so it needs at least "
