@@ -273,7 +273,6 @@ def loop_problem(cfg: AcceleratorConfig, insn: isa.Gemm | isa.Alu,
     """What fsim refuses in `insn`'s micro-ops (`uops`: the micro-op SRAM's fields, decoded by
     `isa.decode_uops`), if anything: an index moved by the loops past the end of its buffer
     (fsim's order of checks)."""
-    u = {name: values[insn.uop_bgn : insn.uop_end] for name, values in uops.items()}
     name = "GEMM" if isinstance(insn, isa.Gemm) else "ALU"
     checks: list[tuple[str, isa.MemType]] = [("dst", isa.MemType.ACC)]
     if name == "ALU":
@@ -283,8 +282,8 @@ def loop_problem(cfg: AcceleratorConfig, insn: isa.Gemm | isa.Alu,
     for field, memory in checks:
         reach = (insn.iter_out - 1) * getattr(insn, f"{field}_factor_out")
         reach += (insn.iter_in - 1) * getattr(insn, f"{field}_factor_in")
-        low, high = int(u[field].min()), int(u[field].max()) + reach
-        text = range_problem(cfg, memory, f"{name} {field} index", low, high)
+        values = uops[field][insn.uop_bgn : insn.uop_end].tolist()  # a few: faster than numpy's
+        text = range_problem(cfg, memory, f"{name} {field} index", min(values), max(values) + reach)
         if text:
             return text
     return None
