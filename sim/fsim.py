@@ -25,7 +25,7 @@ from threadpoolctl import ThreadpoolController
 
 from hw import isa
 from hw.config import AcceleratorConfig
-from hw.program import Program
+from hw.program import Program, Signature, token_signature
 from sim import alu
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
 from sim.gemm import GemmUnit
@@ -227,12 +227,11 @@ class _Scheduler:
         self.queues: dict[isa.Module, deque[_Entry]] = {m: deque() for m in _ORDER}
         # per instruction object (`_decode_all` shares one per distinct word): its first use
         # is its lowest index, so an illegal flag is reported where it was before
-        kinds: dict[int, tuple[isa.Module, list[isa.Queue], list[isa.Queue]]] = {}
+        kinds: dict[int, Signature] = {}
         for index, insn in enumerate(insns):
             kind = kinds.get(id(insn))
             if kind is None:
-                pops, pushes = _tokens_of(index, insn)
-                kind = kinds[id(insn)] = (isa.module_of(insn), pops, pushes)
+                kind = kinds[id(insn)] = _tokens_of(index, insn)
             module, pops, pushes = kind
             self.queues[module].append(_Entry(index, insn, pops, pushes))
         self.tokens = [0] * len(isa.Queue)
@@ -317,9 +316,10 @@ class _Entry(NamedTuple):
     pushes: list[isa.Queue]
 
 
-def _tokens_of(index: int, insn: isa.Insn) -> tuple[list[isa.Queue], list[isa.Queue]]:
+def _tokens_of(index: int, insn: isa.Insn) -> Signature:
+    """(module, queues popped, queues pushed) of `insn` (`isa.token_queues`, cached by kind)."""
     try:
-        return isa.token_queues(insn)
+        return token_signature(insn)
     except isa.EncodingError as exc:
         raise SimulationError(f"instruction #{index}: {exc}") from None
 
