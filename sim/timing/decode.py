@@ -19,6 +19,7 @@ from sim.columns import Columns as Columns
 from sim.columns import check_encoding as check_encoding
 from sim.columns import columns as columns
 from sim.columns import problems as problems
+from sim.columns import sizes
 
 # Columns of one instruction row of the C++ model (model.h's `Field` enum), in order.
 FIELDS = ("module", "kind", "pops", "pushes", "client", "elem_bytes", "dram_base", "y", "x",
@@ -35,12 +36,10 @@ _LOAD, _STORE, _GEMM, _FINISH, _ALU = (int(o) for o in (isa.Opcode.LOAD, isa.Opc
 @functools.lru_cache(maxsize=64)
 def _tables(cfg: AcceleratorConfig) -> dict[str, np.ndarray]:
     """Per memory type (indexed by its number, 0..7): element bytes, read client, SRAM depth."""
-    elem, client, depth = (np.ones(8, dtype=np.int64) for _ in range(3))
-    client[:] = 0
+    client = np.zeros(8, dtype=np.int64)
     for m in isa.MemType:
-        sram = isa.MemType.ACC if m == isa.MemType.ACC_8BIT else m
-        elem[m], client[m], depth[m] = cfg.elem_bytes(m), CLIENT.get(m, 0), cfg.depth(sram)
-    return {"elem": elem, "client": client, "depth": depth}
+        client[m] = CLIENT.get(m, 0)
+    return {**sizes(cfg), "client": client}
 
 
 def rows(c: Columns, cfg: AcceleratorConfig) -> np.ndarray:
