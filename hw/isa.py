@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union
@@ -332,6 +333,11 @@ _FIELD_NAMES: dict[type, frozenset[str]] = {
     c: frozenset(f.name for f in dataclasses.fields(c)) for c in _BY_OPCODE.values()}
 _ENUM_FIELDS = {"memory_type": MemType, "alu_opcode": AluOp}
 _BOOL_FIELDS = {"pop_prev", "pop_next", "push_prev", "push_next", "reset", "use_imm"}
+_Converter = Union[dict[int, IntEnum], type[bool], None]
+_CONVERTERS: dict[str, _Converter] = {
+    **{name: {int(m): m for m in enum} for name, enum in _ENUM_FIELDS.items()},
+    **dict.fromkeys(_BOOL_FIELDS, bool),
+}
 
 
 def module_of(insn: Insn) -> Module:
@@ -409,21 +415,43 @@ def encode_insn(insn: Insn, cfg: AcceleratorConfig) -> int:
 
 
 def decode_insn(word: int, cfg: AcceleratorConfig) -> Insn:
-    opcode = word & 0b111
-    if opcode not in _BY_OPCODE:
-        raise EncodingError(f"unknown opcode {opcode} in instruction word {word:#034x}")
-    cls = _BY_OPCODE[opcode]
-    reserved = word & reserved_mask(cfg, opcode)
-    if reserved:
-        raise EncodingError(f"{Opcode(opcode).name} sets reserved bits {reserved:#034x} in "
-                            f"instruction word {word:#034x}")
-    kwargs: dict[str, object] = {}
-    for name, offset, mask, sign_bit, convert in _decoder(cfg, cls):
-        raw = (word >> offset) & mask
-        if sign_bit and raw & sign_bit:
-            raw -= sign_bit << 1
-        kwargs[name] = _typed(cls, name, raw, word) if convert else raw
-    return cls(**kwargs)  # type: ignore[no-any-return]
+    """The instruction of the 128-bit `word`; an unknown opcode, memory type or ALU opcode, or a
+    reserved bit set, raises EncodingError.  To decode many words, call `decoder(cfg)` once."""
+    return decoder(cfg)(word)
+
+
+@functools.lru_cache(maxsize=64)
+def decoder(cfg: AcceleratorConfig) -> Callable[[int], Insn]:
+    """`decode_insn` for one config: the per-opcode tables are looked up once, not per word (a
+    model's first run decodes 10^4 words)."""
+    tables = {op: (cls, reserved_mask(cfg, op), _decoder(cfg, cls)) for op, cls in _BY_OPCODE.items()}
+
+    def decode(word: int) -> Insn:
+        opcode = word & 0b111
+        table = tables.get(opcode)
+        if table is None:
+            raise EncodingError(f"unknown opcode {opcode} in instruction word {word:#034x}")
+        cls, reserved_bits, fields = table
+        reserved = word & reserved_bits
+        if reserved:
+            raise EncodingError(f"{Opcode(opcode).name} sets reserved bits {reserved:#034x} in "
+                                f"instruction word {word:#034x}")
+        values: dict[str, object] = {}
+        for name, offset, mask, sign_bit, convert in fields:
+            raw = (word >> offset) & mask
+            if sign_bit and raw & sign_bit:
+                raw -= sign_bit << 1
+            if convert is None:
+                values[name] = raw
+            elif convert is bool:
+                values[name] = raw != 0
+            else:
+                values[name] = _member(cls, name, raw, word, convert)  # type: ignore[arg-type]
+        insn: Insn = object.__new__(cls)  # the fields as `cls(**values)` sets them, but faster
+        insn.__dict__.update(values)
+        return insn
+
+    return decode
 
 
 @functools.lru_cache(maxsize=256)
@@ -440,29 +468,20 @@ def reserved_mask(cfg: AcceleratorConfig, opcode: int) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _decoder(cfg: AcceleratorConfig, cls: type[_Insn]) -> list[tuple[str, int, int, int, bool]]:
-    """(name, offset, mask, sign bit or 0, needs conversion) of each field `cls` holds."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return [
-        (f.name, f.offset, (1 << f.width) - 1, (1 << (f.width - 1)) if f.signed else 0,
-         f.name in _ENUM_FIELDS or f.name in _BOOL_FIELDS)
-        for f in layouts(cfg)[cls.layout_key].fields
-        if f.name in names
-    ]
+def _decoder(cfg: AcceleratorConfig, cls: type[_Insn]) -> list[tuple[str, int, int, int, _Converter]]:
+    """(name, offset, mask, sign bit or 0, converter) of each field of `cls` (in its order, as
+    `cls(**fields)` would set them; every one is in the layout).  The converter is a dict from
+    raw value to enum member, `bool`, or None (a plain int)."""
+    layout = layouts(cfg)[cls.layout_key]
+    return [(f.name, f.offset, (1 << f.width) - 1, (1 << (f.width - 1)) if f.signed else 0,
+             _CONVERTERS.get(f.name)) for f in (layout[d.name] for d in dataclasses.fields(cls))]
 
 
-def _typed(cls: type, name: str, raw: int, word: int) -> object:
-    if name in _ENUM_FIELDS:
-        enum = _ENUM_FIELDS[name]
-        try:
-            return enum(raw)
-        except ValueError:
-            raise EncodingError(
-                f"{cls.__name__} has unknown {name} {raw} in instruction word {word:#034x}"
-            ) from None
-    if name in _BOOL_FIELDS:
-        return bool(raw)
-    return raw
+def _member(cls: type, name: str, raw: int, word: int, members: dict[int, IntEnum]) -> IntEnum:
+    member = members.get(raw)
+    if member is None:
+        raise EncodingError(f"{cls.__name__} has unknown {name} {raw} in instruction word {word:#034x}")
+    return member
 
 
 def encode(insns: list[Insn], cfg: AcceleratorConfig) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -406,21 +406,30 @@ def verify_tokens(insns: list[isa.Insn], capacity: int | None = None) -> None:
     """
     if not insns or not isinstance(insns[-1], isa.Finish):
         raise ProgramError("program does not end with FINISH")
-    pushers: list[list[int]] = [[] for _ in isa.Queue]
-    poppers: list[list[int]] = [[] for _ in isa.Queue]
     signatures = []
-    by_id: dict[int, _Signature] = {}  # instruction objects repeat in long programs
+    by_id: dict[int, Signature] = {}  # instruction objects repeat in long programs
     for index, insn in enumerate(insns):
         signature = by_id.get(id(insn))
         if signature is None:
             try:
-                signature = by_id[id(insn)] = _token_signature(insn)
+                signature = by_id[id(insn)] = token_signature(insn)
             except isa.EncodingError as exc:
                 raise ProgramError(f"instruction {index}: {exc}") from None
         signatures.append(signature)
-        for q in signature[1]:
+    verify_signatures(signatures, capacity, lambda i: isa.format_insn(insns[i]))
+
+
+def verify_signatures(signatures: list[Signature], capacity: int | None,
+                      describe: Callable[[int], str]) -> None:
+    """`verify_tokens` after its first two checks (FINISH last, legal token flags), on the
+    instructions' `token_signature`s; `describe(index)` formats an instruction for a message
+    (callers that hold the encoded words need not decode every instruction)."""
+    pushers: list[list[int]] = [[] for _ in range(len(isa.Queue))]
+    poppers: list[list[int]] = [[] for _ in range(len(isa.Queue))]
+    for index, (_, pops, pushes) in enumerate(signatures):
+        for q in pops:
             poppers[q].append(index)
-        for q in signature[2]:
+        for q in pushes:
             pushers[q].append(index)
     for q in isa.Queue:
         if len(pushers[q]) != len(poppers[q]):
@@ -428,16 +437,17 @@ def verify_tokens(insns: list[isa.Insn], capacity: int | None = None) -> None:
                 f"token imbalance on queue {_queue_name(q)}: {len(pushers[q])} pushed, "
                 f"{len(poppers[q])} popped"
             )
-    _check_order(insns, signatures, pushers, poppers, capacity)
+    _check_order(describe, signatures, pushers, poppers, capacity)
 
 
-_Signature = tuple[isa.Module, list[isa.Queue], list[isa.Queue]]
-_SIGNATURES: dict[tuple[Any, ...], _Signature] = {}
+Signature = tuple[isa.Module, list[isa.Queue], list[isa.Queue]]
+_SIGNATURES: dict[tuple[Any, ...], Signature] = {}
 
 
-def _token_signature(insn: isa.Insn) -> _Signature:
+def token_signature(insn: isa.Insn) -> Signature:
     """(module, queues popped, queues pushed) of `insn`, which depend only on its class, memory
-    type and flags: cached by those (a program may hold 10^5 instructions)."""
+    type and flags: cached by those (a program may hold 10^5 instructions).  Illegal flags raise
+    EncodingError (`isa.token_queues`)."""
     key = (type(insn), getattr(insn, "memory_type", None), insn.pop_prev, insn.pop_next,
            insn.push_prev, insn.push_next)
     found = _SIGNATURES.get(key)
@@ -447,19 +457,19 @@ def _token_signature(insn: isa.Insn) -> _Signature:
     return found
 
 
-def _check_order(insns: list[isa.Insn], signatures: list[_Signature], pushers: list[list[int]],
-                 poppers: list[list[int]], capacity: int | None) -> None:
+def _check_order(describe: Callable[[int], str], signatures: list[Signature],
+                 pushers: list[list[int]], poppers: list[list[int]], capacity: int | None) -> None:
     """The happens-before graph: program order within a module, the k-th push of a queue
     before its k-th pop and, with `capacity`, the k-th pop before the (k + capacity)-th push.
     Each queue has one pushing and one popping module, so the graph is three chains and the
     cycle check is the token counters run forward (a node runs once everything before it has);
     the nodes that never run are those a cycle blocks, whatever the order of the run."""
-    chains: list[list[int]] = [[] for _ in isa.Module]
+    chains: list[list[int]] = [[] for _ in range(len(isa.Module))]
     for index, (module, _, _) in enumerate(signatures):
         chains[module].append(index)
     stuck = _blocked(signatures, chains, capacity)
     if stuck:
-        names = ", ".join(f"#{i} {isa.format_insn(insns[i])}" for i in stuck[:3])
+        names = ", ".join(f"#{i} {describe(i)}" for i in stuck[:3])
         room = "" if capacity is None else f", counting the token counters' room of {capacity}"
         raise ProgramError(f"token dependencies form a cycle (a certain deadlock{room}) through {names}")
     for module in (isa.Module.LOAD, isa.Module.STORE):
@@ -467,12 +477,12 @@ def _check_order(insns: list[isa.Insn], signatures: list[_Signature], pushers: l
                                                    capacity):
             i = chains[module][-1]
             raise ProgramError(
-                f"instruction #{i} {isa.format_insn(insns[i])} is not ordered before FINISH by "
+                f"instruction #{i} {describe(i)} is not ordered before FINISH by "
                 "dependency tokens: FINISH could retire while it still runs"
             )
 
 
-def _blocked(signatures: list[_Signature], chains: list[list[int]], capacity: int | None) -> list[int]:
+def _blocked(signatures: list[Signature], chains: list[list[int]], capacity: int | None) -> list[int]:
     """The instructions that never run when each module runs its chain in order, a pop waiting
     for its push and a push for room in the counter (sorted)."""
     room = len(signatures) + 1 if capacity is None else capacity
@@ -483,22 +493,30 @@ def _blocked(signatures: list[_Signature], chains: list[list[int]], capacity: in
         moved = False
         for m, chain in enumerate(chains):
             i = done[m]
-            while i < len(chain):
-                _, pops, pushes = signatures[chain[i]]
-                if any(pushed[q] <= popped[q] for q in pops) or any(pushed[q] - popped[q] >= room
-                                                                    for q in pushes):
-                    break
-                for q in pops:
-                    popped[q] += 1
-                for q in pushes:
-                    pushed[q] += 1
+            while i < len(chain) and _runs(signatures[chain[i]], pushed, popped, room):
                 i += 1
             moved = moved or i > done[m]
             done[m] = i
     return sorted(n for m, chain in enumerate(chains) for n in chain[done[m]:])
 
 
-def _reaches_compute(node: int, signatures: list[_Signature], pushers: list[list[int]],
+def _runs(signature: Signature, pushed: list[int], popped: list[int], room: int) -> bool:
+    """Whether an instruction can run on these counts (then it has: the counts move)."""
+    _, pops, pushes = signature
+    for q in pops:  # (loops, not any(): this runs per instruction of every program checked)
+        if pushed[q] <= popped[q]:
+            return False
+    for q in pushes:
+        if pushed[q] - popped[q] >= room:
+            return False
+    for q in pops:
+        popped[q] += 1
+    for q in pushes:
+        pushed[q] += 1
+    return True
+
+
+def _reaches_compute(node: int, signatures: list[Signature], pushers: list[list[int]],
                      poppers: list[list[int]], capacity: int | None) -> bool:
     """Whether the last instruction of the load or store module has a happens-before edge to
     the compute module, whose chain ends at FINISH (those modules' only edges go there)."""

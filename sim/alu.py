@@ -13,7 +13,7 @@ from hw import isa
 from hw.config import AcceleratorConfig
 from sim.backend import SimulationError
 from sim.gemm import check_affine, decoded_uops, loop_indices
-from sim.scratchpads import Scratchpads, int_dtype, lattice
+from sim.scratchpads import Lattice, Scratchpads, int_dtype, loop_lattice
 
 
 def alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> int:
@@ -32,7 +32,18 @@ def prepare_alu(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Alu) -> Al
     check_affine(spads, isa.MemType.ACC, "ALU src", insn, u["src"], "src")
     d = loop_indices(insn, u["dst"], insn.dst_factor_out, insn.dst_factor_in)
     s = loop_indices(insn, u["src"], insn.src_factor_out, insn.src_factor_in)
-    return AluStep(cfg, insn, d, s, _alu_independent(d, None if insn.use_imm else s))
+    loops = (insn.iter_out, insn.iter_in)
+    d_lattice = loop_lattice(u["dst"], *loops, insn.dst_factor_out, insn.dst_factor_in)
+    # distinct dst elements: with an immediate, no iteration reads what another wrote
+    independent = (d_lattice is not None and insn.use_imm) or \
+        _alu_independent(d, None if insn.use_imm else s)
+    if not independent:
+        return AluStep(cfg, insn, d, s, False)
+    s_lattice = None
+    if d_lattice is not None and not insn.use_imm:
+        s_lattice = loop_lattice(u["src"], *loops, insn.src_factor_out, insn.src_factor_in,
+                                 distinct=False)
+    return AluStep(cfg, insn, d, s, True, (d_lattice, s_lattice))
 
 
 class AluStep:
@@ -42,17 +53,18 @@ class AluStep:
     type, the others in int64."""
 
     def __init__(self, cfg: AcceleratorConfig, insn: isa.Alu, d: np.ndarray, s: np.ndarray,
-                 independent: bool) -> None:
+                 independent: bool, lattices: tuple[Lattice | None, Lattice | None] = (None, None)
+                 ) -> None:
+        """`d` and `s`: the acc indices of each iteration; `lattices` (independent only): `d`
+        as a distinct Lattice and `s` as one, where they are (`sim.scratchpads.loop_lattice`),
+        else None: `__call__` uses strided views where it has them."""
         self.cfg, self.op, self.uops = cfg, insn.alu_opcode, int(d.size)
         self.use_imm, self.independent = insn.use_imm, independent
         self.imm = np.int64(insn.imm)
         self.native, self.native_imm = _native(cfg, insn)
         self.d, self.s = d, s
         self.pairs = [] if independent else list(zip(d.tolist(), s.tolist(), strict=True))
-        nest = (insn.iter_out, insn.iter_in, -1)
-        self.d_lattice = lattice(d.reshape(nest)) if independent and d.size else None
-        reads = self.d_lattice is not None and not insn.use_imm
-        self.s_lattice = lattice(s.reshape(nest), distinct=False) if reads else None
+        self.d_lattice, self.s_lattice = lattices
 
     def __call__(self, spads: Scratchpads) -> None:
         acc = spads.acc

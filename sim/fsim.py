@@ -27,7 +27,7 @@ from threadpoolctl import ThreadpoolController
 
 from hw import isa
 from hw.config import AcceleratorConfig
-from hw.program import Program
+from hw.program import Program, Signature, token_signature
 from sim import alu
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
 from sim.gemm import GemmUnit
@@ -104,11 +104,12 @@ class FunctionalSimulator:
 def _decode_all(program: Program, cfg: AcceleratorConfig) -> list[isa.Insn]:
     out = []
     seen: dict[tuple[int, int], isa.Insn] = {}  # instruction records are immutable: share them
+    decode = isa.decoder(cfg)
     for index, (lo, hi) in enumerate(program.insns.tolist()):
         insn = seen.get((lo, hi))
         if insn is None:
             try:
-                insn = seen[lo, hi] = isa.decode_insn(lo | (hi << isa.WORD_BITS), cfg)
+                insn = seen[lo, hi] = decode(lo | (hi << isa.WORD_BITS))
             except isa.EncodingError as exc:
                 raise SimulationError(f"instruction #{index}: {exc}") from None
         out.append(insn)
@@ -165,6 +166,15 @@ class _Machine:
         self.cfg = cfg
         self.spads = Scratchpads(cfg, dram)
         self.gemm = GemmUnit(cfg, self.spads)
+        # ALU steps per instruction, valid until a LOAD UOP changes the micro-ops (as GEMM plans)
+        self.alu_steps: dict[isa.Alu, alu.AluStep] = {}
+        clear_plans = self.spads.on_uop_load
+
+        def on_uop_load() -> None:
+            clear_plans()
+            self.alu_steps.clear()
+
+        self.spads.on_uop_load = on_uop_load
         self.stats = Stats()
         self.record = record
         self.steps: list[Step] = []
@@ -199,7 +209,9 @@ class _Machine:
             self.stats.gemm_uops += gemm.uops
             return gemm
         if isinstance(insn, isa.Alu):
-            step = alu.prepare_alu(self.cfg, self.spads, insn)
+            step = self.alu_steps.get(insn)
+            if step is None:  # (a step is stateless: the trace may hold it more than once)
+                step = self.alu_steps[insn] = alu.prepare_alu(self.cfg, self.spads, insn)
             self.stats.alu_uops += step.uops
             return step
         return None
@@ -210,7 +222,7 @@ class _Machine:
         if insn.memory_type == isa.MemType.OUT:
             raise SimulationError("LOAD into the OUT buffer is not an instruction (STORE reads it)")
         step = self.spads.prepare_load(insn)
-        key = f"{sram_of(insn.memory_type).name.lower()}_load_bytes"  # ACC_8BIT counts as acc
+        key = _LOAD_BYTES[insn.memory_type]
         nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
         setattr(self.stats, key, getattr(self.stats, key) + nbytes)
         return step
@@ -229,8 +241,13 @@ class _Machine:
         return step
 
     def count(self, module: isa.Module) -> None:
-        key = f"{module.name.lower()}_insns"
+        key = _INSNS[module]
         setattr(self.stats, key, getattr(self.stats, key) + 1)
+
+
+# The Stats counters of each module's instructions and of each LOAD's bytes (ACC_8BIT counts as acc)
+_INSNS = {m: f"{m.name.lower()}_insns" for m in isa.Module}
+_LOAD_BYTES = {m: f"{sram_of(m).name.lower()}_load_bytes" for m in isa.MemType}
 
 
 class _Scheduler:
@@ -239,9 +256,15 @@ class _Scheduler:
     def __init__(self, insns: list[isa.Insn], machine: _Machine, seed: int | None) -> None:
         self.machine = machine
         self.queues: dict[isa.Module, deque[_Entry]] = {m: deque() for m in _ORDER}
+        # per instruction object (`_decode_all` shares one per distinct word): its first use
+        # is its lowest index, so an illegal flag is reported where it was before
+        kinds: dict[int, Signature] = {}
         for index, insn in enumerate(insns):
-            pops, pushes = _tokens_of(index, insn)
-            self.queues[isa.module_of(insn)].append(_Entry(index, insn, pops, pushes))
+            kind = kinds.get(id(insn))
+            if kind is None:
+                kind = kinds[id(insn)] = _tokens_of(index, insn)
+            module, pops, pushes = kind
+            self.queues[module].append(_Entry(index, insn, pops, pushes))
         self.tokens = [0] * len(isa.Queue)
         self.token_max = (1 << machine.cfg.token_counter_bits) - 1
         self.rng = random.Random(seed) if seed is not None else None
@@ -265,9 +288,10 @@ class _Scheduler:
             return False
         head = queue[0]
         tokens = self.tokens
-        return all(tokens[q] > 0 for q in head.pops) and all(
-            tokens[q] < self.token_max for q in head.pushes
-        )
+        for q in head.pops:  # (a loop, not all(): this runs once or twice per instruction)
+            if tokens[q] <= 0:
+                return False
+        return not head.pushes or all(tokens[q] < self.token_max for q in head.pushes)
 
     def _step(self, module: isa.Module) -> None:
         index, insn, pops, pushes = self.queues[module].popleft()
@@ -323,9 +347,10 @@ class _Entry(NamedTuple):
     pushes: list[isa.Queue]
 
 
-def _tokens_of(index: int, insn: isa.Insn) -> tuple[list[isa.Queue], list[isa.Queue]]:
+def _tokens_of(index: int, insn: isa.Insn) -> Signature:
+    """(module, queues popped, queues pushed) of `insn` (`isa.token_queues`, cached by kind)."""
     try:
-        return isa.token_queues(insn)
+        return token_signature(insn)
     except isa.EncodingError as exc:
         raise SimulationError(f"instruction #{index}: {exc}") from None
 

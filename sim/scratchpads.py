@@ -206,8 +206,50 @@ def lattice(index: np.ndarray, distinct: bool = True) -> Lattice | None:
                   if shape[k] > 1 else 0 for k in range(index.ndim))
     if any(s < 0 or (distinct and s == 0 and n > 1) for s, n in zip(steps, shape, strict=True)):
         return None
-    grid = first + sum(np.arange(n).reshape((-1,) + (1,) * (index.ndim - 1 - k)) * s
-                       for k, (n, s) in enumerate(zip(shape, steps, strict=True)))
-    if not np.array_equal(grid, index) or (distinct and np.unique(index).size != index.size):
+    if not np.array_equal(_grid(first, shape, steps), index):
+        return None
+    if distinct and not _mixed_radix(shape, steps) and np.unique(index).size != index.size:
         return None
     return Lattice(first, shape, steps)
+
+
+def loop_lattice(base: np.ndarray, iter_out: int, iter_in: int, out: int, inner: int,
+                 distinct: bool = True) -> Lattice | None:
+    """`lattice` of the index `base[k] + i*out + j*inner` over (i, j, k) < (iter_out, iter_in,
+    len(base)), a GEMM or ALU loop's (`sim.gemm.loop_indices` reshaped to 3-D), found from `base`
+    alone: the loops add a lattice's steps, so the index is one exactly when `base` is."""
+    shape = (iter_out, iter_in, base.size)
+    if not iter_out or not iter_in or not base.size:
+        return None
+    b = base.tolist()
+    first = b[0]
+    step = b[1] - first if len(b) > 1 else 0
+    steps = (out if iter_out > 1 else 0, inner if iter_in > 1 else 0, step)
+    if any(s < 0 or (distinct and s == 0 and n > 1) for s, n in zip(steps, shape, strict=True)):
+        return None
+    if any(b[k] != first + k * step for k in range(2, len(b))):
+        return None
+    if distinct and not _mixed_radix(shape, steps) and \
+            np.unique(_grid(first, shape, steps)).size != iter_out * iter_in * base.size:
+        return None
+    return Lattice(first, shape, steps)
+
+
+def _grid(first: int, shape: tuple[int, ...], steps: tuple[int, ...]) -> np.ndarray:
+    """The indices of Lattice(first, shape, steps)."""
+    grid = np.asarray(first, dtype=np.int64)
+    for k, (n, s) in enumerate(zip(shape, steps, strict=True)):
+        grid = grid + np.arange(n).reshape((-1,) + (1,) * (len(shape) - 1 - k)) * s
+    return grid
+
+
+def _mixed_radix(shape: tuple[int, ...], steps: tuple[int, ...]) -> bool:
+    """Whether the lattice's elements are distinct by the digits argument (no sort): taken in
+    order of step, each step exceeds the reach `sum (n_j - 1) * step_j` of the smaller ones.
+    False means "not shown" (e.g. steps 2 and 3 over 3 x 2 are distinct, but not this way)."""
+    reach = 0
+    for step, n in sorted((s, n) for s, n in zip(steps, shape, strict=True) if n > 1):
+        if step <= reach:
+            return False
+        reach += (n - 1) * step
+    return True

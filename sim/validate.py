@@ -27,24 +27,31 @@ time what it can (a deadlock of its own queues, a run past its cycle limit).
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
-from hw.program import Program, ProgramError, Region, tokens_verified, verify_tokens
+from hw.program import (
+    Program,
+    ProgramError,
+    Region,
+    Signature,
+    token_signature,
+    tokens_verified,
+    verify_signatures,
+)
 from sim.backend import InvalidProgramError
+from sim.columns import Columns, check_encoding, columns, problems
 from sim.limits import DEFAULT_LIMITS, Limits
 from sim.scratchpads import range_problem
 
-if TYPE_CHECKING:
-    from sim.timing.decode import Columns
-
 Problem = tuple[int, str]
 
-_LOAD, _STORE, _GEMM, _ALU = (int(o) for o in (isa.Opcode.LOAD, isa.Opcode.STORE, isa.Opcode.GEMM,
-                                              isa.Opcode.ALU))
+_LOAD, _STORE, _GEMM, _FINISH, _ALU = (int(o) for o in (isa.Opcode.LOAD, isa.Opcode.STORE,
+                                                        isa.Opcode.GEMM, isa.Opcode.FINISH,
+                                                        isa.Opcode.ALU))
 
 
 _PASSED: weakref.WeakKeyDictionary[Program, set[tuple[str, Limits]]] = weakref.WeakKeyDictionary()
@@ -55,7 +62,7 @@ def check_program(program: Program, cfg: AcceleratorConfig, limits: Limits = DEF
     """Raise InvalidProgramError for the first instruction of `program` that breaks a rule
     above.  A Program is immutable: one that passed for a config and limits is not checked again
     (a model runs each of its Programs once per input).  `cols`: the program's decoded columns
-    (`sim.timing.decode.columns`) where the caller has them already."""
+    (`sim.columns.columns`) where the caller has them already."""
     key = (cfg.fingerprint(), limits)
     if key in _PASSED.get(program, ()):
         return
@@ -64,12 +71,10 @@ def check_program(program: Program, cfg: AcceleratorConfig, limits: Limits = DEF
 
 
 def _check(program: Program, cfg: AcceleratorConfig, limits: Limits, cols: Columns | None) -> None:
-    from sim.timing import decode  # (sim.timing imports the rtl backend, which imports this)
-
     if cols is None:
-        cols = decode.columns(program, cfg)
-    decode.check_encoding(cols, cfg)
-    found = decode.problems(cols, cfg, program.dram_bytes)
+        cols = columns(program, cfg)
+    check_encoding(cols, cfg)
+    found = problems(cols, cfg, program.dram_bytes)
     found += _table_problems(cols, cfg, program)
     found += _limit_problems(cols, limits)
     first = min(index for index, _ in found) if found else cols.count
@@ -77,32 +82,44 @@ def _check(program: Program, cfg: AcceleratorConfig, limits: Limits, cols: Colum
     if found:
         index, text = min(found, key=lambda item: item[0])
         raise InvalidProgramError(f"instruction #{index} ({describe(program, cfg, index)}): {text}")
-    _check_tokens(program, cfg)
+    _check_tokens(program, cfg, cols)
 
 
-def _check_tokens(program: Program, cfg: AcceleratorConfig) -> None:
+def _check_tokens(program: Program, cfg: AcceleratorConfig, cols: Columns) -> None:
     """The static token protocol of `hw.program.verify_tokens`: FINISH last, every token pushed
     popped, no dependency cycle (a certain deadlock), every LOAD and STORE ordered before FINISH
     (else FINISH may retire first, and whether it does depends on timing, so the backends could
     not agree).  A Program the builder verified already (`hw.program.tokens_verified`) is not
-    verified again: in a sweep this check was a fifth of each point's time."""
-    if tokens_verified(program, (1 << cfg.token_counter_bits) - 1):
+    verified again: in a sweep this check was a fifth of each point's time.  The signatures come
+    from the columns, one decoded instruction per kind (`check_encoding` passed: the token flags
+    are legal)."""
+    capacity = (1 << cfg.token_counter_bits) - 1
+    if tokens_verified(program, capacity):
         return
-    words = program.insns.tolist()
-    decoded: dict[tuple[int, int], isa.Insn] = {}
-    insns: list[isa.Insn] = []
-    for lo, hi in words:
-        insn = decoded.get((lo, hi))
-        if insn is None:
-            try:
-                insn = decoded[lo, hi] = isa.decode_insn(lo | (hi << isa.WORD_BITS), cfg)
-            except isa.EncodingError as exc:  # (check_encoding found none: a bug if it comes)
-                raise InvalidProgramError(f"instruction #{len(insns)}: {exc}") from None
-        insns.append(insn)
+    decode = isa.decoder(cfg)
+
+    def insn(index: int) -> isa.Insn:
+        return decode(int(cols.words[index, 0]) | (int(cols.words[index, 1]) << isa.WORD_BITS))
+
     try:
-        verify_tokens(insns, (1 << cfg.token_counter_bits) - 1)
+        if not cols.count or cols["opcode"][-1] != _FINISH:
+            raise ProgramError("program does not end with FINISH")
+        verify_signatures(_signatures(cols, insn), capacity, lambda i: isa.format_insn(insn(i)))
     except ProgramError as exc:
         raise InvalidProgramError(f"token protocol: {exc}") from None
+
+
+def _signatures(cols: Columns, insn: Callable[[int], isa.Insn]) -> list[Signature]:
+    """`hw.program.token_signature` of every instruction: they depend only on the opcode, the
+    memory type (LOAD and STORE) and the four flags, so one instruction of each kind is decoded."""
+    c = cols
+    op = c["opcode"]
+    kind = op * 8 + np.where((op == _LOAD) | (op == _STORE), c["memory_type"], 0)
+    for flag in ("pop_prev", "pop_next", "push_prev", "push_next"):
+        kind = kind * 2 + c[flag]
+    _, first, inverse = np.unique(kind, return_index=True, return_inverse=True)
+    found = [token_signature(insn(int(i))) for i in first]
+    return [found[k] for k in inverse.reshape(-1).tolist()]
 
 
 def check_cycles(program: Program, cfg: AcceleratorConfig, max_cycles: int, backend: str,
@@ -110,9 +127,7 @@ def check_cycles(program: Program, cfg: AcceleratorConfig, max_cycles: int, back
     """Refuse before running a program that cannot finish within `max_cycles`: the compute
     module runs at most one micro-op per cycle, so it needs at least as many cycles as it has
     micro-op iterations (`uops`, counted here when not given)."""
-    from sim.timing import decode
-
-    needed = int(iterations(decode.columns(program, cfg)).sum()) if uops is None else uops
+    needed = int(iterations(columns(program, cfg)).sum()) if uops is None else uops
     if needed > max_cycles:
         raise InvalidProgramError(
             f"{backend}: the program runs {needed} micro-op iterations, so it needs at least "
@@ -208,19 +223,24 @@ def _uop_problems(cols: Columns, cfg: AcceleratorConfig, program: Program, stop:
     if not work.size:
         return []
     buffer = np.zeros(cfg.uop_depth, dtype=np.uint64)
+    fields = isa.decode_uops(buffer, cfg)  # the buffer's micro-ops, decoded as LOADs change them
     table = _table_words(program, cfg)
     seen: dict[tuple[int, int], str | None] = {}  # verdicts since the last LOAD UOP
-    for i in work.tolist():
-        key = (int(c.words[i, 0]), int(c.words[i, 1]))
+    decode = isa.decoder(cfg)
+    words = c.words[work].tolist()
+    for i, (lo, hi) in zip(work.tolist(), words, strict=True):
+        key = (lo, hi)
         if key in seen:
             text = seen[key]
         else:
-            insn = isa.decode_insn(key[0] | (key[1] << isa.WORD_BITS), cfg)
+            insn = decode(lo | (hi << isa.WORD_BITS))
             if isinstance(insn, isa.Load):
-                _load_uops(insn, buffer, table)
+                window = _load_uops(insn, buffer, table)
+                for name, values in isa.decode_uops(buffer[window], cfg).items():
+                    fields[name][window] = values
                 seen.clear()
                 continue
-            text = seen[key] = loop_problem(cfg, insn, buffer)  # type: ignore[arg-type]
+            text = seen[key] = loop_problem(cfg, insn, fields)  # type: ignore[arg-type]
         if text:
             return [(i, text)]
     return []
@@ -235,20 +255,24 @@ def _table_words(program: Program, cfg: AcceleratorConfig) -> tuple[int, np.ndar
     return table.offset // cfg.elem_bytes(isa.MemType.UOP), words.astype(np.uint64).reshape(-1)
 
 
-def _load_uops(insn: isa.Load, buffer: np.ndarray, table: tuple[int, np.ndarray]) -> None:
-    """fsim's LOAD UOP (padding writes zeros) on `buffer`, from the table (already checked)."""
+def _load_uops(insn: isa.Load, buffer: np.ndarray, table: tuple[int, np.ndarray]) -> slice:
+    """fsim's LOAD UOP (padding writes zeros) on `buffer`, from the table (already checked);
+    the window of `buffer` it wrote."""
     start, words = table
     rows = np.arange(insn.y_size)[:, None] * insn.x_stride + np.arange(insn.x_size)[None, :]
     data = words[insn.dram_base - start + rows]
     tile = np.zeros((insn.y_pad_0 + insn.y_size + insn.y_pad_1, insn.row_elems), dtype=np.uint64)
     tile[insn.y_pad_0 : insn.y_pad_0 + insn.y_size, insn.x_pad_0 : insn.x_pad_0 + insn.x_size] = data
-    buffer[insn.sram_base : insn.sram_base + insn.sram_elems] = tile.reshape(-1)
+    window = slice(insn.sram_base, insn.sram_base + insn.sram_elems)
+    buffer[window] = tile.reshape(-1)
+    return window
 
 
-def loop_problem(cfg: AcceleratorConfig, insn: isa.Gemm | isa.Alu, buffer: np.ndarray) -> str | None:
-    """What fsim refuses in `insn`'s micro-ops (`buffer` holds the micro-op SRAM), if anything:
-    an index moved by the loops past the end of its buffer (fsim's order of checks)."""
-    u = isa.decode_uops(buffer[insn.uop_bgn : insn.uop_end], cfg)
+def loop_problem(cfg: AcceleratorConfig, insn: isa.Gemm | isa.Alu,
+                 uops: dict[str, np.ndarray]) -> str | None:
+    """What fsim refuses in `insn`'s micro-ops (`uops`: the micro-op SRAM's fields, decoded by
+    `isa.decode_uops`), if anything: an index moved by the loops past the end of its buffer
+    (fsim's order of checks)."""
     name = "GEMM" if isinstance(insn, isa.Gemm) else "ALU"
     checks: list[tuple[str, isa.MemType]] = [("dst", isa.MemType.ACC)]
     if name == "ALU":
@@ -258,8 +282,8 @@ def loop_problem(cfg: AcceleratorConfig, insn: isa.Gemm | isa.Alu, buffer: np.nd
     for field, memory in checks:
         reach = (insn.iter_out - 1) * getattr(insn, f"{field}_factor_out")
         reach += (insn.iter_in - 1) * getattr(insn, f"{field}_factor_in")
-        low, high = int(u[field].min()), int(u[field].max()) + reach
-        text = range_problem(cfg, memory, f"{name} {field} index", low, high)
+        values = uops[field][insn.uop_bgn : insn.uop_end].tolist()  # a few: faster than numpy's
+        text = range_problem(cfg, memory, f"{name} {field} index", min(values), max(values) + reach)
         if text:
             return text
     return None

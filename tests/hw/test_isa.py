@@ -215,3 +215,18 @@ def test_uop_round_trip(data):
     fields = isa.decode_uops(words, cfg)
     columns = zip(fields["dst"], fields["src"], fields["wgt"], strict=True)
     assert [isa.Uop(d, s, w) for d, s, w in columns] == uops
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_decoded_records_are_the_constructors_field_for_field(data):
+    """decode_insn builds records without the dataclass __init__: the same fields, in the same
+    order, of the same types (bool flags, enum members, ints) as the constructor's."""
+    cfg = data.draw(configs())
+    insn = data.draw(insns(cfg))
+    got = isa.decode_insn(isa.encode_insn(insn, cfg), cfg)
+    assert type(got) is type(insn)
+    assert [(k, type(v), v) for k, v in vars(got).items()] == \
+        [(k, type(v), v) for k, v in vars(insn).items()]
+    assert got == insn and hash(got) == hash(insn)
+    assert isa.decoder(cfg)(isa.encode_insn(insn, cfg)) == insn

@@ -245,3 +245,31 @@ def test_a_changed_micro_op_table_is_not_replayed():
     assert np.array_equal(dram, fresh) and stats == want
     unchanged = FunctionalSimulator(TINY).run(rp.program, rp.inputs).dram
     assert not np.array_equal(dram, unchanged)  # the table mattered: a stale replay would show
+
+
+def test_an_alu_instruction_is_prepared_again_after_a_micro_op_load():
+    """fsim keeps each ALU instruction's prepared step until a LOAD UOP (sim.fsim._Machine): the
+    same instruction word after new micro-ops reaches the new elements, recorded and replayed."""
+    b = ProgramBuilder(TINY)
+    shape = (4, TINY.batch, TINY.block_out)
+    acc_r, out_r = b.region("acc", shape, np.int32, "input"), b.region("out", shape, np.int8, "output")
+    b.load(isa.MemType.ACC, acc_r, 0, y_size=1, x_size=4)
+    add = {"uop_bgn": 0, "uop_end": 1, "alu_opcode": isa.AluOp.ADD, "use_imm": True}
+    for dst, imm in ((0, 5), (2, 5), (2, 7)):  # the second and third ALU share the micro-op load
+        if imm == 5:
+            b.load_uops(b.uops([isa.Uop(dst=dst)]))
+        b.alu(**add, imm=imm)
+    b.alu(**add, imm=0, push_next=True)
+    b.store(out_r, 0, y_size=1, x_size=4, pop_prev=True, push_prev=True)
+    b.finish(pop_next=True)
+    program = b.build()
+    sim = FunctionalSimulator(TINY)
+    for values in (np.arange(4), np.arange(4) * 3 - 20):  # recorded, then replayed
+        acc = np.broadcast_to(values[:, None, None], shape).astype(np.int32)
+        want = acc.copy()
+        want[0] += 5
+        want[2] += 12
+        result = sim.run(program, {"acc": acc})
+        np.testing.assert_array_equal(result.outputs["out"], want.astype(np.int8))
+        assert result.stats.alu_uops == 4 and result.stats.compute_insns == 8
+    assert program in sim._traces

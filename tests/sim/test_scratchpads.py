@@ -1,9 +1,12 @@
-"""The functional simulator's buffers: LOAD ACC_8BIT sign-extends int8 lanes into acc."""
+"""The functional simulator's buffers: LOAD ACC_8BIT sign-extends int8 lanes into acc; lattices
+(strided views instead of gathers) only where the index is one."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hw import isa
 from hw.config import PRESETS, AcceleratorConfig
@@ -70,3 +73,59 @@ def test_lattice_views_the_indexed_elements_and_refuses_others():
     assert lattice(np.array([[0, 1], [1, 2]])) is None  # affine, but element 1 twice
     assert lattice(np.array([[0, 1], [0, 1]]), distinct=False).steps == (0, 1)  # read: repeats allowed
     assert lattice(np.array([3, 2])) is None  # steps must not go down
+
+
+def _distinct(index: np.ndarray) -> bool:
+    return np.unique(index).size == index.size
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(-3, 12)), min_size=1, max_size=3),
+       st.integers(0, 40), st.booleans())
+def test_lattice_refuses_repeats_exactly_as_a_sort_would(axes, first, distinct):
+    """Distinct elements are shown by the digits argument (no sort) or else by np.unique: the
+    verdict is the sort's either way."""
+    from sim.scratchpads import lattice
+
+    shape = tuple(n for n, _ in axes)
+    index = np.full(shape, first)
+    for k, (n, step) in enumerate(axes):
+        index = index + np.arange(n).reshape((-1,) + (1,) * (len(axes) - 1 - k)) * step
+    found = lattice(index, distinct=distinct)
+    steps_ok = all(step >= 0 or n == 1 for n, step in axes)
+    want = steps_ok and (_distinct(index) or not distinct)
+    assert (found is not None) == want
+    if found is not None:
+        assert np.array_equal(found.view(np.arange(200)), index)  # the view holds these elements
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 20), min_size=0, max_size=5), st.integers(0, 4), st.integers(0, 4),
+       st.integers(0, 9), st.integers(0, 9), st.booleans(), st.booleans())
+def test_loop_lattice_equals_the_lattice_of_the_loop_index(base, iter_out, iter_in, out, inner,
+                                                          arithmetic, distinct):
+    """loop_lattice finds from the micro-ops alone what lattice finds on the whole loop index."""
+    from sim.gemm import loop_indices
+    from sim.scratchpads import lattice, loop_lattice
+
+    if arithmetic and base:  # half the cases: micro-ops in steps (of any sign), as compilers emit
+        base = [base[0] + k * (base[-1] % 7 - 2) for k in range(len(base))]
+        base = [b - min(base) for b in base]
+    u = np.array(base, dtype=np.int64)
+    insn = isa.Alu(iter_out=iter_out, iter_in=iter_in)
+    index = loop_indices(insn, u, out, inner)
+    want = lattice(index.reshape(iter_out, iter_in, -1), distinct) if index.size else None
+    got = loop_lattice(u, iter_out, iter_in, out, inner, distinct)
+    assert (got is None) == (want is None)
+    if got is not None and want is not None:
+        assert (got.first, got.shape, got.steps) == (want.first, want.shape, want.steps)
+
+
+def test_distinct_lattices_the_digits_argument_does_not_show():
+    from sim.scratchpads import lattice, loop_lattice
+
+    index = np.arange(3)[:, None] * 2 + np.arange(2)[None, :] * 3  # 0 3 2 5 4 7: distinct
+    assert lattice(index).steps == (2, 3)
+    assert lattice(np.arange(4)[:, None] * 2 + np.arange(3)[None, :] * 3) is None  # 6 twice
+    assert loop_lattice(np.array([0, 3]), 3, 1, 2, 0).steps == (2, 0, 3)
+    assert loop_lattice(np.array([0, 3, 6]), 4, 1, 2, 0) is None

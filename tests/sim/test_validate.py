@@ -197,3 +197,55 @@ def test_a_built_programs_tokens_are_verified_once_a_copy_is_verified_again():
     truncated = apply(program, TINY, ({"kind": "truncate", "count": len(program.insns) - 1},))
     assert not tokens_verified(truncated, capacity)
     _refused(truncated, r"^token protocol: program does not end with FINISH$")
+
+
+def _flags_flipped(program: Program, flips: list[tuple[int, str]]) -> Program:
+    words = program.insns.copy()
+    for insn, flag in flips:
+        offset = isa.layouts(TINY)["mem"][flag].offset  # the header is the same in every layout
+        words[insn, 0] ^= np.uint64(1 << offset)
+    return Program(program.fingerprint, words, program.regions, program.constants,
+                   program.dram_bytes, program.config_name)
+
+
+def test_the_token_check_on_columns_says_what_verify_tokens_says():
+    """check_program reads the token flags from the encoded columns (one decoded instruction
+    per kind): on the program with any one or two flags flipped, it refuses exactly the ones
+    hw.program.verify_tokens refuses on the decoded instructions, with its message."""
+    import itertools
+    import re
+
+    from hw.program import ProgramError, verify_tokens
+    from sim.validate import check_program
+
+    program = _gemm_program()
+    capacity = (1 << TINY.token_counter_bits) - 1
+    bits = list(itertools.product(range(len(program.insns)),
+                                  ("pop_prev", "pop_next", "push_prev", "push_next")))
+    kinds: set[str] = set()
+    for flips in itertools.chain(itertools.combinations(bits, 1), itertools.combinations(bits, 2)):
+        bad = _flags_flipped(program, list(flips))
+        try:
+            verify_tokens(isa.decode(bad.insns, TINY), capacity)
+            want = None
+        except ProgramError as exc:
+            want = f"token protocol: {exc}"
+        if want is not None and re.match(r"token protocol: instruction \d+:", want):
+            continue  # a flag towards no module: check_encoding's own message comes first
+        try:
+            check_program(bad, TINY)
+            got = None
+        except InvalidProgramError as exc:
+            got = str(exc)
+        assert got == want
+        kinds.add("valid" if want is None else " ".join(want.split()[2:5]))
+    assert kinds == {"valid", "token imbalance on", "token dependencies form",
+                     "instruction #1 LOAD", "instruction #4 STORE"}, kinds
+
+
+def test_a_token_cycle_through_the_columns_names_the_instructions():
+    program = _gemm_program()  # GEMM waits for the store's token, the store for the GEMM's
+    bad = _flags_flipped(program, [(3, "pop_next"), (5, "pop_next")])
+    _refused(bad, r"^token protocol: token dependencies form a cycle \(a certain deadlock, counting "
+                  r"the token counters' room of \d+\) through #3 GEMM .*\[pop_prev pop_next "
+                  r"push_next\], #4 STORE .*$")
