@@ -220,6 +220,10 @@ class AcceleratorConfig:
         The name, clock and DRAM model are excluded: they do not change the hardware, so a
         Program compiled for a config runs under any memory model.
         """
+        return self._fingerprint
+
+    @functools.cached_property
+    def _fingerprint(self) -> str:  # a config is frozen: hashed once (simulators ask per run)
         canonical = json.dumps(self.hardware_params(), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
