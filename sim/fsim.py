@@ -35,7 +35,7 @@ from sim.limits import DEFAULT_LIMITS, Limits
 from sim.replay import Replay
 from sim.run_cache import load_record, records_kept, save_record
 from sim.scratchpads import Scratchpads, dram_window, sram_of
-from sim.validate import check_program
+from sim.validate import check_program, mark_passed
 
 _ORDER = (isa.Module.LOAD, isa.Module.COMPUTE, isa.Module.STORE)
 # GEMM products are small: BLAS threads only add contention (50x slower on a loaded 2-core host).
@@ -61,8 +61,7 @@ class FunctionalSimulator:
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult:
         program.check_config(self.config)
-        if self.validate:
-            check_program(program, self.config, self.limits)
+        self._check(program)
         dram = program.initial_dram(inputs)
         stats = self._execute(program, dram)
         return RunResult(program.read_outputs(dram), stats, dram)
@@ -71,9 +70,18 @@ class FunctionalSimulator:
         """Run `program` against the caller's DRAM image, updated in place (sim.backend)."""
         program.check_config(self.config)
         check_dram(program, dram)
-        if self.validate:
-            check_program(program, self.config, self.limits)
+        self._check(program)
         return self._execute(program, dram)
+
+    def _check(self, program: Program) -> None:
+        """`sim.validate.check_program`, where `validate`; a record of the Program kept on disk
+        after it passed for these limits stands for the check (its key covers what it reads)."""
+        if not self.validate:
+            return
+        trace = self._trace_of(program) if self.seed is None else None
+        if trace is not None and trace.validated == self.limits:
+            mark_passed(program, self.config, self.limits)
+        check_program(program, self.config, self.limits)
 
     def _execute(self, program: Program, dram: np.ndarray) -> Stats:
         replayable = self.seed is None and self.validate
@@ -86,6 +94,7 @@ class FunctionalSimulator:
             _Scheduler(insns, machine, self.seed).run()
         if replayable:
             self._traces[program] = trace = machine.trace()
+            trace.validated = self.limits  # replayable: checked first
             if records_kept():  # compiled first: a later process replays without compiling
                 trace.compile()
                 save_record(program, self.config, trace)
@@ -132,6 +141,7 @@ class _Trace:
                  steps: list[Step], stats: Stats) -> None:
         self.cfg, self.dram_size, self.uops, self.steps, self.stats = cfg, dram_size, uops, steps, stats
         self.compiled: Replay | None = None
+        self.validated: Limits | None = None  # the limits `sim.validate` passed the Program for
 
     def matches(self, dram: np.ndarray, uop_elem_bytes: int) -> bool:
         """Whether `dram` has the recorded size and holds the recorded micro-op table."""

@@ -5,8 +5,10 @@ the next input (`sim.fsim`).  Recording costs several replays; a model's Program
 every `codesign run` of it, so the record is kept in `$CODESIGN_CACHE/fsim/`, one sealed file per
 Program (`hw.cache.SealedFolder`), keyed by everything the record depends on: the simulator's
 own code (the sources of `sim/` and the ISA, numpy's and Python's versions), the config, the
-DRAM's size and the instruction words.  The micro-op table a record assumes is checked against
-the DRAM on every replay, as for a record made in-process.
+DRAM's size, the instruction words, the regions and the micro-op table the Program brings.  The
+key covers all that `sim.validate` reads, so a record also stands for the checks it passed (for
+the limits it names).  The micro-op table a record assumes is checked against the DRAM on every
+replay, as for a record made in-process.
 
 A file is a pickle, trusted as the kernel objects beside it are (a folder of the user's own);
 one that is damaged, or written for another key, reads as missing and the Program is recorded
@@ -48,9 +50,14 @@ def code_version() -> str:
 
 
 def record_key(program: Program, cfg: AcceleratorConfig) -> str:
-    """What a recorded run of `program` on `cfg` depends on, hashed (see the module doc)."""
-    digest = hashlib.sha256(f"{code_version()} {cfg.fingerprint()} {program.dram_bytes}\n".encode())
+    """What a recorded run of `program` on `cfg` depends on, and what `sim.validate` reads of
+    it (its regions and micro-op table too), hashed: a record stands for the checks it passed."""
+    head = f"{code_version()} {cfg.fingerprint()} {program.dram_bytes} {program.regions!r}\n"
+    digest = hashlib.sha256(head.encode())
     digest.update(np.ascontiguousarray(program.insns).tobytes())
+    for table in program.regions_with_role("uops"):
+        words = program.constants.get(table.name)
+        digest.update(b"none" if words is None else np.ascontiguousarray(words).tobytes())
     return digest.hexdigest()
 
 

@@ -9,8 +9,9 @@ import pytest
 
 from hw.config import PRESETS
 from hw.program import Program
-from sim import run_cache
+from sim import run_cache, validate
 from sim.fsim import FunctionalSimulator
+from sim.limits import Limits
 from sim.random_programs import random_program
 
 TINY = PRESETS["tiny"]
@@ -61,6 +62,13 @@ def test_the_key_covers_config_dram_size_code_and_instructions(monkeypatch):
     insns = rp.program.insns.copy()
     insns[0, 0] ^= 1 << 40
     assert run_cache.record_key(_copy(rp.program, insns=insns), TINY) != key
+    table = rp.program.regions_with_role("uops")[0]
+    constants = dict(rp.program.constants)
+    constants[table.name] = np.zeros_like(constants[table.name])
+    assert run_cache.record_key(_copy(rp.program, constants=constants), TINY) != key
+    moved = [dataclasses.replace(r, offset=r.offset + 4096) if r.role == "uops" else r
+             for r in rp.program.regions]
+    assert run_cache.record_key(_copy(rp.program, regions=moved), TINY) != key
     monkeypatch.setattr(run_cache, "code_version", lambda: "another simulator")
     assert run_cache.record_key(rp.program, TINY) != key
 
@@ -117,3 +125,17 @@ def test_a_folder_that_cannot_be_written_only_costs_the_record(tmp_path, monkeyp
     got = FunctionalSimulator(TINY).run(rp.program, rp.inputs)
     monkeypatch.setenv(run_cache.CACHE_ENV, "off")
     assert np.array_equal(got.dram, FunctionalSimulator(TINY).run(rp.program, rp.inputs).dram)
+
+
+def test_a_record_stands_for_the_checks_it_passed_for_the_same_limits(folder, monkeypatch):
+    """sim.validate reads nothing the key does not cover: a later simulator with the record and
+    the same limits does not check the Program again; with other limits it does."""
+    rp = random_program(TINY, 7)
+    want = FunctionalSimulator(TINY).run(rp.program, rp.inputs)
+    checked = []
+    monkeypatch.setattr(validate, "_check", lambda program, *args: checked.append(program))
+    got = FunctionalSimulator(TINY).run(_copy(rp.program), rp.inputs)
+    assert checked == [] and np.array_equal(got.dram, want.dram)
+    other = _copy(rp.program)
+    FunctionalSimulator(TINY, limits=Limits(insn_uops=1 << 20)).run(other, rp.inputs)
+    assert checked == [other]
