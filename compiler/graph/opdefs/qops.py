@@ -45,6 +45,7 @@ import numpy as np
 
 from compiler.graph.ir import AttrValue, Value, attr_float, attr_int, attr_ints
 from compiler.graph.opdefs.base import OPS, Attrs, AttrSpec, OpDef, TensorType, check, register
+from compiler.graph.opdefs.qconv_fused import Epilogue, fused_qconv
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT8_MIN, INT8_MAX = -128, 127
@@ -356,6 +357,9 @@ def _qconv_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
 
 
 def _qconv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
+    fused = fused_qconv(xs, attrs)  # depthwise and pointwise: blocked kernels, the same values
+    if fused is not None:
+        return [fused]
     return [qconv_epilogue(qconv_acc(xs[0], xs[1], attrs, dtype=np.int32), xs, attrs)]
 
 
@@ -373,11 +377,9 @@ def qconv_acc(x: np.ndarray, w: np.ndarray, attrs: Attrs, wrap: bool = True,
 
 def qconv_epilogue(acc: np.ndarray, xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     """A QConv's output from its int32 accumulator `acc` and its inputs `xs` (bias, multiplier,
-    and the residual or the clamp bounds where it has them)."""
-    if len(xs) == 5:  # a fused residual (never with `split`)
-        mult_r = attr_int(attrs, "mult_r")
-        return requantize(acc, xs[2], xs[3], *_epilogue_args(attrs), residual=xs[4], mult_r=mult_r)
-    return _dense_requant(acc, xs, attrs)
+    and the residual or the clamp bounds where it has them): `requantize`'s or
+    `precise_requantize`'s values, a block of channels at a time (qconv_fused.Epilogue)."""
+    return Epilogue.of(xs, attrs).blocked(acc, xs[4] if len(xs) == 5 else None)
 
 
 register(
