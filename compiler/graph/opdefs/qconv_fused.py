@@ -2,8 +2,9 @@
 kernels: the accumulator and the epilogue of one block of channels or positions at a time, so
 that every intermediate stays in the core's cache and no full-size int32 or float32 temporary
 is made (a 5 MiB temporary costs more in page faults than the arithmetic on it). The integer
-reference runs every layer of a model once per checked input: EfficientNet-Lite1's took
-0.12 s per input unblocked, a third of the budget of a whole fsim run.
+reference runs every layer of a model once per checked input (`codesign run`'s correct_int8):
+EfficientNet-Lite1's took 0.10-0.15 s per input unfused, a third of the budget of a whole fsim
+run, and takes about 0.6 of that fused.
 
 Exactness, element for element the same int8 values as `qops.qconv_acc` + `qops.requantize`:
 
@@ -13,10 +14,11 @@ Exactness, element for element the same int8 values as `qops.qconv_acc` + `qops.
   (bias * mult + round): the per-channel constant `offset` is folded once, and int32 numpy
   arithmetic (which wraps) computes the rest. The accumulator itself is needed only modulo
   2**32, so int32 sums that would wrap are still right;
-- depthwise taps multiply and add in int32: each product of two int8 values is exact;
-- pointwise sums are float32 GEMMs over at most EXACT_F32_TERMS input channels (every partial
-  sum an integer below 2**24, exact in any order BLAS adds), converted to int32 exactly and
-  added in int32 (modulo 2**32, as above);
+- float32 holds every integer up to 2**24, and a sum of at most 2**10 products of two int8
+  values (|p| <= 2**14) stays below it whatever the order of the additions: depthwise tap sums
+  (at most 2**10 taps; larger kernels take the general path) are float32 matrix-vector
+  products, pointwise sums float32 GEMMs over chunks of at most 2**10 input channels, each
+  converted to int32 exactly and the chunks added in int32 (modulo 2**32, as above);
 - the precise epilogue (`split` > 0) clamps the wrapped int32 sum and multiplies in int64,
   as `qops.precise_requantize` does.
 """
@@ -35,9 +37,9 @@ from compiler.graph.ir import AttrValue, attr_int, attr_ints
 # int32 elements of one block's accumulator (512 KiB): small enough to stay in a core's cache,
 # large enough that numpy's per-call costs vanish.
 BLOCK_ELEMS = 1 << 17
-# Input channels per float32 GEMM: every sum of that many int8 x int8 products (|p| <= 2**14)
-# is an integer below 2**24, exact in float32 (qops.EXACT_F32_TERMS, for one tap).
-F32_CHANNELS = 1 << 10
+# Products per float32 sum (input channels per GEMM, taps per depthwise kernel): every sum of
+# that many int8 x int8 products (|p| <= 2**14) is an integer below 2**24, exact in float32.
+F32_TERMS = 1 << 10
 # float32 elements of a depthwise block's stacked tap inputs (1 MiB).
 STACK_ELEMS = 1 << 18
 
@@ -149,7 +151,7 @@ def fused_qconv(xs: Sequence[np.ndarray], attrs: Mapping[str, AttrValue]) -> np.
     x, w = xs[0], xs[1]
     group, strides, pads = attr_int(attrs, "group"), attr_ints(attrs, "strides"), attr_ints(attrs, "pads")
     residual = xs[4] if len(xs) == 5 else None
-    if group == x.shape[1] == w.shape[0] and w.shape[1] == 1:
+    if group == x.shape[1] == w.shape[0] and w.shape[1] == 1 and w.shape[2] * w.shape[3] <= F32_TERMS:
         return _depthwise(x, w, strides, pads, attr_int(attrs, "pad_value"), Epilogue.of(xs, attrs), residual)
     if group == 1 and w.shape[2:] == (1, 1) and not any(pads):
         return _pointwise(x, w, strides, Epilogue.of(xs, attrs), residual)
@@ -159,12 +161,12 @@ def fused_qconv(xs: Sequence[np.ndarray], attrs: Mapping[str, AttrValue]) -> np.
 def _pointwise(x: np.ndarray, w: np.ndarray, strides: Sequence[int], epi: Epilogue,
                residual: np.ndarray | None) -> np.ndarray:
     """A 1x1 convolution, a block of output positions at a time: int8 inputs to float32, GEMMs
-    over chunks of F32_CHANNELS input channels, int32 sums, the epilogue (channels first where
+    over chunks of F32_TERMS input channels, int32 sums, the epilogue (channels first where
     a channel's positions make long rows, else last)."""
     x = x[:, :, :: strides[0], :: strides[1]]
     n, c, k = x.shape[0], x.shape[1], w.shape[0]
     positions = math.prod(x.shape[2:])
-    chunks = [slice(i, i + F32_CHANNELS) for i in range(0, c, F32_CHANNELS)]
+    chunks = [slice(i, i + F32_TERMS) for i in range(0, c, F32_TERMS)]
     weights = [np.ascontiguousarray(w.reshape(k, c)[:, part], np.float32) for part in chunks]
     cols = min(positions, max(1, BLOCK_ELEMS // max(k, c)))
     last = k > cols  # the longer rows for the epilogue's broadcasts
@@ -200,38 +202,75 @@ def _pointwise(x: np.ndarray, w: np.ndarray, strides: Sequence[int], epi: Epilog
     return out.reshape(n, k, *x.shape[2:])
 
 
+@dataclass(frozen=True)
+class _Phases:
+    """A depthwise convolution's input in `depthwise.py`'s phase form: the padded input split
+    into its stride x stride phases, each `rows` x `cols` flattened per channel (plus a row of
+    slack), so that a kernel tap's inputs for every output are one contiguous slice of
+    `length` = out_rows * cols values (the columns past the output's are dropped)."""
+
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    out: tuple[int, int]
+    rows: int
+    cols: int
+
+    @classmethod
+    def of(cls, shape: tuple[int, ...], kernel: tuple[int, int], strides: Sequence[int],
+           pads: Sequence[int]) -> _Phases:
+        (h, w), (kh, kw), (sh, sw) = shape[2:], kernel, strides
+        oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
+        rows = max(oh + (kh - 1) // sh, -(-(pads[0] + h) // sh))
+        cols = max(ow + (kw - 1) // sw, -(-(pads[1] + w) // sw))
+        return cls((kh, kw), (sh, sw), (oh, ow), rows, cols)
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.cols + self.cols  # a tap's slice may run a row past its phase
+
+    @property
+    def length(self) -> int:
+        return self.out[0] * self.cols
+
+    @property
+    def span(self) -> int:
+        """Values of a phase that one kernel column's taps read (stride 1)."""
+        return (self.kernel[0] - 1) * self.cols + self.length
+
+    @property
+    def stacked_per_channel(self) -> int:
+        """float32 values a channel stacks: each kernel column's span (stride 1), else each tap's
+        slice."""
+        kh, kw = self.kernel
+        return kw * self.span if self.strides == (1, 1) else kh * kw * self.length
+
+
 def _depthwise(x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads: Sequence[int], fill: int,
                epi: Epilogue, residual: np.ndarray | None) -> np.ndarray:
-    """A depthwise convolution, a block of channels at a time: the padded input in
-    `depthwise.py`'s phase form (each tap's inputs one contiguous slice per channel), the taps'
-    slices stacked as float32 (channels, taps, positions), and one float32 matrix-vector
-    product per channel (exact: a few dozen products of int8 values, far below 2**24)."""
-    n, c, h, wd = x.shape
-    (kh, kw), (sh, sw) = w.shape[2:], strides
-    oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (wd + pads[1] + pads[3] - kw) // sw + 1
-    rows = max(oh + (kh - 1) // sh, -(-(pads[0] + h) // sh))  # rows of each phase
-    cols = max(ow + (kw - 1) // sw, -(-(pads[1] + wd) // sw))
-    size, length = rows * cols + cols, oh * cols  # a tap's slice may run a row past its phase
-    taps = w.reshape(c, 1, kh * kw).astype(np.float32)
-    block = max(1, STACK_ELEMS // (kh * kw * length))
-    phases = _SCRATCH.take("phases", (sh, sw, block, size), np.int8)
-    stack = _SCRATCH.take("stack", (block, kh * kw, length), np.float32)
-    acc_block = _SCRATCH.take("acc", (block, 1, length), np.float32)
+    """A depthwise convolution, a block of channels at a time: the padded input in phase form,
+    float32 copies of the slices the taps read, float32 matrix-vector products per channel
+    (exact: a few dozen products of int8 values, far below 2**24), and the epilogue."""
+    n, c = x.shape[:2]
+    geo = _Phases.of(x.shape, w.shape[2:], strides, pads)
+    (oh, ow), (sh, sw) = geo.out, geo.strides
+    block = max(1, STACK_ELEMS // geo.stacked_per_channel)
+    phases = _SCRATCH.take("phases", (sh, sw, block, geo.size), np.int8) if geo.strides != (1, 1) else None
     last = min(block, c) > oh * ow  # the longer rows for the epilogue's broadcasts
     t_block = _SCRATCH.take("t", (oh, ow, block) if last else (block, oh, ow), np.int32)
     t8_block = _SCRATCH.take("t8", (oh, ow, block), np.int8)
+    wf = w[:, 0].astype(np.float32)
     out = np.empty((n, c, oh, ow), np.int8)
-    # tap (ky, kx) reads phase (ky mod s, kx mod s) from row ky // s, column kx // s
-    reads = [(ky % sh, kx % sw, (ky // sh) * cols + kx // sw) for ky in range(kh) for kx in range(kw)]
     for b in range(n):
         for c0 in range(0, c, block):
             cs = slice(c0, min(c, c0 + block))
             k = cs.stop - c0
-            _fill_phases(phases[:, :, :k], x[b, cs], pads, (rows, cols), fill)
-            for t, (py, px, start) in enumerate(reads):
-                stack[:k, t] = phases[py, px, :k, start : start + length]
-            acc = np.matmul(taps[cs], stack[:k], out=acc_block[:k])
-            acc = acc.reshape(k, oh, cols)[..., :ow]  # the columns past the output's are dropped
+            if geo.strides == (1, 1):
+                acc = _column_sums(x[b, cs], wf[cs], geo, pads, fill)
+            else:
+                assert phases is not None
+                _fill_phases(phases[:, :, :k], x[b, cs], pads, (geo.rows, geo.cols), fill)
+                acc = _tap_sums(phases[:, :, :k], wf[cs], geo)
+            acc = acc.reshape(k, oh, geo.cols)[..., :ow]
             res = None if residual is None else residual[b, cs]
             if last:
                 t_out, t8 = t_block[..., :k], t8_block[..., :k]
@@ -244,6 +283,44 @@ def _depthwise(x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads: Seque
                 np.copyto(t_out, acc, casting="unsafe")
                 epi.apply(t_out, cs, res, out[b, cs])
     return out
+
+
+def _tap_sums(phases: np.ndarray, w: np.ndarray, geo: _Phases) -> np.ndarray:
+    """Each channel's tap sums (k, 1, length), float32: every tap's slice copied into a
+    (k, taps, length) stack, then one matrix-vector product per channel."""
+    (kh, kw), (sh, sw), k = geo.kernel, geo.strides, phases.shape[2]
+    stack = _SCRATCH.take("stack", (k, kh * kw, geo.length), np.float32)
+    for ky in range(kh):
+        for kx in range(kw):  # tap (ky, kx) reads phase (ky mod s, kx mod s) from row ky // s, column kx // s
+            start = (ky // sh) * geo.cols + kx // sw
+            stack[:, ky * kw + kx] = phases[ky % sh, kx % sw, :, start : start + geo.length]
+    acc = _SCRATCH.take("acc", (k, 1, geo.length), np.float32)
+    return np.matmul(w.reshape(k, 1, kh * kw), stack, out=acc)
+
+
+def _column_sums(x: np.ndarray, w: np.ndarray, geo: _Phases, pads: Sequence[int], fill: int) -> np.ndarray:
+    """`_tap_sums` for stride 1, from the input `x` (k, H, W) itself, with kh times fewer
+    copies: kernel column kx's taps all read the padded input shifted left by kx (made once, as
+    float32, in a (k, kw, rows x cols) stack), kernel row ky's ky rows further on: a
+    matrix-vector product per channel and kernel row, summed."""
+    (kh, kw), k, cols = geo.kernel, x.shape[0], geo.cols
+    rows = geo.span // cols  # the rows the taps read: out rows + kh - 1
+    stack = _SCRATCH.take("stack", (k, kw, rows, cols), np.float32)
+    stack.fill(fill)
+    r0, r1 = pads[0], min(rows, pads[0] + x.shape[1])
+    for kx in range(kw):  # grid column c + kx is input column c + kx - pads[1]
+        c0 = max(0, pads[1] - kx)
+        c1 = max(c0, min(cols, pads[1] - kx + x.shape[2]))  # none where the shift passes the input
+        stack[:, kx, r0:r1, c0:c1] = x[:, : r1 - r0, c0 + kx - pads[1] : c1 + kx - pads[1]]
+    flat = stack.reshape(k, kw, rows * cols)
+    acc = _SCRATCH.take("acc", (k, 1, geo.length), np.float32)
+    row = _SCRATCH.take("row", (k, 1, geo.length), np.float32)
+    for ky in range(kh):
+        reads = flat[:, :, ky * cols : ky * cols + geo.length]
+        np.matmul(w[:, None, ky], reads, out=row if ky else acc)
+        if ky:
+            acc += row  # exact: integers below 2**24
+    return acc
 
 
 def _fill_phases(phases: np.ndarray, x: np.ndarray, pads: Sequence[int], size: tuple[int, int],

@@ -518,8 +518,11 @@ def _quantize_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
 def quantize_array(x: np.ndarray, scale: float, zero_point: int = 0) -> np.ndarray:
     """float32 -> int8: x / scale in float32, rounded half to even, plus `zero_point`, saturated
     (the host kernel's rule)."""
-    q = np.rint(np.asarray(x, np.float32) / np.float32(scale)) + np.float32(zero_point)
-    return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
+    q = np.asarray(x, np.float32) / np.float32(scale)
+    np.rint(q, out=q)  # in place: a model's input is large, and fresh temporaries cost page faults
+    if zero_point:
+        q += np.float32(zero_point)
+    return np.clip(q, INT8_MIN, INT8_MAX, out=q).astype(np.int8)
 
 
 def _dequantize_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:

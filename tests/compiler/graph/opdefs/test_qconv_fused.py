@@ -83,6 +83,7 @@ CASES = {  # x shape, w shape, group, strides, pads, pad value
     "dw5x5-s2-asym": ((2, 5, 12, 9), (5, 1, 5, 5), 5, (2, 2), (1, 2, 2, 1), 0),
     "dw-stride-3x2": ((1, 4, 9, 6), (4, 1, 3, 2), 4, (3, 2), (0, 0, 0, 0), 7),
     "dw-kernel-over-input": ((1, 2, 2, 3), (2, 1, 4, 4), 2, (1, 3), (2, 1, 3, 2), -5),
+    "dw-s1-kernel-wider-than-input": ((1, 3, 4, 2), (3, 1, 3, 5), 3, (1, 1), (1, 0, 2, 3), 5),
     "dw1x1": ((1, 3, 2, 3), (3, 1, 1, 1), 3, (1, 1), (0, 0, 0, 0), 0),
     "pw-s1": ((2, 7, 5, 6), (9, 7, 1, 1), 1, (1, 1), (0, 0, 0, 0), 0),
     "pw-s2": ((1, 5, 7, 6), (3, 5, 1, 1), 1, (2, 2), (0, 0, 0, 0), -128),
@@ -125,6 +126,17 @@ def test_extreme_accumulators_sum_exactly() -> None:
     got = fused_qconv(xs, attrs)
     assert got is not None
     np.testing.assert_array_equal(got, _int64_epilogue(acc, xs, attrs))
+
+
+def test_depthwise_kernels_past_float32s_exact_sums_take_the_general_path() -> None:
+    """33 x 33 taps of the largest products sum past 2**24: float32 would round them."""
+    rng = np.random.default_rng(9)
+    xs, attrs = _case(rng, (1, 2, 33, 33), (2, 1, 33, 33), 2, (1, 1), (0, 0, 0, 0), 0, 24)
+    xs[0][0, 0], xs[1][0] = -128, -128
+    assert fused_qconv(xs, attrs) is None
+    acc = _int64_conv(xs[0], xs[1], (1, 1), (0, 0, 0, 0), 2, 0)
+    assert acc[0, 0, 0, 0] == 33 * 33 * (1 << 14) > 1 << 24
+    np.testing.assert_array_equal(OPS["QConv"].evaluate(xs, attrs)[0], _int64_epilogue(acc, xs, attrs))
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "group", "pads"), [
