@@ -167,7 +167,9 @@ def _pointwise(x: np.ndarray, w: np.ndarray, strides: Sequence[int], epi: Epilog
     n, c, k = x.shape[0], x.shape[1], w.shape[0]
     positions = math.prod(x.shape[2:])
     chunks = [slice(i, i + F32_TERMS) for i in range(0, c, F32_TERMS)]
-    weights = [np.ascontiguousarray(w.reshape(k, c)[:, part], np.float32) for part in chunks]
+    w_all = _SCRATCH.take("w", (k, c), np.float32)
+    np.copyto(w_all, w.reshape(k, c))
+    weights = [w_all[:, part] for part in chunks]
     cols = min(positions, max(1, BLOCK_ELEMS // max(k, c)))
     last = k > cols  # the longer rows for the epilogue's broadcasts
     x_block = _SCRATCH.take("x", (c, cols), np.float32)

@@ -34,6 +34,10 @@ addition with two int32 multipliers: ALU immediates up to 16 bits, vector operan
 QGlobalAvgPool (int32 sum, one immediate multiplier), Quantize (float32 -> int8, round half to
 even, plus `zero_point`: 0, or -128 where an unsigned value enters from float; saturating) and
 Dequantize (int8 or int32 -> float32). MaxPool, Relu, Flatten and Reshape run on int8 as they are.
+
+QConv's evaluator runs depthwise and pointwise layers through `qconv_fused` (the same values,
+computed a cache-sized block at a time) and every other shape through `qconv_acc` and the
+blocked epilogue.
 """
 
 from __future__ import annotations
