@@ -302,23 +302,22 @@ def _tap_sums(phases: np.ndarray, w: np.ndarray, geo: _Phases) -> np.ndarray:
 
 def _column_sums(x: np.ndarray, w: np.ndarray, geo: _Phases, pads: Sequence[int], fill: int) -> np.ndarray:
     """`_tap_sums` for stride 1, from the input `x` (k, H, W) itself, with kh times fewer
-    copies: kernel column kx's taps all read the padded input shifted left by kx (made once, as
-    float32, in a (k, kw, rows x cols) stack), kernel row ky's ky rows further on: a
-    matrix-vector product per channel and kernel row, summed."""
-    (kh, kw), k, cols = geo.kernel, x.shape[0], geo.cols
-    rows = geo.span // cols  # the rows the taps read: out rows + kh - 1
-    stack = _SCRATCH.take("stack", (k, kw, rows, cols), np.float32)
-    stack.fill(fill)
-    r0, r1 = pads[0], min(rows, pads[0] + x.shape[1])
-    for kx in range(kw):  # grid column c + kx is input column c + kx - pads[1]
-        c0 = max(0, pads[1] - kx)
-        c1 = max(c0, min(cols, pads[1] - kx + x.shape[2]))  # none where the shift passes the input
-        stack[:, kx, r0:r1, c0:c1] = x[:, : r1 - r0, c0 + kx - pads[1] : c1 + kx - pads[1]]
-    flat = stack.reshape(k, kw, rows * cols)
+    copies: the padded input is made once, as float32, flattened per channel; kernel column
+    kx's taps all read it shifted by kx (a contiguous copy per channel, in a (k, kw, ...)
+    stack), kernel row ky's ky rows further on: a matrix-vector product per channel and kernel
+    row, summed."""
+    (kh, kw), k, cols, span = geo.kernel, x.shape[0], geo.cols, geo.span
+    stack = _SCRATCH.take("stack", (k, kw, span + kw - 1), np.float32)
+    grid = stack[:, 0]  # the padded input, with kw - 1 values of slack that shifts read
+    grid.fill(fill)
+    rows, r1, c1 = span // cols, pads[0] + x.shape[1], pads[1] + x.shape[2]  # cols >= pads[1] + W
+    grid[:, : rows * cols].reshape(k, rows, cols)[:, pads[0] : r1, pads[1] : c1] = x[:, : rows - pads[0]]
+    for kx in range(1, kw):
+        stack[:, kx, :span] = grid[:, kx : kx + span]
     acc = _SCRATCH.take("acc", (k, 1, geo.length), np.float32)
     row = _SCRATCH.take("row", (k, 1, geo.length), np.float32)
     for ky in range(kh):
-        reads = flat[:, :, ky * cols : ky * cols + geo.length]
+        reads = stack[:, :, ky * cols : ky * cols + geo.length]
         np.matmul(w[:, None, ky], reads, out=row if ky else acc)
         if ky:
             acc += row  # exact: integers below 2**24
