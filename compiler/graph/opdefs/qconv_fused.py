@@ -4,7 +4,8 @@ that every intermediate stays in the core's cache and no full-size int32 or floa
 is made (a 5 MiB temporary costs more in page faults than the arithmetic on it). The integer
 reference runs every layer of a model once per checked input (`codesign run`'s correct_int8):
 EfficientNet-Lite1's took 0.10-0.15 s per input unfused, a third of the budget of a whole fsim
-run, and takes about 0.6 of that fused.
+run; fused it takes 0.6-0.75 of that (float32 GEMMs and matrix-vector products are now most of
+it, then numpy's per-call costs).
 
 Exactness, element for element the same int8 values as `qops.qconv_acc` + `qops.requantize`:
 
