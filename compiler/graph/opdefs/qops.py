@@ -34,6 +34,10 @@ addition with two int32 multipliers: ALU immediates up to 16 bits, vector operan
 QGlobalAvgPool (int32 sum, one immediate multiplier), Quantize (float32 -> int8, round half to
 even, plus `zero_point`: 0, or -128 where an unsigned value enters from float; saturating) and
 Dequantize (int8 or int32 -> float32). MaxPool, Relu, Flatten and Reshape run on int8 as they are.
+
+QConv's evaluator runs depthwise and pointwise layers through `qconv_fused` (the same values,
+computed a cache-sized block at a time) and every other shape through `qconv_acc` and the
+blocked epilogue.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import numpy as np
 
 from compiler.graph.ir import AttrValue, Value, attr_float, attr_int, attr_ints
 from compiler.graph.opdefs.base import OPS, Attrs, AttrSpec, OpDef, TensorType, check, register
+from compiler.graph.opdefs.qconv_fused import Epilogue, fused_qconv
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT8_MIN, INT8_MAX = -128, 127
@@ -356,6 +361,9 @@ def _qconv_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
 
 
 def _qconv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
+    fused = fused_qconv(xs, attrs)  # depthwise and pointwise: blocked kernels, the same values
+    if fused is not None:
+        return [fused]
     return [qconv_epilogue(qconv_acc(xs[0], xs[1], attrs, dtype=np.int32), xs, attrs)]
 
 
@@ -373,11 +381,9 @@ def qconv_acc(x: np.ndarray, w: np.ndarray, attrs: Attrs, wrap: bool = True,
 
 def qconv_epilogue(acc: np.ndarray, xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     """A QConv's output from its int32 accumulator `acc` and its inputs `xs` (bias, multiplier,
-    and the residual or the clamp bounds where it has them)."""
-    if len(xs) == 5:  # a fused residual (never with `split`)
-        mult_r = attr_int(attrs, "mult_r")
-        return requantize(acc, xs[2], xs[3], *_epilogue_args(attrs), residual=xs[4], mult_r=mult_r)
-    return _dense_requant(acc, xs, attrs)
+    and the residual or the clamp bounds where it has them): `requantize`'s or
+    `precise_requantize`'s values, a block of channels at a time (qconv_fused.Epilogue)."""
+    return Epilogue.of(xs, attrs).blocked(acc, xs[4] if len(xs) == 5 else None)
 
 
 register(
@@ -516,8 +522,11 @@ def _quantize_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:
 def quantize_array(x: np.ndarray, scale: float, zero_point: int = 0) -> np.ndarray:
     """float32 -> int8: x / scale in float32, rounded half to even, plus `zero_point`, saturated
     (the host kernel's rule)."""
-    q = np.rint(np.asarray(x, np.float32) / np.float32(scale)) + np.float32(zero_point)
-    return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
+    q = np.asarray(x, np.float32) / np.float32(scale)
+    np.rint(q, out=q)  # in place: a model's input is large, and fresh temporaries cost page faults
+    if zero_point:
+        q += np.float32(zero_point)
+    return np.clip(q, INT8_MIN, INT8_MAX, out=q).astype(np.int8)
 
 
 def _dequantize_rule(values: Sequence[Value], attrs: Attrs) -> list[TensorType]:

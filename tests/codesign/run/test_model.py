@@ -6,7 +6,7 @@ import numpy as np
 
 from codesign.run.model import FLOAT_RTOL, matches_reference
 from compiler.graph.builder import append
-from compiler.graph.ir import Graph
+from compiler.graph.ir import Graph, const
 from compiler.runtime.model import ModelResult, reference_boundary
 
 
@@ -53,6 +53,49 @@ def test_the_reference_quantizes_the_floats_the_run_quantized():
     assert matches_reference(g, feeds, ModelResult(outputs, [], run_ints, run_floats))
     wrong = ModelResult(outputs, [], {"rq": np.array([[2, 7]], np.int8)}, run_floats)
     assert not matches_reference(g, feeds, wrong)  # the Quantize itself is still checked exactly
+
+
+def _conv_graph() -> Graph:
+    """float -> int8 -> depthwise QConv (padding reads -128) -> pointwise QConv with a fused
+    residual -> two boundaries: a Dequantize, and the int8 value itself as an output."""
+    rng = np.random.default_rng(21)
+    g = Graph("qconv")
+    g.add_input("x", (1, 8, 9, 9), "float32")
+    consts: dict[str, np.ndarray] = {
+        "w_dw": rng.integers(-127, 128, (8, 1, 3, 3), dtype=np.int8),
+        "w_pw": rng.integers(-127, 128, (8, 8, 1, 1), dtype=np.int8),
+        "b": rng.integers(-5000, 5000, 8).astype(np.int32),
+        "m": rng.integers(1 << 14, 1 << 15, 8).astype(np.int32),
+    }
+    for name, data in consts.items():
+        g.values[name] = const(name, data)
+    append(g, "Quantize", ["x"], ["xq"], {"scale": 0.05, "zero_point": -128})
+    conv = {"pads": (1, 1, 1, 1), "strides": (1, 1), "shift": 22}
+    append(g, "QConv", ["xq", "w_dw", "b", "m"], ["d"], {**conv, "group": 8, "pad_value": -128})
+    append(g, "QConv", ["d", "w_pw", "b", "m", "d"], ["p"], {**conv, "pads": (0, 0, 0, 0), "mult_r": 1 << 14})
+    append(g, "Dequantize", ["p"], ["y"], {"scale": 0.1})
+    g.outputs = ["y", "p"]
+    return g
+
+
+def test_one_wrong_value_anywhere_at_a_boundary_is_caught():
+    """The integer reference of convolutions (the fused depthwise and pointwise kernels): the
+    run's own boundary passes; one value off by one bit, at any of a few seeded places in either
+    boundary (the Dequantize input, the int8 output), fails."""
+    g = _conv_graph()
+    feeds = {"x": np.random.default_rng(4).uniform(0, 12, (1, 8, 9, 9)).astype(np.float32)}
+    outputs, boundary = reference_boundary(g, feeds)
+    assert len(np.unique(boundary["p"])) > 20  # the convolutions' arithmetic, not only clipped values
+    assert matches_reference(g, feeds, ModelResult(dict(outputs), [], dict(boundary)))
+    rng = np.random.default_rng(5)
+    for _ in range(6):
+        i = tuple(int(rng.integers(0, n)) for n in boundary["p"].shape)
+        bit = np.int8(1 << int(rng.integers(0, 7)))
+        wrong = boundary["p"].copy()
+        wrong[i] ^= bit
+        assert not matches_reference(g, feeds, ModelResult(dict(outputs), [], {"p": wrong}))
+        wrong_out = {**outputs, "p": wrong}
+        assert not matches_reference(g, feeds, ModelResult(wrong_out, [], dict(boundary)))
 
 
 def test_operator_rows_keep_the_counters_a_figure_splits(tmp_path) -> None:
