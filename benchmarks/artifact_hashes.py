@@ -29,7 +29,7 @@ MODELS = ("mlp", "digits", "resnet18", "mobilenetv2", "bert-tiny")
 CONFIGS = ("vta", "tiny")
 # keys whose values are wall-clock times or depend on what a cache held before the run
 VOLATILE = re.compile(r"(^seconds|_s|_ms|_seconds|per_s|_per_second|speedup|_rate|ratio|from_disk_cache|"
-                      r"kernels_from_disk|cached|wall|elapsed)$")
+                      r"kernels_from_disk|records_from_disk|cached|wall|elapsed)$")
 
 
 def digest(data: bytes) -> str:
