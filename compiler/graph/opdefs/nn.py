@@ -115,8 +115,8 @@ def _conv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     rank = len(out)
     cg, positions, taps = x.shape[1] // g, math.prod(out), math.prod(kernel)
     if cg == 1 and m == g and rank == 2 and set(_ints(attrs, "dilations")) == {1}:
-        y = depthwise_conv2d(x, w, _ints(attrs, "strides"), _ints(attrs, "pads"), out)
-        return [(y + b[0].reshape(m, 1, 1) if b else y).astype(x.dtype)]
+        strides, pads = _ints(attrs, "strides"), _ints(attrs, "pads")
+        return [depthwise_conv2d(x, w, strides, pads, out, b[0] if b else None)]
     win = _windows(x, attrs, kernel, out, 0.0)  # (N, C, *out, *kernel)
     if g == 1 and cg >= _RUN:
         y = _dense_conv(win, w, positions)
