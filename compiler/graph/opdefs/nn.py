@@ -127,10 +127,25 @@ def _conv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
         cols = np.moveaxis(win, 2, 2 + rank).reshape(n, g, positions, cg * taps)
         wg = w.reshape(g, m // g, cg * taps).transpose(0, 2, 1)
         y = np.matmul(cols, wg).transpose(0, 1, 3, 2)
-    y = y.reshape(n, m, *out)
-    if b:
-        y = y + b[0].reshape((m,) + (1,) * rank)
-    return [y.astype(x.dtype)]
+    return [_biased(y.reshape(n, m, *out), b[0] if b else None, x.dtype)]
+
+
+def _biased(y: np.ndarray, bias: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
+    """`(y + bias).astype(dtype)` of a convolution's fresh result `y` (N, M, *out), bias (M,):
+    added in y's own buffer where that is the same sum in the same type and y fills its buffer
+    (its layout is then the one `y + bias` would allocate), saving two copies."""
+    if bias is None:
+        return y.astype(dtype, copy=False)
+    bias = bias.reshape((-1,) + (1,) * (y.ndim - 2))
+    if y.dtype == dtype and np.result_type(y, bias) == dtype and _dense(y):
+        return np.add(y, bias, out=y)
+    return (y + bias).astype(dtype)
+
+
+def _dense(y: np.ndarray) -> bool:
+    """Whether `y` (not overlapping itself) spans no more memory than its elements."""
+    span = sum((n - 1) * abs(s) for n, s in zip(y.shape, y.strides, strict=True)) + y.itemsize
+    return y.size > 0 and span == y.size * y.itemsize
 
 
 # The fewest input channels for which `_dense_conv`'s channel runs beat im2col in the weight's order.
