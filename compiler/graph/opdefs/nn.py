@@ -117,6 +117,8 @@ def _conv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     if cg == 1 and m == g and rank == 2 and set(_ints(attrs, "dilations")) == {1}:
         strides, pads = _ints(attrs, "strides"), _ints(attrs, "pads")
         return [depthwise_conv2d(x, w, strides, pads, out, b[0] if b else None)]
+    if g == 1 and cg >= _RUN and _pointwise(attrs, kernel):
+        return [_biased(_pointwise_conv(x, w), b[0] if b else None, x.dtype)]
     win = _windows(x, attrs, kernel, out, 0.0)  # (N, C, *out, *kernel)
     if g == 1 and cg >= _RUN:
         y = _dense_conv(win, w, positions)
@@ -166,6 +168,21 @@ def _dense_conv(win: np.ndarray, w: np.ndarray, positions: int) -> np.ndarray:
         cols[..., t, :] = np.moveaxis(win[(Ellipsis, *tap)], 1, -1)
     wt = np.moveaxis(w, 1, -1).reshape(w.shape[0], -1)  # (M, taps * C), tap-major like cols
     return np.matmul(cols.reshape(n, positions, -1), wt.T).transpose(0, 2, 1)
+
+
+def _pointwise(attrs: Attrs, kernel: Sequence[int]) -> bool:
+    """Whether a convolution's windows are single input pixels: a 1x1 kernel, stride 1, no pads."""
+    return set(kernel) == {1} and set(_ints(attrs, "strides")) == {1} and not any(_ints(attrs, "pads"))
+
+
+def _pointwise_conv(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """`_dense_conv` of a 1x1 kernel at stride 1 without pads: the same GEMM of the same
+    (N, positions, C) columns, which are x itself where x is channels-last in memory (the
+    interpreter's GEMMs leave their results so), else its channels-last copy; (N, M, *out)."""
+    n, c = x.shape[:2]
+    cols = np.ascontiguousarray(np.moveaxis(x, 1, -1)).reshape(n, -1, c)
+    y = np.matmul(cols, w.reshape(w.shape[0], c).T).transpose(0, 2, 1)
+    return y.reshape(n, w.shape[0], *x.shape[2:])
 
 
 def _depthwise_conv(win: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from compiler.graph.ir import AttrValue
-from compiler.graph.opdefs.nn import _biased, _conv
+from compiler.graph.opdefs.nn import _biased, _conv, _dense_conv, _windows
 
 
 def _strides(a: np.ndarray) -> list[int]:
@@ -50,3 +50,19 @@ def test_a_bias_of_another_type_or_a_view_with_gaps_gets_new_memory() -> None:
         assert out.flags.c_contiguous
         np.testing.assert_array_equal(out.view(np.int32), expected.view(np.int32))
     assert _biased(y, None, np.dtype(np.float32)) is y
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_pointwise_conv_is_the_tap_gemm_bit_for_bit(channels_last: bool) -> None:
+    """A 1x1 stride-1 unpadded convolution skips the windows (and, channels-last, the copy) and
+    gives `_dense_conv`'s bits in its layout."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 5, 7, 20)).astype(np.float32)
+    x = np.ascontiguousarray(x).transpose(0, 3, 1, 2) if channels_last else x.transpose(0, 3, 1, 2).copy()
+    w = rng.standard_normal((12, 20, 1, 1)).astype(np.float32)
+    attrs: dict[str, AttrValue] = {"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "group": 1}
+    expected = _dense_conv(_windows(x, attrs, (1, 1), (5, 7), 0.0), w, 35).reshape(2, 12, 5, 7)
+    y = _conv([x, w], attrs)[0]
+    assert _strides(y) == _strides(expected)
+    np.testing.assert_array_equal(np.ascontiguousarray(y).view(np.int32),
+                                  np.ascontiguousarray(expected).view(np.int32))
