@@ -75,7 +75,9 @@ class TensorStats:
         while s.absmax > self.top:
             self.counts = _merged_pairs(self.counts)
             self.top *= 2.0
-        if s.counts is not None:
+        if s.counts is not None and s.top == self.top and not s.at_top:
+            self.counts += s.counts  # already binned over [0, top): no int64 copy
+        elif s.counts is not None:
             self.counts += _rebinned(s, self.top)
 
     def _add_axis(self, axis: int, per: np.ndarray, total: np.ndarray, rows: int) -> None:
