@@ -8,6 +8,7 @@ original model.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 
 import numpy as np
 
@@ -64,12 +65,24 @@ def evaluate_node(graph: Graph, node: Node, arrays: Sequence[np.ndarray]) -> lis
     results = OPS[node.op].evaluate(arrays, node.attrs)
     for name, array in zip(node.outputs, results, strict=True):
         value = graph.values[name]
-        if array.shape != value.shape or array.dtype.name != value.dtype:
+        named = _named_dtype(value.dtype)  # not compared when None: np.dtype(None) is float64
+        if array.shape != value.shape or named is None or array.dtype != named:
             raise GraphError(
                 f"node {node.name} ({node.op}): evaluated {type_str(array.shape, array.dtype.name)} "
                 f"for output {name}, declared {value.type_str()}"
             )
     return results
+
+
+@cache
+def _named_dtype(name: str) -> np.dtype | None:
+    """The numpy dtype whose name is `name` (None: no such dtype), for comparing an evaluated
+    array's dtype with its value's without reading `dtype.name` (slow) for every result."""
+    try:
+        dtype = np.dtype(name)
+    except TypeError:
+        return None
+    return dtype if dtype.name == name else None
 
 
 def _checked_inputs(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

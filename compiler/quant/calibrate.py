@@ -75,7 +75,9 @@ class TensorStats:
         while s.absmax > self.top:
             self.counts = _merged_pairs(self.counts)
             self.top *= 2.0
-        if s.counts is not None:
+        if s.counts is not None and s.top == self.top and not s.at_top:
+            self.counts += s.counts  # already binned over [0, top): no int64 copy
+        elif s.counts is not None:
             self.counts += _rebinned(s, self.top)
 
     def _add_axis(self, axis: int, per: np.ndarray, total: np.ndarray, rows: int) -> None:
@@ -119,8 +121,8 @@ class InputSummary:
 def summarize(x: np.ndarray) -> InputSummary:
     """One input's statistics of tensor `x`, in few passes (calibration makes them for every
     activation of every input): the largest |x| is the largest channel maximum, zeros are
-    counted on |x|'s bits, and the bin indices are computed in |x|'s own buffer, clipped while
-    still float32 (floor(min(v, BINS - 1)) == min(floor(v), BINS - 1) for v >= 0)."""
+    counted on |x|'s bits, the bin indices are computed in |x|'s own buffer, and the values at
+    `top` are counted in one bin past the histogram (no clipping pass, no comparison pass)."""
     a = np.asarray(np.abs(x.astype(np.float32, copy=False)))  # new, dense in x's memory order
     maxima = {axis: a.max(axis=_others(a.ndim, axis), initial=0.0).astype(np.float64)
               for axis in _channel_axes(a.ndim)}
@@ -133,13 +135,28 @@ def summarize(x: np.ndarray) -> InputSummary:
     top = 2.0 ** math.ceil(math.log2(m)) if m > 0 else 0.0
     if zeros == a.size:
         return InputSummary(m, zeros, top, None, 0, maxima, sums, rows)
+    counts, at_top = _bin_counts(a, m, top)
+    counts[0] -= zeros  # the zeros fell in the first bin: only nonzero |x| are counted
+    return InputSummary(m, zeros, top, counts.astype(np.int32), at_top, maxima, sums, rows)
+
+
+def _bin_counts(a: np.ndarray, m: float, top: float) -> tuple[np.ndarray, int]:
+    """The counts of |x| `a` (largest `m`) in BINS bins over [0, `top`), those equal to top left
+    out, and how many equal top (`at_top`), computed in a's own buffer. |x| * (BINS / top), a
+    power of two, is exact near BINS: below BINS for |x| < top, BINS for |x| == top, so those
+    land in one bin past the histogram, without a clipping pass or a comparison pass; only a
+    top so small that BINS / top overflows float32 takes both."""
+    scale = np.float32(BINS / top)
+    if math.isfinite(scale):
+        scaled = np.multiply(a, scale, out=a).ravel(order="K")  # counts need no order
+        counts = np.bincount(scaled.astype(np.intp), minlength=BINS + 1)
+        return counts[:BINS], int(counts[BINS])
     at_top = int(np.count_nonzero(a == np.float32(m))) if m == top else 0
-    scaled = np.multiply(a, np.float32(BINS / top), out=a).ravel(order="K")  # counts need no order
+    scaled = np.multiply(a, scale, out=a).ravel(order="K")
     np.minimum(scaled, np.float32(BINS - 1), out=scaled)
     counts = np.bincount(scaled.astype(np.intp), minlength=BINS)
-    counts[0] -= zeros  # the zeros fell in the first bin: only nonzero |x| are counted
-    counts[BINS - 1] -= at_top  # and |x| == top is placed by TensorStats.fold
-    return InputSummary(m, zeros, top, counts.astype(np.int32), at_top, maxima, sums, rows)
+    counts[BINS - 1] -= at_top  # |x| == top is placed by TensorStats.fold
+    return counts, at_top
 
 
 def _merged_pairs(counts: np.ndarray) -> np.ndarray:

@@ -115,8 +115,10 @@ def _conv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     rank = len(out)
     cg, positions, taps = x.shape[1] // g, math.prod(out), math.prod(kernel)
     if cg == 1 and m == g and rank == 2 and set(_ints(attrs, "dilations")) == {1}:
-        y = depthwise_conv2d(x, w, _ints(attrs, "strides"), _ints(attrs, "pads"), out)
-        return [(y + b[0].reshape(m, 1, 1) if b else y).astype(x.dtype)]
+        strides, pads = _ints(attrs, "strides"), _ints(attrs, "pads")
+        return [depthwise_conv2d(x, w, strides, pads, out, b[0] if b else None)]
+    if g == 1 and cg >= _RUN and _pointwise(attrs, kernel):
+        return [_biased(_pointwise_conv(x, w), b[0] if b else None, x.dtype)]
     win = _windows(x, attrs, kernel, out, 0.0)  # (N, C, *out, *kernel)
     if g == 1 and cg >= _RUN:
         y = _dense_conv(win, w, positions)
@@ -127,10 +129,25 @@ def _conv(xs: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
         cols = np.moveaxis(win, 2, 2 + rank).reshape(n, g, positions, cg * taps)
         wg = w.reshape(g, m // g, cg * taps).transpose(0, 2, 1)
         y = np.matmul(cols, wg).transpose(0, 1, 3, 2)
-    y = y.reshape(n, m, *out)
-    if b:
-        y = y + b[0].reshape((m,) + (1,) * rank)
-    return [y.astype(x.dtype)]
+    return [_biased(y.reshape(n, m, *out), b[0] if b else None, x.dtype)]
+
+
+def _biased(y: np.ndarray, bias: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
+    """`(y + bias).astype(dtype)` of a convolution's fresh result `y` (N, M, *out), bias (M,):
+    added in y's own buffer where that is the same sum in the same type and y fills its buffer
+    (its layout is then the one `y + bias` would allocate), saving two copies."""
+    if bias is None:
+        return y.astype(dtype, copy=False)
+    bias = bias.reshape((-1,) + (1,) * (y.ndim - 2))
+    if y.dtype == dtype and np.result_type(y, bias) == dtype and _dense(y):
+        return np.add(y, bias, out=y)
+    return (y + bias).astype(dtype)
+
+
+def _dense(y: np.ndarray) -> bool:
+    """Whether `y` (not overlapping itself) spans no more memory than its elements."""
+    span = sum((n - 1) * abs(s) for n, s in zip(y.shape, y.strides, strict=True)) + y.itemsize
+    return y.size > 0 and span == y.size * y.itemsize
 
 
 # The fewest input channels for which `_dense_conv`'s channel runs beat im2col in the weight's order.
@@ -151,6 +168,21 @@ def _dense_conv(win: np.ndarray, w: np.ndarray, positions: int) -> np.ndarray:
         cols[..., t, :] = np.moveaxis(win[(Ellipsis, *tap)], 1, -1)
     wt = np.moveaxis(w, 1, -1).reshape(w.shape[0], -1)  # (M, taps * C), tap-major like cols
     return np.matmul(cols.reshape(n, positions, -1), wt.T).transpose(0, 2, 1)
+
+
+def _pointwise(attrs: Attrs, kernel: Sequence[int]) -> bool:
+    """Whether a convolution's windows are single input pixels: a 1x1 kernel, stride 1, no pads."""
+    return set(kernel) == {1} and set(_ints(attrs, "strides")) == {1} and not any(_ints(attrs, "pads"))
+
+
+def _pointwise_conv(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """`_dense_conv` of a 1x1 kernel at stride 1 without pads: the same GEMM of the same
+    (N, positions, C) columns, which are x itself where x is channels-last in memory (the
+    interpreter's GEMMs leave their results so), else its channels-last copy; (N, M, *out)."""
+    n, c = x.shape[:2]
+    cols = np.ascontiguousarray(np.moveaxis(x, 1, -1)).reshape(n, -1, c)
+    y = np.matmul(cols, w.reshape(w.shape[0], c).T).transpose(0, 2, 1)
+    return y.reshape(n, w.shape[0], *x.shape[2:])
 
 
 def _depthwise_conv(win: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from compiler.quant.calibrate import (
     mse,
     parallel_worth,
     percentile,
+    summarize,
 )
 from tests.compiler.quant.graphs import inputs, small_cnn
 
@@ -58,6 +59,23 @@ def test_negative_zeros_and_a_value_at_the_top_edge_bin_like_histogram() -> None
     small = TensorStats()
     small.add(np.array([[-3, 0, 127]], np.int8))
     assert small.zeros == 1 and small.absmax == 127.0 and small.top == 128.0
+
+
+@pytest.mark.parametrize("top", [2.0**-20, 1.0, 8.0, 2.0**40])
+def test_one_inputs_bins_and_the_values_at_top_against_floor_in_float64(top: float) -> None:
+    """Channels-last memory, values exactly at top, at bin edges and just below top: each bin is
+    floor(|x| * BINS / top) (exact in float64), the values equal to top are counted apart."""
+    rng = np.random.default_rng(5)
+    x = (rng.uniform(-top, top, (2, 5, 6, 3)).astype(np.float32)).transpose(0, 3, 1, 2)
+    x[0, 0, 0, :3] = [top, -top, np.nextafter(np.float32(top), np.float32(0))]
+    x[1, 2, 4, :3] = [top / 2, -top * 3 / BINS, 0.0]
+    s = summarize(x)
+    a = np.abs(x.astype(np.float64))
+    below = a[(a < top) & (a > 0)]
+    expected = np.bincount(np.floor(below * BINS / top).astype(np.int64), minlength=BINS)
+    assert s.top == top and s.absmax == top and s.at_top == 2 and s.zeros == 1
+    assert s.counts is not None
+    np.testing.assert_array_equal(s.counts, expected)
 
 
 def test_channel_maxima_along_axis_1_and_the_last_axis() -> None:

@@ -43,6 +43,21 @@ def test_phase_form_is_the_tap_sum_bit_for_bit(shape: tuple[int, ...], kernel: t
     np.testing.assert_array_equal(y.view(np.int32), expected.view(np.int32))
 
 
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2), (2, 1)])
+def test_channels_last_input_and_bias_give_the_biased_tap_sum_c_contiguous(strides: tuple[int, int]) -> None:
+    """An input channels-last in memory (as the GEMM convolutions leave it) is read row by row;
+    the bias is added after the tap sum; the result is a new C-contiguous array."""
+    rng = np.random.default_rng(11)
+    x = np.ascontiguousarray(rng.standard_normal((2, 7, 9, 6)).astype(np.float32)).transpose(0, 3, 1, 2)
+    w = rng.standard_normal((6, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    pads = (1, 0, 2, 1)
+    expected = _by_loops(x, w, strides, pads) + b.reshape(6, 1, 1)
+    y = depthwise_conv2d(x, w, strides, pads, expected.shape[2:], b)
+    assert y.flags.c_contiguous and y.dtype == np.float32
+    np.testing.assert_array_equal(y.view(np.int32), expected.view(np.int32))
+
+
 def test_conv_takes_the_phase_form_with_the_window_forms_bits() -> None:
     rng = np.random.default_rng(3)
     for _ in range(60):
