@@ -21,10 +21,8 @@ This module never imports `sim`: the caller passes a backend (`sim.backends.make
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -121,14 +119,7 @@ class CompiledModel:
         """`knobs_for(op)`: the schedule point of an accelerator operator (a tuning log's best),
         or None for its default schedule; `offload_shallow`: shallow convolutions too (see the
         module doc)."""
-        def plan(node: Node) -> Step:
-            return _plan(graph, node, target, offload, offload_shallow, knobs_for)
-
-        # LLVM optimises and emits a host kernel without the GIL (llvmlite's calls release it):
-        # a second thread lowers the next steps meanwhile (EfficientNet-Lite1: its 53 kernels'
-        # JIT beside the accelerator steps' lowering). The steps keep the graph's order.
-        with ThreadPoolExecutor(_COMPILE_THREADS) as pool:
-            steps = list(pool.map(plan, graph.nodes))
+        steps = [_plan(graph, node, target, offload, offload_shallow, knobs_for) for node in graph.nodes]
         return cls(graph, target, steps, offload_shallow)
 
     @property
@@ -182,9 +173,6 @@ class CompiledModel:
         view = self.memory.view(arena, name, v.shape, v.dtype)
         np.copyto(view, np.asarray(value).reshape(v.shape), casting="no")
         return view
-
-
-_COMPILE_THREADS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)
 
 
 def _plan(graph: Graph, node: Node, target: AcceleratorTarget, offload: bool, offload_shallow: bool,

@@ -51,7 +51,6 @@ HOST_OPS: dict[str, type[HostOp]] = {
 
 _KERNELS: dict[tuple[HostOp, int], HostKernel] = {}
 _LOCK = threading.Lock()
-_BUILDING: dict[tuple[HostOp, int], threading.Lock] = {}  # a kernel being built, by key
 
 
 def host_op(name: str, **params: Any) -> HostOp:
@@ -72,20 +71,12 @@ def host_op(name: str, **params: Any) -> HostOp:
 def compile_host_op(name: str, opt_level: int = 3, **params: Any) -> HostKernel:
     """The compiled kernel of host operator `name`, built once per distinct parameters."""
     op = host_op(name, **params)
-    key = (op, opt_level)
     with _LOCK:
-        kernel = _KERNELS.get(key)
-        if kernel is not None:
-            return kernel
-        building = _BUILDING.setdefault(key, threading.Lock())
-    with building:  # threads asking for one kernel at once (a threaded model compile) build it once
+        kernel = _KERNELS.get((op, opt_level))
+    if kernel is None:
+        kernel = op.build(opt_level)
         with _LOCK:
-            kernel = _KERNELS.get(key)
-        if kernel is None:
-            kernel = op.build(opt_level)
-            with _LOCK:
-                _KERNELS[key] = kernel
-                _BUILDING.pop(key, None)
+            kernel = _KERNELS.setdefault((op, opt_level), kernel)
     return kernel
 
 

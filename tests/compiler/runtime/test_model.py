@@ -270,26 +270,3 @@ def test_the_arena_run_on_rtl_equals_fsim_and_timing(tmp_path):
     np.testing.assert_array_equal(result.outputs["logits"], model.run(samples[0], fsim).outputs["logits"])
     timed = model.run(samples[0], timing)
     assert [r.cycles for r in result.steps] == [r.cycles for r in timed.steps] and result.cycles > 0
-
-
-def test_the_threaded_compile_gives_the_steps_of_the_sequential_one(monkeypatch):
-    """CompiledModel.compile plans the steps in two threads: the same steps, in the graph's
-    order, with the same accelerator programs as one thread gives."""
-    from compiler.runtime import model as runtime_model
-
-    g = _quantized_graph(np.random.default_rng(3))
-    target = AcceleratorTarget(PRESETS["tiny"])
-    compiled = {}
-    for threads in (1, 2):
-        monkeypatch.setattr(runtime_model, "_COMPILE_THREADS", threads)
-        compiled[threads] = CompiledModel.compile(g, target, offload_shallow=True)
-    one, two = compiled[1], compiled[2]
-    assert [(s.node.name, s.where) for s in one.steps] == [(s.node.name, s.where) for s in two.steps]
-    assert [s.node.name for s in two.steps] == [n.name for n in g.nodes]
-    programs = [[s.accel.compiled.built.program.insns.tobytes() for s in m.steps if s.accel is not None]
-                for m in (one, two)]
-    assert programs[0] == programs[1] and programs[0]
-    x = np.random.default_rng(0).standard_normal((1, 5, 8, 8)).astype(np.float32)
-    fsim = make_backend("fsim", target.cfg)
-    want, got = (m.run({"x": x}, fsim).outputs["logits"] for m in (one, two))
-    np.testing.assert_array_equal(got, want)

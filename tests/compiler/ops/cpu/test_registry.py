@@ -45,29 +45,3 @@ def test_build_host_compiles_a_users_schedule():
     kernel = build_host(Schedule(out), "user", [a, b])
     x, y = np.random.default_rng(0).standard_normal((2, 3, 5)).astype(np.float32)
     assert np.array_equal(kernel(x, y[0]), np.sqrt(np.abs(x)) * y[0])
-
-
-def test_threads_asking_for_one_new_kernel_at_once_build_it_once(monkeypatch):
-    """A model compiles its steps in two threads (compiler.runtime.model): one kernel, one build."""
-    import threading
-    import time
-
-    from compiler.ops.cpu.pool import MaxPool2d
-
-    builds = []
-    real = MaxPool2d.build
-
-    def slow_build(self, opt_level=3):
-        builds.append(self)
-        time.sleep(0.05)  # the other threads arrive while this one builds
-        return real(self, opt_level)
-
-    monkeypatch.setattr(MaxPool2d, "build", slow_build)
-    got = []
-    threads = [threading.Thread(target=lambda: got.append(
-        compile_host_op("max_pool2d", shape=(1, 3, 7, 5), kernel=2, stride=1, pad=0))) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(builds) == 1 and len(got) == 4 and all(k is got[0] for k in got)
