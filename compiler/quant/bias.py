@@ -8,7 +8,9 @@ topological order, and before a layer's outputs are passed on, its bias is lower
 difference between the mean of its accumulator (plus bias) per channel and the float graph's
 mean of the same pre-activation on the same inputs, in accumulator steps. Layers are corrected
 in order, so each one sees the inputs that the corrected layers before it produce. The integer
-ops are unchanged; only int32 bias constants move.
+ops are unchanged; only int32 bias constants move. A layer's mean accumulators come from its
+inputs' exact channel sums (compiler.quant.acc_sums), so the layer itself runs once, with the
+corrected bias, through its evaluator.
 
 The quantizer corrects convolutions only. On validation inputs (seed 5000) the correction takes
 MobileNetV2's logit mean squared error against fp32 from 0.078 to 0.067 (mean cosine 0.9958 to
@@ -19,6 +21,7 @@ from above 0.98 to 0.905: a few token rows estimate per-channel means too poorly
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing import Pipe
@@ -29,6 +32,7 @@ import numpy as np
 from compiler.graph.interp import evaluate_node, last_uses
 from compiler.graph.ir import Graph, Node, const
 from compiler.graph.opdefs.qops import INT32_MAX, gemm_acc, qconv_acc, qconv_epilogue
+from compiler.quant.acc_sums import channel_sums
 from compiler.quant.calibrate import split_point
 from compiler.quant.forked import Forked
 
@@ -123,9 +127,8 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
         target = targets.get(node.outputs[0])
         accs: list[np.ndarray] = []
         if target is not None:
-            accs = [_accumulator(node, [env[x] for x in node.inputs[:2]]) for env in envs]
-            axes = tuple(a for a in range(accs[0].ndim) if a != 1)
-            bias = biases.bias(target, [_channel_mean(a, axes) for a in accs], envs[0][node.inputs[2]])
+            means, accs = _means(node, g.values[node.outputs[0]].shape, envs)
+            bias = biases.bias(target, means, envs[0][node.inputs[2]])
             g.values[node.inputs[2]] = const(node.inputs[2], bias)
             for env in envs:
                 env[node.inputs[2]] = bias
@@ -138,6 +141,21 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
             env.update(zip(node.outputs, outs, strict=True))
             for name in last.get(i, ()):
                 env.pop(name, None)
+
+
+def _means(node: Node, shape: tuple[int, ...], envs: Sequence[Mapping[str, np.ndarray]],
+           ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each input's float64 mean accumulator per channel at QConv/QGemm `node` (output
+    `shape`), as `_channel_mean` gives it: from exact channel sums where
+    `acc_sums.channel_sums` gives them, else from the accumulators, which then come back too
+    (else an empty list)."""
+    sums = channel_sums(node.op, [env[node.inputs[0]] for env in envs], envs[0][node.inputs[1]], node.attrs)
+    if sums is not None:
+        count = math.prod(shape) // shape[1]
+        return [np.true_divide(s.astype(np.float64), count) for s in sums], []
+    accs = [_accumulator(node, [env[x] for x in node.inputs[:2]]) for env in envs]
+    axes = tuple(a for a in range(accs[0].ndim) if a != 1)
+    return [_channel_mean(a, axes) for a in accs], accs
 
 
 def _corrected(target: BiasTarget, means: list[np.ndarray], bias_now: np.ndarray) -> np.ndarray:
