@@ -54,12 +54,31 @@ def channel_sums(op: str, xs: Sequence[np.ndarray], w: np.ndarray,
     fill = attr_int(attrs, "pad_value")
     group = attr_int(attrs, "group")
     k, per_group = w.shape[0], w.shape[1] * w.shape[2] * w.shape[3]
+    if k == group == x0.shape[1]:  # depthwise: one filter per channel
+        return _depthwise_sums(xs, w, geo, fill)
     images = np.concatenate(xs) if len(xs) > 1 else x0  # every input's images, one batch
     taps = tap_sums(images, geo, fill).reshape(len(xs), x0.shape[0], group, per_group).sum(axis=1)
-    if k == group:  # depthwise: one filter per input channel
-        return list(np.einsum("egt,gt->eg", taps, w.reshape(k, per_group).astype(np.int64)))
     sums = _exact_matmul(w.reshape(group, k // group, per_group), taps.transpose(1, 2, 0))
     return list(sums.reshape(k, len(xs)).T)  # (group, K / group, inputs) to one (K,) per input
+
+
+def _depthwise_sums(xs: Sequence[np.ndarray], w: np.ndarray, geo: _Geometry, fill: int) -> list[np.ndarray]:
+    """`channel_sums` of a depthwise convolution: each channel's input values times how much
+    of its filter reads them, V[c, i, j] = sum over (ky, kx) of w[c, ky, kx] where tap (ky, kx)
+    of some output reads input (i, j), summed (int32 where 2**7 times the largest sum of |V|
+    over a channel's values, the batch's, fits int32, else int64), plus the padding's part:
+    `fill` times each tap's weight times the outputs that read padding through it."""
+    rows, cols = _reads(geo, 0).astype(np.int64), _reads(geo, 1).astype(np.int64)
+    filters = w[:, 0].astype(np.int64)  # (C, kh, kw)
+    v = np.matmul(np.matmul(rows, filters), cols.T)  # (C, H, W)
+    x0 = xs[0]
+    n, c = x0.shape[:2]
+    kind = np.int32 if (n << 7) * int(np.abs(v).reshape(c, -1).sum(axis=1).max()) < 1 << 31 else np.int64
+    images = (np.stack(xs) if len(xs) > 1 else x0[None]).reshape(len(xs), n, c, -1)
+    sums = np.einsum("encp,cp->ec", images, v.reshape(c, -1).astype(kind)).astype(np.int64)
+    outside = geo.positions - rows.sum(axis=0)[:, None] * cols.sum(axis=0)[None, :]  # (kh, kw)
+    sums += n * fill * np.einsum("cij,ij->c", filters, outside)
+    return list(sums)
 
 
 def _exact_matmul(w: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -115,6 +134,9 @@ def tap_sums(x: np.ndarray, geo: _Geometry, fill: int) -> np.ndarray:
     product with the 0/1 matrix of rows read (H, kh). Every value is an integer far below
     2**53, exact in float64."""
     n, c, h, w = x.shape
+    if geo.kernel == geo.strides == (1, 1) and not any(geo.pads):  # pointwise: every value once
+        per = x.reshape(n * c, h * w).sum(axis=1, dtype=np.int32 if h * w <= 1 << 24 else np.int64)
+        return per.astype(np.int64).reshape(n, c, 1, 1)
     (kh, kw), rows = geo.kernel, _reads(geo, 0)
     cols = _column_sums(x.reshape(n * c * h, w), geo)
     t = np.tensordot(cols.reshape(n * c, h, kw), rows, axes=([1], [0]))  # (N * C, kw, kh)

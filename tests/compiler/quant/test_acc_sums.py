@@ -50,13 +50,13 @@ def test_conv_channel_sums_are_the_accumulators_sums(long_rows: bool) -> None:
 
 def test_depthwise_channel_sums_at_full_scale() -> None:
     rng = np.random.default_rng(3)
-    x = np.full((1, 6, 9, 40), -128, np.int8)  # every product at its largest
+    x = np.full((1, 6, 80, 80), -128, np.int8)  # every product 2**14: a sum past int32
     w = np.full((6, 1, 5, 5), -128, np.int8)
     attrs: dict[str, AttrValue] = {"strides": (1, 1), "pads": (2, 2, 2, 2), "group": 6, "pad_value": -128}
     xs = [x, _int8(rng, x.shape)]
     got = channel_sums("QConv", xs, w, attrs)
     assert got is not None
-    assert int(got[0][0]) == 9 * 40 * 25 * (1 << 14)
+    assert int(got[0][0]) == 80 * 80 * 25 * (1 << 14) > 1 << 31
     for xi, sums in zip(xs, got, strict=True):
         np.testing.assert_array_equal(sums, _acc_sums(xi, w, attrs))
 
