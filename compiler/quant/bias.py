@@ -31,6 +31,7 @@ import numpy as np
 
 from compiler.graph.interp import evaluate_node, last_uses
 from compiler.graph.ir import Graph, Node, const
+from compiler.graph.opdefs.base import OPS
 from compiler.graph.opdefs.qops import INT32_MAX, gemm_acc, qconv_acc, qconv_epilogue
 from compiler.quant.acc_sums import channel_sums
 from compiler.quant.calibrate import split_point
@@ -132,15 +133,29 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
             g.values[node.inputs[2]] = const(node.inputs[2], bias)
             for env in envs:
                 env[node.inputs[2]] = bias
+        batch = _qconv_batch(g, node, envs) if node.op == "QConv" and not accs and len(envs) > 1 else None
         for j, env in enumerate(envs):
             arrays = [env[x] for x in node.inputs]
-            if accs and node.op == "QConv":  # the accumulator is known: only the epilogue is left
+            if batch is not None:
+                outs = [batch[j]]
+            elif accs and node.op == "QConv":  # the accumulator is known: only the epilogue is left
                 outs = [qconv_epilogue(accs[j], arrays, node.attrs)]
             else:
                 outs = evaluate_node(g, node, arrays)
             env.update(zip(node.outputs, outs, strict=True))
             for name in last.get(i, ()):
                 env.pop(name, None)
+
+
+def _qconv_batch(g: Graph, node: Node, envs: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
+    """QConv `node`'s output in each of `envs`, from one evaluation of its inputs stacked on the
+    batch axis (the fused kernels' blocks then span inputs: the small late layers' per-call
+    costs are paid once): every output value is the one a separate evaluation gives."""
+    stacked = [envs[0][x] if g.values[x].data is not None else np.concatenate([env[x] for env in envs])
+               for x in node.inputs]
+    out = OPS["QConv"].evaluate(stacked, node.attrs)[0]
+    n = envs[0][node.inputs[0]].shape[0]
+    return [out[j * n : (j + 1) * n] for j in range(len(envs))]
 
 
 def _means(node: Node, shape: tuple[int, ...], envs: Sequence[Mapping[str, np.ndarray]],
