@@ -133,7 +133,7 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
             g.values[node.inputs[2]] = const(node.inputs[2], bias)
             for env in envs:
                 env[node.inputs[2]] = bias
-        batch = _qconv_batch(g, node, envs) if node.op == "QConv" and not accs and len(envs) > 1 else None
+        batch = _batched(g, node, envs) if node.op in BATCHED and not accs and len(envs) > 1 else None
         for j, env in enumerate(envs):
             arrays = [env[x] for x in node.inputs]
             if batch is not None:
@@ -147,13 +147,19 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
                 env.pop(name, None)
 
 
-def _qconv_batch(g: Graph, node: Node, envs: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
-    """QConv `node`'s output in each of `envs`, from one evaluation of its inputs stacked on the
-    batch axis (the fused kernels' blocks then span inputs: the small late layers' per-call
-    costs are paid once): every output value is the one a separate evaluation gives."""
+# Ops whose every output value is computed the same way whatever the batch holds: integer
+# ops, and float ops element by element (a float Conv or Gemm's sums could be ordered otherwise).
+BATCHED = frozenset({"QConv", "QAdd", "QGlobalAvgPool", "Quantize", "Clip"})
+
+
+def _batched(g: Graph, node: Node, envs: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
+    """`node`'s (one output, an op in BATCHED) output in each of `envs`, from one evaluation of
+    its inputs stacked on the batch axis (QConv's fused kernels' blocks then span inputs: the
+    small late layers' per-call costs are paid once): every output value is the one a
+    separate evaluation gives."""
     stacked = [envs[0][x] if g.values[x].data is not None else np.concatenate([env[x] for env in envs])
                for x in node.inputs]
-    out = OPS["QConv"].evaluate(stacked, node.attrs)[0]
+    out = OPS[node.op].evaluate(stacked, node.attrs)[0]
     n = envs[0][node.inputs[0]].shape[0]
     return [out[j * n : (j + 1) * n] for j in range(len(envs))]
 
