@@ -96,3 +96,18 @@ def test_a_failing_worker_fails_the_correction(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(bias, "_worker", broken)
     with pytest.raises(QuantizationError, match=r"^the worker's inputs are bad$"):
         _quantized_with_workers(monkeypatch, 2)
+
+
+def test_stacked_runs_and_channel_sums_give_the_accumulators_biases(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compiler.quant.bias as bias
+
+    fast = _quantized_with_workers(monkeypatch, 1)
+    monkeypatch.setattr(bias, "BATCHED", frozenset())  # each input on its own
+    monkeypatch.setattr(bias, "channel_sums", lambda *args: None)  # means from the accumulators
+    slow = _quantized_with_workers(monkeypatch, 1)
+    corrected = [n.inputs[2] for n in slow.nodes if n.op in ("QConv", "QGemm")]
+    assert len(corrected) >= 3
+    for name in corrected:
+        np.testing.assert_array_equal(fast.const_data(name), slow.const_data(name))
+    for a, b in zip(fast.nodes, slow.nodes, strict=True):
+        assert (a.op, a.inputs, a.outputs) == (b.op, b.inputs, b.outputs)
