@@ -31,54 +31,53 @@ from compiler.graph.ir import AttrValue, attr_int, attr_ints
 MAX_COUNT = 1 << 22
 
 
-def channel_sums(op: str, xs: Sequence[np.ndarray], w: np.ndarray,
-                 attrs: Mapping[str, AttrValue]) -> list[np.ndarray] | None:
-    """For each input in `xs`, the int64 sum per output channel (K,) of a QConv's (N, K, H', W')
-    or a QGemm's (M, K) int32 accumulator for that input and weights `w`, computed without it;
-    None where those sums could differ from the wrapped accumulator's (not int8 x int8, a sum
-    that may leave int32) or count more than MAX_COUNT values per channel. The inputs share
-    one shape (a layer's input on each calibration input)."""
-    if not xs or any(x.dtype != np.int8 or x.shape != xs[0].shape for x in xs) or w.dtype != np.int8:
+def channel_sums(op: str, x: np.ndarray, w: np.ndarray, attrs: Mapping[str, AttrValue],
+                 inputs: int = 1) -> np.ndarray | None:
+    """The int64 sums per output channel (inputs, K) of a QConv's (N, K, H', W') or a QGemm's
+    (M, K) int32 accumulator for each of the `inputs` equal parts of `x` along its first axis
+    (a layer's input on each calibration input, stacked) and weights `w`, computed without
+    the accumulator; None where those sums could differ from the wrapped accumulator's (not
+    int8 x int8, a sum that may leave int32) or count more than MAX_COUNT values per channel."""
+    if x.dtype != np.int8 or w.dtype != np.int8 or inputs < 1 or x.ndim < 1 or x.shape[0] % inputs:
         return None
-    x0 = xs[0]
+    n = x.shape[0] // inputs
     if op == "QGemm":
-        if x0.ndim != 2 or x0.shape[0] > MAX_COUNT or not _fits_int32(x0.shape[1]):
+        if x.ndim != 2 or n > MAX_COUNT or not _fits_int32(x.shape[1]):
             return None
-        totals = np.stack([x.sum(axis=0, dtype=np.int64) for x in xs], axis=1)  # (K_in, inputs)
-        return list(_exact_matmul(w[None], totals[None])[0].T)
-    if op != "QConv" or x0.ndim != 4 or not _fits_int32(w.shape[1] * w.shape[2] * w.shape[3]):
+        totals = x.reshape(inputs, n, x.shape[1]).sum(axis=1, dtype=np.int64)  # (inputs, K_in)
+        return _exact_matmul(w[None], totals.T[None])[0].T
+    if op != "QConv" or x.ndim != 4 or not _fits_int32(w.shape[1] * w.shape[2] * w.shape[3]):
         return None
-    geo = _Geometry.of(x0.shape, w.shape[2:], attr_ints(attrs, "strides"), attr_ints(attrs, "pads"))
-    if x0.shape[0] * geo.positions > MAX_COUNT:
+    geo = _Geometry.of(x.shape, w.shape[2:], attr_ints(attrs, "strides"), attr_ints(attrs, "pads"))
+    if n * geo.positions > MAX_COUNT:
         return None
     fill = attr_int(attrs, "pad_value")
     group = attr_int(attrs, "group")
     k, per_group = w.shape[0], w.shape[1] * w.shape[2] * w.shape[3]
-    if k == group == x0.shape[1]:  # depthwise: one filter per channel
-        return _depthwise_sums(xs, w, geo, fill)
-    images = np.concatenate(xs) if len(xs) > 1 else x0  # every input's images, one batch
-    taps = tap_sums(images, geo, fill).reshape(len(xs), x0.shape[0], group, per_group).sum(axis=1)
+    if k == group == x.shape[1]:  # depthwise: one filter per channel
+        return _depthwise_sums(x.reshape(inputs, n, *x.shape[1:]), w, geo, fill)
+    taps = tap_sums(x, geo, fill).reshape(inputs, n, group, per_group).sum(axis=1)
     sums = _exact_matmul(w.reshape(group, k // group, per_group), taps.transpose(1, 2, 0))
-    return list(sums.reshape(k, len(xs)).T)  # (group, K / group, inputs) to one (K,) per input
+    return sums.reshape(k, inputs).T  # type: ignore[no-any-return]  # (group, K / group, inputs)
 
 
-def _depthwise_sums(xs: Sequence[np.ndarray], w: np.ndarray, geo: _Geometry, fill: int) -> list[np.ndarray]:
-    """`channel_sums` of a depthwise convolution: each channel's input values times how much
-    of its filter reads them, V[c, i, j] = sum over (ky, kx) of w[c, ky, kx] where tap (ky, kx)
-    of some output reads input (i, j), summed (int32 where 2**7 times the largest sum of |V|
-    over a channel's values, the batch's, fits int32, else int64), plus the padding's part:
-    `fill` times each tap's weight times the outputs that read padding through it."""
+def _depthwise_sums(x: np.ndarray, w: np.ndarray, geo: _Geometry, fill: int) -> np.ndarray:
+    """`channel_sums` of a depthwise convolution, `x` (inputs, N, C, H, W): each channel's input
+    values times how much of its filter reads them, V[c, i, j] = sum over (ky, kx) of
+    w[c, ky, kx] where tap (ky, kx) of some output reads input (i, j), summed (int32 where 2**7
+    times the largest sum of |V| over a channel's values, the batch's, fits int32, else int64),
+    plus the padding's part: `fill` times each tap's weight times the outputs that read padding
+    through it."""
     rows, cols = _reads(geo, 0).astype(np.int64), _reads(geo, 1).astype(np.int64)
     filters = w[:, 0].astype(np.int64)  # (C, kh, kw)
     v = np.matmul(np.matmul(rows, filters), cols.T)  # (C, H, W)
-    x0 = xs[0]
-    n, c = x0.shape[:2]
+    inputs, n, c = x.shape[:3]
     kind = np.int32 if (n << 7) * int(np.abs(v).reshape(c, -1).sum(axis=1).max()) < 1 << 31 else np.int64
-    images = (np.stack(xs) if len(xs) > 1 else x0[None]).reshape(len(xs), n, c, -1)
+    images = x.reshape(inputs, n, c, -1)
     sums = np.einsum("encp,cp->ec", images, v.reshape(c, -1).astype(kind)).astype(np.int64)
     outside = geo.positions - rows.sum(axis=0)[:, None] * cols.sum(axis=0)[None, :]  # (kh, kw)
     sums += n * fill * np.einsum("cij,ij->c", filters, outside)
-    return list(sums)
+    return sums  # type: ignore[no-any-return]
 
 
 def _exact_matmul(w: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -123,17 +123,18 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
     `biases` gives from these inputs' channel means, before its outputs are passed on."""
     consts = {k: v.data for k, v in g.values.items() if v.data is not None}
     envs = [{**consts, **{k: np.asarray(v) for k, v in given.items()}} for given in feeds]
+    stacked = _Stacked(g, envs)
     last = last_uses(g)
     for i, node in enumerate(g.nodes):
         target = targets.get(node.outputs[0])
         accs: list[np.ndarray] = []
         if target is not None:
-            means, accs = _means(node, g.values[node.outputs[0]].shape, envs)
+            means, accs = _means(node, g.values[node.outputs[0]].shape, envs, stacked)
             bias = biases.bias(target, means, envs[0][node.inputs[2]])
             g.values[node.inputs[2]] = const(node.inputs[2], bias)
             for env in envs:
                 env[node.inputs[2]] = bias
-        batch = _batched(g, node, envs) if node.op in BATCHED and not accs and len(envs) > 1 else None
+        batch = stacked.run(node) if node.op in BATCHED and not accs and len(envs) > 1 else None
         for j, env in enumerate(envs):
             arrays = [env[x] for x in node.inputs]
             if batch is not None:
@@ -145,6 +146,8 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
             env.update(zip(node.outputs, outs, strict=True))
             for name in last.get(i, ()):
                 env.pop(name, None)
+        for name in last.get(i, ()):
+            stacked.arrays.pop(name, None)
 
 
 # Ops whose every output value is computed the same way whatever the batch holds: integer
@@ -152,28 +155,43 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
 BATCHED = frozenset({"QConv", "QAdd", "QGlobalAvgPool", "Quantize", "Clip"})
 
 
-def _batched(g: Graph, node: Node, envs: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
-    """`node`'s (one output, an op in BATCHED) output in each of `envs`, from one evaluation of
-    its inputs stacked on the batch axis (QConv's fused kernels' blocks then span inputs: the
-    small late layers' per-call costs are paid once): every output value is the one a
-    separate evaluation gives."""
-    stacked = [envs[0][x] if g.values[x].data is not None else np.concatenate([env[x] for env in envs])
-               for x in node.inputs]
-    out = OPS[node.op].evaluate(stacked, node.attrs)[0]
-    n = envs[0][node.inputs[0]].shape[0]
-    return [out[j * n : (j + 1) * n] for j in range(len(envs))]
+class _Stacked:
+    """Values of every input in `envs` stacked on the batch axis: an op in BATCHED runs once on
+    them (QConv's fused kernels' blocks then span inputs: the small late layers' per-call
+    costs are paid once), and its output stays stacked for the next; each input's value is
+    a view of it."""
+
+    def __init__(self, g: Graph, envs: Sequence[Mapping[str, np.ndarray]]) -> None:
+        self.g, self.envs = g, envs
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def get(self, name: str) -> np.ndarray:
+        """Non-constant value `name` of every input, stacked (kept for the value's next readers)."""
+        got = self.arrays.get(name)
+        if got is None:
+            parts = [env[name] for env in self.envs]
+            got = self.arrays[name] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return got
+
+    def run(self, node: Node) -> list[np.ndarray]:
+        """`node`'s output (an op in BATCHED) in each input, from one evaluation on the stacked
+        inputs: every value the one a separate evaluation gives."""
+        arrays = [self.envs[0][x] if self.g.values[x].data is not None else self.get(x) for x in node.inputs]
+        out = self.arrays[node.outputs[0]] = OPS[node.op].evaluate(arrays, node.attrs)[0]
+        n = out.shape[0] // len(self.envs)
+        return [out[j * n : (j + 1) * n] for j in range(len(self.envs))]
 
 
-def _means(node: Node, shape: tuple[int, ...], envs: Sequence[Mapping[str, np.ndarray]],
+def _means(node: Node, shape: tuple[int, ...], envs: Sequence[Mapping[str, np.ndarray]], stacked: _Stacked,
            ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Each input's float64 mean accumulator per channel at QConv/QGemm `node` (output
     `shape`), as `_channel_mean` gives it: from exact channel sums where
     `acc_sums.channel_sums` gives them, else from the accumulators, which then come back too
     (else an empty list)."""
-    sums = channel_sums(node.op, [env[node.inputs[0]] for env in envs], envs[0][node.inputs[1]], node.attrs)
+    sums = channel_sums(node.op, stacked.get(node.inputs[0]), envs[0][node.inputs[1]], node.attrs, len(envs))
     if sums is not None:
         count = math.prod(shape) // shape[1]
-        return [np.true_divide(s.astype(np.float64), count) for s in sums], []
+        return list(np.true_divide(sums.astype(np.float64), count)), []
     accs = [_accumulator(node, [env[x] for x in node.inputs[:2]]) for env in envs]
     axes = tuple(a for a in range(accs[0].ndim) if a != 1)
     return [_channel_mean(a, axes) for a in accs], accs

@@ -41,9 +41,9 @@ def test_conv_channel_sums_are_the_accumulators_sums(long_rows: bool) -> None:
     rng = np.random.default_rng(11 + long_rows)
     for _ in range(120):
         xs, w, attrs = _case(rng, long_rows)
-        got = channel_sums("QConv", xs, w, attrs)
+        got = channel_sums("QConv", np.concatenate(xs), w, attrs, len(xs))
         assert got is not None
-        assert len(got) == len(xs)
+        assert got.shape == (len(xs), w.shape[0])
         for x, sums in zip(xs, got, strict=True):
             np.testing.assert_array_equal(sums, _acc_sums(x, w, attrs), err_msg=str(attrs))
 
@@ -54,7 +54,7 @@ def test_depthwise_channel_sums_at_full_scale() -> None:
     w = np.full((6, 1, 5, 5), -128, np.int8)
     attrs: dict[str, AttrValue] = {"strides": (1, 1), "pads": (2, 2, 2, 2), "group": 6, "pad_value": -128}
     xs = [x, _int8(rng, x.shape)]
-    got = channel_sums("QConv", xs, w, attrs)
+    got = channel_sums("QConv", np.concatenate(xs), w, attrs, 2)
     assert got is not None
     assert int(got[0][0]) == 80 * 80 * 25 * (1 << 14) > 1 << 31
     for xi, sums in zip(xs, got, strict=True):
@@ -64,7 +64,7 @@ def test_depthwise_channel_sums_at_full_scale() -> None:
 def test_dense_channel_sums_are_the_accumulators_sums() -> None:
     rng = np.random.default_rng(5)
     xs, w = [_int8(rng, (7, 33)) for _ in range(3)], _int8(rng, (5, 33))
-    got = channel_sums("QGemm", xs, w, {})
+    got = channel_sums("QGemm", np.concatenate(xs), w, {}, 3)
     assert got is not None
     for x, sums in zip(xs, got, strict=True):
         np.testing.assert_array_equal(sums, gemm_acc(x, w).sum(axis=0))
@@ -74,13 +74,13 @@ def test_no_sums_where_they_could_differ_from_the_wrapped_accumulator() -> None:
     rng = np.random.default_rng(6)
     attrs: dict[str, AttrValue] = {"strides": (1, 1), "pads": (0, 0, 0, 0), "group": 1, "pad_value": 0}
     x, w = _int8(rng, (1, 3, 4, 4)), _int8(rng, (2, 3, 1, 1))
-    assert channel_sums("QConv", [x.astype(np.int32)], w, attrs) is None  # not int8
-    assert channel_sums("QConv", [x], w.astype(np.int16), attrs) is None
+    assert channel_sums("QConv", x.astype(np.int32), w, attrs) is None  # not int8
+    assert channel_sums("QConv", x, w.astype(np.int16), attrs) is None
     wide = np.zeros((1, 1 << 17, 1, 1), np.int8)  # 2**17 products of 2**14 may leave int32
-    assert channel_sums("QConv", [np.zeros((1, 1 << 17, 1, 1), np.int8)], wide, attrs) is None
+    assert channel_sums("QConv", np.zeros((1, 1 << 17, 1, 1), np.int8), wide, attrs) is None
     big = np.zeros((1, 1, 1 << 11, 1 << 12), np.int8)  # more than 2**22 values per channel
-    assert channel_sums("QConv", [big], np.zeros((1, 1, 1, 1), np.int8), attrs) is None
+    assert channel_sums("QConv", big, np.zeros((1, 1, 1, 1), np.int8), attrs) is None
     long_rows = np.zeros((4, 1 << 17), np.int8)
-    assert channel_sums("QGemm", [long_rows], np.zeros((2, 1 << 17), np.int8), {}) is None
-    assert channel_sums("QAdd", [x], w, attrs) is None
-    assert channel_sums("QConv", [x, x[:, :, :2]], w, attrs) is None  # inputs of two shapes
+    assert channel_sums("QGemm", long_rows, np.zeros((2, 1 << 17), np.int8), {}) is None
+    assert channel_sums("QAdd", x, w, attrs) is None
+    assert channel_sums("QConv", np.concatenate([x, x]), w, attrs, 3) is None  # 2 images in 3 inputs
