@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -101,11 +101,6 @@ class Epilogue:
         offset = _int32(bias * _int32(mult) + rounding)
         return cls(_int32(mult), offset, shift, lo, hi, attr_int(attrs, "mult_r"))
 
-    def tiled(self, n: int) -> Epilogue:
-        """This epilogue for `n` copies of its channels, one after another."""
-        clamp = None if self.clamp is None else (np.tile(self.clamp[0], n), np.tile(self.clamp[1], n))
-        return replace(self, mult=np.tile(self.mult, n), offset=np.tile(self.offset, n), clamp=clamp)
-
     def apply(self, t: np.ndarray, channels: slice, residual: np.ndarray | None, out: np.ndarray,
               last: bool = False) -> None:
         """Requantize the int32 block `t` (overwritten) of output `channels` into int8 `out`
@@ -157,28 +152,10 @@ def fused_qconv(xs: Sequence[np.ndarray], attrs: Mapping[str, AttrValue]) -> np.
     x, w = xs[0], xs[1]
     group, strides, pads = attr_int(attrs, "group"), attr_ints(attrs, "strides"), attr_ints(attrs, "pads")
     residual = xs[4] if len(xs) == 5 else None
-    n = x.shape[0]
     if group == x.shape[1] == w.shape[0] and w.shape[1] == 1 and w.shape[2] * w.shape[3] <= F32_TERMS:
-        epi, fill = Epilogue.of(xs, attrs), attr_int(attrs, "pad_value")
-        if n == 1:
-            return _depthwise(x, w, strides, pads, fill, epi, residual)
-        # the images' channels as one image's, so that a block of channels spans images
-        fold = (1, n * x.shape[1])
-        res = None if residual is None else residual.reshape(*fold, *residual.shape[2:])
-        out = _depthwise(x.reshape(*fold, *x.shape[2:]), np.tile(w, (n, 1, 1, 1)), strides, pads, fill,
-                         epi.tiled(n), res)
-        return out.reshape(n, x.shape[1], *out.shape[2:])
+        return _depthwise(x, w, strides, pads, attr_int(attrs, "pad_value"), Epilogue.of(xs, attrs), residual)
     if group == 1 and w.shape[2:] == (1, 1) and not any(pads):
-        epi = Epilogue.of(xs, attrs)
-        if n == 1:
-            return _pointwise(x, w, strides, epi, residual)
-        # the images' positions side by side, as one image's: a block of positions spans images
-        x = x[:, :, :: strides[0], :: strides[1]]
-        flat = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(1, x.shape[1], 1, -1)
-        res = None if residual is None else np.ascontiguousarray(residual.transpose(1, 0, 2, 3)).reshape(
-            1, residual.shape[1], 1, -1)
-        out = _pointwise(flat, w, (1, 1), epi, res).reshape(w.shape[0], n, *x.shape[2:])
-        return np.ascontiguousarray(out.transpose(1, 0, 2, 3))
+        return _pointwise(x, w, strides, Epilogue.of(xs, attrs), residual)
     return None
 
 
