@@ -125,7 +125,10 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
     envs = [{**consts, **{k: np.asarray(v) for k, v in given.items()}} for given in feeds]
     stacked = _Stacked(g, envs)
     last = last_uses(g)
+    needed = _feeding(g, targets)
     for i, node in enumerate(g.nodes):
+        if i not in needed:
+            continue
         target = targets.get(node.outputs[0])
         accs: list[np.ndarray] = []
         if target is not None:
@@ -148,6 +151,18 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
                 env.pop(name, None)
         for name in last.get(i, ()):
             stacked.arrays.pop(name, None)
+
+
+def _feeding(g: Graph, targets: Mapping[str, BiasTarget]) -> set[int]:
+    """The indices of the nodes that a layer in `targets` reads from, directly or not, and of
+    those layers: the rest (the head after the last corrected layer) need not run."""
+    wanted, needed = set(targets), set()
+    for i in range(len(g.nodes) - 1, -1, -1):
+        node = g.nodes[i]
+        if wanted.intersection(node.outputs):
+            needed.add(i)
+            wanted.update(node.inputs)
+    return needed
 
 
 # Ops whose every output value is computed the same way whatever the batch holds: integer

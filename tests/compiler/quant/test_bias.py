@@ -111,3 +111,16 @@ def test_stacked_runs_and_channel_sums_give_the_accumulators_biases(monkeypatch:
         np.testing.assert_array_equal(fast.const_data(name), slow.const_data(name))
     for a, b in zip(fast.nodes, slow.nodes, strict=True):
         assert (a.op, a.inputs, a.outputs) == (b.op, b.inputs, b.outputs)
+
+
+def test_only_the_nodes_that_feed_a_corrected_layer_run() -> None:
+    from compiler.quant.bias import BiasTarget, _feeding
+
+    g = quantize(small_cnn(), inputs(small_cnn(), 2, seed=4), bias_correction=False)
+    ops = [n.op for n in g.nodes]
+    first = ops.index("QConv")
+    target = BiasTarget(np.zeros(1), np.ones(1))
+    needed = _feeding(g, {g.nodes[first].outputs[0]: target})
+    assert first in needed and max(needed) == first  # nothing after it
+    assert ops.index("Quantize") in needed  # its input's producer
+    assert _feeding(g, {}) == set()
