@@ -9,7 +9,7 @@ columns that kernel column kx reads, plus `pad_value` at every other output posi
 separable: each row's sums over each kernel column's columns, then each channel's sums of
 those over each kernel row's rows. A dense layer's channel sums are likewise the weights
 times the input's column sums. On EfficientNet-Lite1's 63 convolutions and 48 calibration
-inputs the sums take about 0.5 s where the accumulators took 5 (single process).
+inputs the sums take about 0.35 s where the accumulators took 5 (single process).
 
 Exactness: the sums are computed in int64, so they are the integer sums of the accumulator's
 values, bit for bit, where those values are not wrapped to int32, i.e. where every accumulator
