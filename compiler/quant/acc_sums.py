@@ -11,10 +11,12 @@ those over each kernel row's rows. A dense layer's channel sums are likewise the
 times the input's column sums. On EfficientNet-Lite1's 63 convolutions and 48 calibration
 inputs the sums take about 0.35 s where the accumulators took 5 (single process).
 
-Exactness: the sums are computed in int64, so they are the integer sums of the accumulator's
-values, bit for bit, where those values are not wrapped to int32, i.e. where every accumulator
-sum of int8 products fits int32 (`qops._within_int32`'s condition); elsewhere, and for other
-operand types, `channel_sums` says None and the caller computes the accumulator. Every partial
+Exactness: every step is exact integer arithmetic (int64; int32, float32 or float64 only where
+each partial sum is an integer inside the type's exact range, as each function says), so the
+sums are the integer sums of the accumulator's values, bit for bit, where those values are not
+wrapped to int32, i.e. where every accumulator sum of int8 products fits int32
+(`qops._within_int32`'s condition); elsewhere, and for other operand types, `channel_sums`
+says None and the caller computes the accumulator. Every partial
 sum stays below 2**63: at most 2**22 positions (bias correction's limit for exact means) times
 2**17 products of at most 2**14.
 """
