@@ -8,7 +8,9 @@ topological order, and before a layer's outputs are passed on, its bias is lower
 difference between the mean of its accumulator (plus bias) per channel and the float graph's
 mean of the same pre-activation on the same inputs, in accumulator steps. Layers are corrected
 in order, so each one sees the inputs that the corrected layers before it produce. The integer
-ops are unchanged; only int32 bias constants move.
+ops are unchanged; only int32 bias constants move. A layer's mean accumulators come from its
+inputs' exact channel sums (compiler.quant.acc_sums), so the layer itself runs once, with the
+corrected bias, through its evaluator.
 
 The quantizer corrects convolutions only. On validation inputs (seed 5000) the correction takes
 MobileNetV2's logit mean squared error against fp32 from 0.078 to 0.067 (mean cosine 0.9958 to
@@ -19,6 +21,7 @@ from above 0.98 to 0.905: a few token rows estimate per-channel means too poorly
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing import Pipe
@@ -28,7 +31,9 @@ import numpy as np
 
 from compiler.graph.interp import evaluate_node, last_uses
 from compiler.graph.ir import Graph, Node, const
+from compiler.graph.opdefs.base import OPS
 from compiler.graph.opdefs.qops import INT32_MAX, gemm_acc, qconv_acc, qconv_epilogue
+from compiler.quant.acc_sums import channel_sums
 from compiler.quant.calibrate import split_point
 from compiler.quant.forked import Forked
 
@@ -118,26 +123,93 @@ def _walk(g: Graph, targets: Mapping[str, BiasTarget], feeds: Sequence[Mapping[s
     `biases` gives from these inputs' channel means, before its outputs are passed on."""
     consts = {k: v.data for k, v in g.values.items() if v.data is not None}
     envs = [{**consts, **{k: np.asarray(v) for k, v in given.items()}} for given in feeds]
+    stacked = _Stacked(g, envs)
     last = last_uses(g)
+    needed = _feeding(g, targets)
     for i, node in enumerate(g.nodes):
+        if i not in needed:
+            continue
         target = targets.get(node.outputs[0])
         accs: list[np.ndarray] = []
         if target is not None:
-            accs = [_accumulator(node, [env[x] for x in node.inputs[:2]]) for env in envs]
-            axes = tuple(a for a in range(accs[0].ndim) if a != 1)
-            bias = biases.bias(target, [_channel_mean(a, axes) for a in accs], envs[0][node.inputs[2]])
+            means, accs = _means(node, g.values[node.outputs[0]].shape, envs, stacked)
+            bias = biases.bias(target, means, envs[0][node.inputs[2]])
             g.values[node.inputs[2]] = const(node.inputs[2], bias)
             for env in envs:
                 env[node.inputs[2]] = bias
+        batch = stacked.run(node) if node.op in BATCHED and not accs and len(envs) > 1 else None
         for j, env in enumerate(envs):
             arrays = [env[x] for x in node.inputs]
-            if accs and node.op == "QConv":  # the accumulator is known: only the epilogue is left
+            if batch is not None:
+                outs = [batch[j]]
+            elif accs and node.op == "QConv":  # the accumulator is known: only the epilogue is left
                 outs = [qconv_epilogue(accs[j], arrays, node.attrs)]
             else:
                 outs = evaluate_node(g, node, arrays)
             env.update(zip(node.outputs, outs, strict=True))
             for name in last.get(i, ()):
                 env.pop(name, None)
+        for name in last.get(i, ()):
+            stacked.arrays.pop(name, None)
+
+
+def _feeding(g: Graph, targets: Mapping[str, BiasTarget]) -> set[int]:
+    """The indices of the nodes that a layer in `targets` reads from, directly or not, and of
+    those layers: the rest (the head after the last corrected layer) need not run."""
+    wanted, needed = set(targets), set()
+    for i in range(len(g.nodes) - 1, -1, -1):
+        node = g.nodes[i]
+        if wanted.intersection(node.outputs):
+            needed.add(i)
+            wanted.update(node.inputs)
+    return needed
+
+
+# Ops whose every output value is computed the same way whatever the batch holds: integer
+# ops, and float ops element by element (a float Conv or Gemm's sums could be ordered otherwise).
+BATCHED = frozenset({"QConv", "QAdd", "QGlobalAvgPool", "Quantize", "Clip"})
+
+
+class _Stacked:
+    """Values of every input in `envs` stacked on the batch axis: an op in BATCHED runs once on
+    them (QConv's fused kernels' blocks then span inputs: the small late layers' per-call
+    costs are paid once), and its output stays stacked for the next; each input's value is
+    a view of it."""
+
+    def __init__(self, g: Graph, envs: Sequence[Mapping[str, np.ndarray]]) -> None:
+        self.g, self.envs = g, envs
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def get(self, name: str) -> np.ndarray:
+        """Non-constant value `name` of every input, stacked (kept for the value's next readers)."""
+        got = self.arrays.get(name)
+        if got is None:
+            parts = [env[name] for env in self.envs]
+            got = self.arrays[name] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return got
+
+    def run(self, node: Node) -> list[np.ndarray]:
+        """`node`'s output (an op in BATCHED) in each input, from one evaluation on the stacked
+        inputs: every value the one a separate evaluation gives."""
+        arrays = [self.envs[0][x] if self.g.values[x].data is not None else self.get(x) for x in node.inputs]
+        out = self.arrays[node.outputs[0]] = OPS[node.op].evaluate(arrays, node.attrs)[0]
+        n = out.shape[0] // len(self.envs)
+        return [out[j * n : (j + 1) * n] for j in range(len(self.envs))]
+
+
+def _means(node: Node, shape: tuple[int, ...], envs: Sequence[Mapping[str, np.ndarray]], stacked: _Stacked,
+           ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each input's float64 mean accumulator per channel at QConv/QGemm `node` (output
+    `shape`), as `_channel_mean` gives it: from exact channel sums where
+    `acc_sums.channel_sums` gives them, else from the accumulators, which then come back too
+    (else an empty list)."""
+    sums = channel_sums(node.op, stacked.get(node.inputs[0]), envs[0][node.inputs[1]], node.attrs, len(envs))
+    if sums is not None:
+        count = math.prod(shape) // shape[1]
+        return list(np.true_divide(sums.astype(np.float64), count)), []
+    accs = [_accumulator(node, [env[x] for x in node.inputs[:2]]) for env in envs]
+    axes = tuple(a for a in range(accs[0].ndim) if a != 1)
+    return [_channel_mean(a, axes) for a in accs], accs
 
 
 def _corrected(target: BiasTarget, means: list[np.ndarray], bias_now: np.ndarray) -> np.ndarray:

@@ -96,3 +96,31 @@ def test_a_failing_worker_fails_the_correction(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(bias, "_worker", broken)
     with pytest.raises(QuantizationError, match=r"^the worker's inputs are bad$"):
         _quantized_with_workers(monkeypatch, 2)
+
+
+def test_stacked_runs_and_channel_sums_give_the_accumulators_biases(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compiler.quant.bias as bias
+
+    fast = _quantized_with_workers(monkeypatch, 1)
+    monkeypatch.setattr(bias, "BATCHED", frozenset())  # each input on its own
+    monkeypatch.setattr(bias, "channel_sums", lambda *args: None)  # means from the accumulators
+    slow = _quantized_with_workers(monkeypatch, 1)
+    corrected = [n.inputs[2] for n in slow.nodes if n.op in ("QConv", "QGemm")]
+    assert len(corrected) >= 3
+    for name in corrected:
+        np.testing.assert_array_equal(fast.const_data(name), slow.const_data(name))
+    for a, b in zip(fast.nodes, slow.nodes, strict=True):
+        assert (a.op, a.inputs, a.outputs) == (b.op, b.inputs, b.outputs)
+
+
+def test_only_the_nodes_that_feed_a_corrected_layer_run() -> None:
+    from compiler.quant.bias import BiasTarget, _feeding
+
+    g = quantize(small_cnn(), inputs(small_cnn(), 2, seed=4), bias_correction=False)
+    ops = [n.op for n in g.nodes]
+    first = ops.index("QConv")
+    target = BiasTarget(np.zeros(1), np.ones(1))
+    needed = _feeding(g, {g.nodes[first].outputs[0]: target})
+    assert first in needed and max(needed) == first  # nothing after it
+    assert ops.index("Quantize") in needed  # its input's producer
+    assert _feeding(g, {}) == set()

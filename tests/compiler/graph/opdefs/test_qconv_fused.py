@@ -89,6 +89,9 @@ CASES = {  # x shape, w shape, group, strides, pads, pad value
     "pw-s2": ((1, 5, 7, 6), (3, 5, 1, 1), 1, (2, 2), (0, 0, 0, 0), -128),
     "pw-many-channels": ((1, 2100, 2, 3), (4, 2100, 1, 1), 1, (1, 1), (0, 0, 0, 0), 0),  # 3 float32 GEMMs
     "pw-wide": ((1, 8, 2, 2), (40, 8, 1, 1), 1, (1, 1), (0, 0, 0, 0), 0),
+    # batches (bias correction runs a layer once on all its calibration inputs, stacked)
+    "dw3x3-batch3": ((3, 4, 7, 8), (4, 1, 3, 3), 4, (1, 1), (1, 1, 1, 1), -128),
+    "pw-s2-batch3": ((3, 6, 7, 6), (5, 6, 1, 1), 1, (2, 2), (0, 0, 0, 0), 0),
 }
 
 
