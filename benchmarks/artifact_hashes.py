@@ -52,7 +52,7 @@ def cli(*args: str) -> Any:
     done = subprocess.run([sys.executable, "-m", "codesign", *args, "--json"], capture_output=True,
                           text=True, env={**os.environ, "CODESIGN_KERNEL_CACHE": "off"})
     if done.returncode != 0:
-        return {"exit": done.returncode, "stderr": done.stderr.strip().splitlines()[-1:]}
+        return {"exit": done.returncode, "stderr": scrub(done.stderr.strip().splitlines()[-1:])}
     return scrub(json.loads(done.stdout))
 
 
