@@ -61,31 +61,33 @@ class FunctionalSimulator:
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult:
         program.check_config(self.config)
-        self._check(program)
+        trace = self._check(program)
         dram = program.initial_dram(inputs)
-        stats = self._execute(program, dram)
+        stats = self._execute(program, dram, trace)
         return RunResult(program.read_outputs(dram), stats, dram)
 
     def run_in(self, program: Program, dram: np.ndarray) -> Stats:
         """Run `program` against the caller's DRAM image, updated in place (sim.backend)."""
         program.check_config(self.config)
         check_dram(program, dram)
-        self._check(program)
-        return self._execute(program, dram)
+        return self._execute(program, dram, self._check(program))
 
-    def _check(self, program: Program) -> None:
-        """`sim.validate.check_program`, where `validate`; a record of the Program kept on disk
-        after it passed for these limits stands for the check (its key covers what it reads)."""
+    def _check(self, program: Program) -> _Trace | None:
+        """`sim.validate.check_program`, where `validate`; the Program's record where its run
+        replays (the deterministic schedule, validated). A record kept on disk after the
+        Program passed for these limits stands for the check (its key covers what it reads)."""
         if not self.validate:
-            return
+            return None
         trace = self._trace_of(program) if self.seed is None else None
         if trace is not None and trace.validated == self.limits:
             mark_passed(program, self.config, self.limits)
         check_program(program, self.config, self.limits)
+        return trace
 
-    def _execute(self, program: Program, dram: np.ndarray) -> Stats:
+    def _execute(self, program: Program, dram: np.ndarray, trace: _Trace | None) -> Stats:
+        """Replay `trace` (`self._check`'s lookup) where it matches `dram`; else run step by
+        step, and record the run where it replays."""
         replayable = self.seed is None and self.validate
-        trace = self._trace_of(program) if replayable else None
         if trace is not None and trace.matches(dram, self.config.elem_bytes(isa.MemType.UOP)):
             return trace.replay(dram)
         insns = _decode_all(program, self.config)
