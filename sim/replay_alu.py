@@ -20,7 +20,7 @@ import numpy as np
 
 from hw import isa
 from sim.alu import AluStep
-from sim.replay_ops import ACC, Op, Write, lattice_span
+from sim.replay_ops import ACC, Op, Write
 from sim.scratchpads import Scratchpads
 
 _Key = tuple[Any, ...]
@@ -32,11 +32,11 @@ class AluOp(Op):
     def __init__(self, step: AluStep) -> None:
         self.step = step
         assert step.d_lattice is not None
-        self.lo, self.hi = lattice_span(step.d_lattice)
+        self.lo, self.hi = step.d_lattice.span()
         self.block = step.use_imm and self.hi - self.lo == step.d.size  # lattice: distinct elements
         s = step.s_lattice
         self.span = (self.lo, self.hi) if s is None else \
-            (min(self.lo, s.first), max(self.hi, lattice_span(s)[1]))
+            (min(self.lo, s.first), max(self.hi, s.span()[1]))
         self.clip_hi: np.integer | None = None  # a MIN of this immediate follows (fuse_clips)
         self.key: _Key | None = None  # the broadcast operand's buffer (hoist_operands)
         self.refresh = True  # copy the operand into that buffer first
@@ -182,4 +182,4 @@ def _assign_key(op: AluOp, held: dict[_Key, tuple[int, int, np.ndarray]], acc_de
     if op.refresh:
         mask = np.zeros(acc_depth, bool)
         mask[step.s] = True
-        held[op.key] = (s.first, lattice_span(s)[1], mask)
+        held[op.key] = (s.first, s.span()[1], mask)

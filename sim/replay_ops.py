@@ -14,7 +14,7 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from sim.product import ProductGroup, ProductKernel, Scratch
-from sim.scratchpads import Lattice, Scratchpads, _StoreMove, elem_layout, sram_of
+from sim.scratchpads import Scratchpads, _StoreMove, elem_layout, sram_of
 
 ACC = isa.MemType.ACC
 Write = tuple[isa.MemType | None, int, int]
@@ -98,11 +98,6 @@ class _CallStep:
 
     def __call__(self, dram: np.ndarray) -> None:
         self.step(self.spads)
-
-
-def lattice_span(lat: Lattice) -> tuple[int, int]:
-    """[lo, hi) around a lattice's elements (its steps are >= 0)."""
-    return lat.first, lat.first + sum((n - 1) * k for n, k in zip(lat.shape, lat.steps, strict=True)) + 1
 
 
 class _MoveRun(Op):
@@ -251,7 +246,7 @@ class ResetOp(Op):
 
     def __init__(self, dst: np.ndarray, lat: Any) -> None:
         self.dst, self.lattice = dst, lat
-        self.span = lattice_span(lat) if lat is not None else \
+        self.span = lat.span() if lat is not None else \
             (int(dst.min()), int(dst.max()) + 1) if dst.size else (0, 0)
 
     def writes(self) -> list[Write]:

@@ -187,6 +187,11 @@ class Lattice:
     def __init__(self, first: int, shape: tuple[int, ...], steps: tuple[int, ...]) -> None:
         self.first, self.shape, self.steps = first, shape, steps
 
+    def span(self) -> tuple[int, int]:
+        """[lo, hi) around the elements (the steps are >= 0)."""
+        reach = sum((n - 1) * k for n, k in zip(self.shape, self.steps, strict=True))
+        return self.first, self.first + reach + 1
+
     def view(self, sram: np.ndarray) -> np.ndarray:
         """The elements of `sram` (elements on axis 0) at these indices, as a writeable view."""
         strides = tuple(s * sram.strides[0] for s in self.steps) + sram.strides[1:]
@@ -204,13 +209,9 @@ def lattice(index: np.ndarray, distinct: bool = True) -> Lattice | None:
     shape = index.shape
     steps = tuple(int(index[tuple(1 if a == k else 0 for a in range(index.ndim))]) - first
                   if shape[k] > 1 else 0 for k in range(index.ndim))
-    if any(s < 0 or (distinct and s == 0 and n > 1) for s, n in zip(steps, shape, strict=True)):
-        return None
     if not np.array_equal(_grid(first, shape, steps), index):
         return None
-    if distinct and not _mixed_radix(shape, steps) and np.unique(index).size != index.size:
-        return None
-    return Lattice(first, shape, steps)
+    return _checked(first, shape, steps, distinct, index)
 
 
 def loop_lattice(base: np.ndarray, iter_out: int, iter_in: int, out: int, inner: int,
@@ -225,13 +226,21 @@ def loop_lattice(base: np.ndarray, iter_out: int, iter_in: int, out: int, inner:
     first = b[0]
     step = b[1] - first if len(b) > 1 else 0
     steps = (out if iter_out > 1 else 0, inner if iter_in > 1 else 0, step)
-    if any(s < 0 or (distinct and s == 0 and n > 1) for s, n in zip(steps, shape, strict=True)):
-        return None
     if any(b[k] != first + k * step for k in range(2, len(b))):
         return None
-    if distinct and not _mixed_radix(shape, steps) and \
-            np.unique(_grid(first, shape, steps)).size != iter_out * iter_in * base.size:
+    return _checked(first, shape, steps, distinct)
+
+
+def _checked(first: int, shape: tuple[int, ...], steps: tuple[int, ...], distinct: bool,
+             index: np.ndarray | None = None) -> Lattice | None:
+    """Lattice(first, shape, steps) where its steps are >= 0 and, if `distinct`, its elements
+    (`index`, or its grid) are distinct; else None."""
+    if any(s < 0 or (distinct and s == 0 and n > 1) for s, n in zip(steps, shape, strict=True)):
         return None
+    if distinct and not _mixed_radix(shape, steps):
+        grid = _grid(first, shape, steps) if index is None else index
+        if np.unique(grid).size != grid.size:
+            return None
     return Lattice(first, shape, steps)
 
 
