@@ -310,8 +310,8 @@ def _check_precise(values: Sequence[Value], attrs: Attrs, channels: int, plain: 
 
 
 def _dense_requant(acc: np.ndarray, xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    """A QConv's or QGemm's epilogue of `acc` (channels on axis 1) with its inputs `xs`: bias,
-    multiplier, and the clamp bounds when precise (`split` > 0)."""
+    """A QGemm's epilogue of `acc` (channels on axis 1) with its inputs `xs`: bias, multiplier,
+    and the clamp bounds when precise (`split` > 0); QConv's is `qconv_epilogue`."""
     bias, mult = xs[2], xs[3]
     if attr_int(attrs, "split") > 0:
         return precise_requantize(acc, bias, mult, xs[4], xs[5], *_epilogue_args(attrs))
