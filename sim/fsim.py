@@ -7,10 +7,13 @@ random ready module, so a missing token shows up as a wrong answer or a deadlock
 
 Execution is vectorized with numpy: a GEMM instruction never loops in Python over its micro-op
 iterations (see `sim.gemm`).  A model runs each Program once per input: the deterministic run of a
-validated Program is recorded as its data steps (`_Trace`) and the next run on the same simulator
-replays them, so decoding, token scheduling, checks and micro-op plans happen once per Program;
-the replay compiles the steps once more (`sim.replay`: fused, bound to SRAM kept between runs).
-`sim.run_cache` keeps the records on disk for later processes, where a folder is in use.
+validated Program is recorded as its data steps (`_Trace`), compiled (`sim.replay`: fused, bound
+to SRAM kept between runs) and replayed, so decoding, token scheduling, checks and micro-op plans
+happen once per Program.  The schedule of a validated Program does not depend on its data, so
+its first run records the steps without executing them (but the LOAD UOPs the plans read) and
+then replays them too: the first input costs one replay, not a step-by-step run beside it.
+`replay=False` runs every input step by step instead, the ISA's definition the replay is tested
+against.  `sim.run_cache` keeps the records on disk for later processes, where a folder is in use.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_d
 from sim.gemm import GemmUnit
 from sim.limits import DEFAULT_LIMITS, Limits
 from sim.replay import Replay
-from sim.run_cache import load_record, records_kept, save_record
+from sim.run_cache import load_record, save_record
 from sim.scratchpads import Scratchpads, dram_window, sram_of
 from sim.validate import check_program, mark_passed
 
@@ -49,13 +52,16 @@ class FunctionalSimulator:
     capabilities = Capabilities(values=True, cycles=False, seeded=True)
 
     def __init__(self, config: AcceleratorConfig, *, seed: int | None = None,
-                 limits: Limits = DEFAULT_LIMITS, validate: bool = True) -> None:
+                 limits: Limits = DEFAULT_LIMITS, validate: bool = True, replay: bool = True) -> None:
         """`limits` bound the work `sim.validate` lets through; `validate=False` skips those
-        checks (tests of the run-time detectors: deadlock, FINISH too early)."""
+        checks (tests of the run-time detectors: deadlock, FINISH too early); `replay=False`
+        runs every input step by step and records nothing (the reference the replay is tested
+        against; a seeded or unvalidated simulator never replays)."""
         self.config = config
         self.seed = seed
         self.limits = limits
         self.validate = validate
+        self.replays = replay and seed is None and validate
         # per Program: its deterministic run as a `_Trace`, replayed on the next run
         self._traces: weakref.WeakKeyDictionary[Program, _Trace] = weakref.WeakKeyDictionary()
 
@@ -78,28 +84,33 @@ class FunctionalSimulator:
         Program passed for these limits stands for the check (its key covers what it reads)."""
         if not self.validate:
             return None
-        trace = self._trace_of(program) if self.seed is None else None
+        trace = self._trace_of(program) if self.replays else None
         if trace is not None and trace.validated == self.limits:
             mark_passed(program, self.config, self.limits)
         check_program(program, self.config, self.limits)
         return trace
 
     def _execute(self, program: Program, dram: np.ndarray, trace: _Trace | None) -> Stats:
-        """Replay `trace` (`self._check`'s lookup) where it matches `dram`; else run step by
-        step, and record the run where it replays."""
-        replayable = self.seed is None and self.validate
+        """Replay `trace` (`self._check`'s lookup) where it matches `dram`; else, where this
+        simulator replays, record the run without its data work and replay the record; else run
+        step by step."""
         if trace is not None and trace.matches(dram, self.config.elem_bytes(isa.MemType.UOP)):
             return trace.replay(dram)
         insns = _decode_all(program, self.config)
-        machine = _Machine(self.config, dram, record=replayable)
+        machine = _Machine(self.config, dram, record=self.replays)
         with _BLAS.limit(limits=1, user_api="blas"):
-            _Scheduler(insns, machine, self.seed).run()
-        if replayable:
-            self._traces[program] = trace = machine.trace()
-            trace.validated = self.limits  # replayable: checked first
-            if records_kept():  # compiled first: a later process replays without compiling
-                trace.compile()
-                save_record(program, self.config, trace)
+            try:
+                _Scheduler(insns, machine, self.seed).run()
+            except SimulationError:
+                machine.catch_up()  # the DRAM a step-by-step run leaves where it stops
+                raise
+        if not self.replays:
+            return machine.stats
+        self._traces[program] = trace = machine.trace()
+        trace.validated = self.limits  # replayable: checked first
+        trace.compile()  # before it is kept: a later process replays without compiling
+        save_record(program, self.config, trace)
+        trace.replay(dram)
         return machine.stats
 
     def _trace_of(self, program: Program) -> _Trace | None:
@@ -136,7 +147,7 @@ class _Trace:
     micro-op plans, counters) depends only on the Program, the config, the DRAM's size and the
     micro-ops that LOAD UOP reads, which `sim.validate` confines to the Program's own micro-op
     table (no STORE writes it): a later run whose DRAM holds the same table replays the steps
-    (compiled by `sim.replay` on the first replay) and gives the same DRAM, bit for bit.
+    (compiled by `sim.replay` when recorded) and gives the same DRAM, bit for bit.
     Picklable: plain attributes, and no reference to a DRAM array."""
 
     def __init__(self, cfg: AcceleratorConfig, dram_size: int, uops: list[tuple[isa.Load, bytes]],
@@ -172,7 +183,9 @@ class _Trace:
 
 class _Machine:
     """Architectural state (scratchpads, DRAM) and the execution of one instruction; with
-    `record`, the steps it ran (see `_Trace`)."""
+    `record`, the steps of the run, recorded but not run: only the LOAD UOPs execute, for the
+    plans of the GEMM and ALU instructions after them (see `_Trace`; `catch_up` runs the
+    steps recorded so far)."""
 
     def __init__(self, cfg: AcceleratorConfig, dram: np.ndarray, record: bool = False) -> None:
         self.cfg = cfg
@@ -196,15 +209,23 @@ class _Machine:
         step = self._prepare(insn)
         if step is None:
             return
-        step(self.spads)
         if not self.record:
-            return
-        if isinstance(insn, isa.Load) and insn.memory_type == isa.MemType.UOP:
+            step(self.spads)
+        elif isinstance(insn, isa.Load) and insn.memory_type == isa.MemType.UOP:
             # the micro-ops are planned in: a replay checks the table instead of loading it
+            step(self.spads)
             window = dram_window(self.spads.dram, insn, self.cfg.elem_bytes(isa.MemType.UOP))
             self.uops.append((insn, window.tobytes()))
         else:
             self.steps.append(step)
+
+    def catch_up(self) -> None:
+        """Run the steps recorded so far: a run that stops on an error leaves the DRAM a
+        step-by-step run leaves (the data steps read no micro-op)."""
+        if self.record:
+            for step in self.steps:
+                step(self.spads)
+            self.steps.clear()
 
     def trace(self) -> _Trace:
         return _Trace(self.cfg, self.spads.dram.size, self.uops, self.steps,
