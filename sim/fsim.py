@@ -33,7 +33,7 @@ from hw.config import AcceleratorConfig
 from hw.program import Program, Signature, token_signature
 from sim import alu
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
-from sim.gemm import GemmUnit
+from sim.gemm import GemmUnit, shared_step
 from sim.limits import DEFAULT_LIMITS, Limits
 from sim.replay import Replay
 from sim.run_cache import load_record, save_record
@@ -244,7 +244,8 @@ class _Machine:
         if isinstance(insn, isa.Alu):
             step = self.alu_steps.get(insn)
             if step is None:  # (a step is stateless: the trace may hold it more than once)
-                step = self.alu_steps[insn] = alu.prepare_alu(self.cfg, self.spads, insn)
+                step = self.alu_steps[insn] = shared_step(
+                    self.cfg, self.spads, insn, insn, lambda: alu.prepare_alu(self.cfg, self.spads, insn))
             self.stats.alu_uops += step.uops
             return step
         return None

@@ -34,7 +34,6 @@ from hw import isa
 from hw.config import AcceleratorConfig
 from sim.alu import AluStep
 from sim.gemm import GemmStep
-from sim.product import ProductGroup, product_groups
 from sim.replay_alu import AluOp, fuse_clips, hoist_operands
 from sim.replay_ops import LoadOp, Op, ProductOp, ResetOp, StepOp, StoreOp
 from sim.scratchpads import Scratchpads, _LoadMove, _StoreMove
@@ -50,8 +49,7 @@ class Replay:
 
     def __init__(self, cfg: AcceleratorConfig, steps: Sequence[Any]) -> None:
         self.cfg = cfg
-        groups: dict[int, list[ProductGroup]] = {}
-        ops = fuse_resets(fuse_moves([op_of(cfg, step, groups) for step in steps]), cfg.acc_depth)
+        ops = fuse_resets(fuse_moves([op_of(cfg, step) for step in steps]), cfg.acc_depth)
         self.ops = hoist_operands(fuse_clips(ops), cfg.acc_depth)
         self._bound: _Bound | None = None
         self._lock = threading.Lock()
@@ -99,9 +97,9 @@ class Replay:
         return spads, zero, [op.bind(spads, memo) for op in self.ops]
 
 
-def op_of(cfg: AcceleratorConfig, step: Any, groups: dict[int, list[ProductGroup]]) -> Op:
-    """The op of one recorded step; `groups` holds the product groups of the GEMM steps seen so
-    far (a step is recorded once per instruction shape and micro-op table, and run often)."""
+def op_of(cfg: AcceleratorConfig, step: Any) -> Op:
+    """The op of one recorded step (a GEMM step's product groups are the step's own: a step is
+    recorded once per instruction shape and micro-op table, and run often)."""
     if isinstance(step, _LoadMove):
         return LoadOp(cfg, step.insn)
     if isinstance(step, _StoreMove):
@@ -114,9 +112,7 @@ def op_of(cfg: AcceleratorConfig, step: Any, groups: dict[int, list[ProductGroup
         if plan.reset_dst is not None:
             return ResetOp(plan.reset_dst, plan.reset_lattice)
         if plan.general is None:
-            if id(step) not in groups:
-                groups[id(step)] = product_groups(plan.products)
-            return ProductOp(cfg, groups[id(step)])
+            return ProductOp(cfg, step.product_groups())
     return StepOp(step)
 
 
