@@ -62,7 +62,7 @@ class FunctionalSimulator:
         self.limits = limits
         self.validate = validate
         self.replays = replay and seed is None and validate
-        # per Program: its deterministic run as a `_Trace`, replayed on the next run
+        # per Program: its deterministic run as a `_Trace`, replayed on every run (the first too)
         self._traces: weakref.WeakKeyDictionary[Program, _Trace] = weakref.WeakKeyDictionary()
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult:
@@ -163,8 +163,8 @@ class _Trace:
         )
 
     def compile(self) -> Replay:
-        """The steps compiled for replay (`sim.replay`), once: the first replay does it; a trace
-        compiled before it is pickled keeps the compiled ops (they share the steps' arrays)."""
+        """The steps compiled for replay (`sim.replay`), once (the recording run does it); a
+        compiled trace pickles as its compiled ops (they share the steps' arrays)."""
         if self.compiled is None:
             self.compiled = Replay(self.cfg, self.steps)
         return self.compiled

@@ -1,7 +1,8 @@
 """fsim's recorded runs kept on disk, so a later process replays a Program from its first input.
 
-fsim records the deterministic run of a validated Program as its data steps and replays them on
-the next input (`sim.fsim`).  Recording costs several replays; a model's Programs are the same in
+fsim records the deterministic run of a validated Program as its data steps, compiled, and
+replays them on every input (`sim.fsim`).  Recording and compiling cost several replays; a
+model's Programs are the same in
 every `codesign run` of it, so the record is kept in `$CODESIGN_CACHE/fsim/`, one sealed file per
 Program (`hw.cache.SealedFolder`), keyed by everything the record depends on: the simulator's
 own code (the sources of `sim/` and the ISA, numpy's and Python's versions), the config, the
