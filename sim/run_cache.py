@@ -5,9 +5,8 @@ replays them on every input (`sim.fsim`).  Recording and compiling cost several 
 model's Programs are the same in every `codesign run` of it, so the record is kept in
 `$CODESIGN_CACHE/fsim/`, one sealed file per Program (`hw.cache.SealedFolder`), keyed by
 everything the record depends on: the simulator's own code (the sources of `sim/` and the ISA,
-numpy's and Python's versions), the config, the
-DRAM's size, the instruction words, the regions and the micro-op table the Program brings.  The
-key covers all that `sim.validate` reads, so a record also stands for the checks it passed (for
+numpy's and Python's versions), the config, the DRAM's size, the instruction words, the regions
+and the micro-op table the Program brings.  The key covers all that `sim.validate` reads, so a record also stands for the checks it passed (for
 the limits it names).  The micro-op table a record assumes is checked against the DRAM on every
 replay, as for a record made in-process.
 
