@@ -6,9 +6,9 @@ model's Programs are the same in every `codesign run` of it, so the record is ke
 `$CODESIGN_CACHE/fsim/`, one sealed file per Program (`hw.cache.SealedFolder`), keyed by
 everything the record depends on: the simulator's own code (the sources of `sim/` and the ISA,
 numpy's and Python's versions), the config, the DRAM's size, the instruction words, the regions
-and the micro-op table the Program brings.  The key covers all that `sim.validate` reads, so a record also stands for the checks it passed (for
-the limits it names).  The micro-op table a record assumes is checked against the DRAM on every
-replay, as for a record made in-process.
+and the micro-op table the Program brings.  The key covers all that `sim.validate` reads, so a
+record also stands for the checks it passed (for the limits it names).  The micro-op table a
+record assumes is checked against the DRAM on every replay, as for a record made in-process.
 
 A file is a pickle, trusted as the kernel objects beside it are (a folder of the user's own);
 one that is damaged, or written for another key, reads as missing and the Program is recorded
