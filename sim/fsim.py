@@ -110,6 +110,7 @@ class FunctionalSimulator:
         trace.validated = self.limits  # replayable: checked first
         trace.compile()  # before it is kept: a later process replays without compiling
         save_record(program, self.config, trace)
+        trace.compile().adopt(machine.spads)  # nothing but the micro-ops written: SRAM as fresh
         trace.replay(dram)
         return machine.stats
 

@@ -60,6 +60,15 @@ class Replay:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _bound=None, _lock=threading.Lock())
 
+    def adopt(self, spads: Scratchpads) -> None:
+        """Bind the ops to `spads` instead of SRAM of their own, where none is bound yet: the
+        Scratchpads of a machine that recorded without running anything but LOAD UOPs, whose
+        other SRAM is zero as fresh SRAM is (the micro-ops, no op reads)."""
+        with self._lock:
+            if self._bound is None:
+                spads.dram, spads.on_uop_load = _EMPTY, _ignore
+                self._bound = self._bind(spads)
+
     def run(self, dram: np.ndarray) -> None:
         """Execute the ops against `dram`, updated in place."""
         if not self._lock.acquire(blocking=False):  # running in another thread: SRAM of its own
@@ -84,8 +93,9 @@ class Replay:
         finally:
             spads.dram = _EMPTY
 
-    def _bind(self) -> _Bound:
-        spads = Scratchpads(self.cfg, _EMPTY)  # zero pages: what the ops never touch takes no memory
+    def _bind(self, spads: Scratchpads | None = None) -> _Bound:
+        if spads is None:  # zero pages: what the ops never touch takes no memory
+            spads = Scratchpads(self.cfg, _EMPTY)
         buffers = {isa.MemType.ACC: spads.acc, **spads.mirror}
         zero: list[np.ndarray] = []
         for m, (lo, hi) in envelopes(self.ops).items():
@@ -95,6 +105,10 @@ class Replay:
                 zero.append(buffers[m][lo:hi])
         memo: dict[Any, Any] = {}
         return spads, zero, [op.bind(spads, memo) for op in self.ops]
+
+
+def _ignore() -> None:
+    """A bound Scratchpads' `on_uop_load` (no op loads micro-ops)."""
 
 
 def op_of(cfg: AcceleratorConfig, step: Any) -> Op:

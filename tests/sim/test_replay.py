@@ -227,3 +227,29 @@ def test_replays_on_wider_operands_and_narrower_accumulators(bits):
     for seed in range(4):
         rp = random_program(cfg, seed)
         _replays_like_fresh_runs(cfg, rp.program, [rp.inputs, _other_inputs(rp.inputs, seed)])
+
+
+def test_a_first_run_binds_its_replay_to_the_recording_machines_sram(monkeypatch):
+    """The recording ran nothing but LOAD UOPs, so its Scratchpads are as fresh ones are: the
+    replay adopts them (`Replay.adopt`) instead of allocating its own; the next inputs replay on
+    them and give the step-by-step DRAM."""
+    from sim import replay, scratchpads
+
+    made = []
+
+    class Counted(scratchpads.Scratchpads):
+        def __init__(self, *args):
+            made.append(self)
+            super().__init__(*args)
+
+    monkeypatch.setattr("sim.fsim.Scratchpads", Counted)
+    monkeypatch.setattr(replay, "Scratchpads", Counted)
+    work = blocked_gemm(VTA, GemmTiling(4, 4, 4, 2, 2, 2))
+    sim = FunctionalSimulator(VTA)
+    feeds = [work.inputs, random_operands(VTA, GemmTiling(4, 4, 4, 2, 2, 2), 5)]
+    got = [sim.run(work.program, f) for f in feeds]
+    bound = sim._traces[work.program].compiled._bound  # type: ignore[union-attr]
+    assert len(made) == 1 and bound is not None and bound[0] is made[0] and bound[0].dram.size == 0
+    for f, g in zip(feeds, got, strict=True):
+        want = FunctionalSimulator(VTA, replay=False).run(work.program, f)
+        assert np.array_equal(g.dram, want.dram) and g.stats == want.stats
