@@ -19,6 +19,7 @@ against.  `sim.run_cache` keeps the records on disk for later processes, where a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import weakref
 from collections import deque
@@ -41,6 +42,7 @@ from sim.scratchpads import Scratchpads, dram_window, sram_of
 from sim.validate import check_program, mark_passed
 
 _ORDER = (isa.Module.LOAD, isa.Module.COMPUTE, isa.Module.STORE)
+_MOVES_MAX = 1 << 14  # LOAD and STORE steps kept for later machines (a model has a few thousand)
 # GEMM products are small: BLAS threads only add contention (50x slower on a loaded 2-core host).
 _BLAS = ThreadpoolController()
 
@@ -193,7 +195,7 @@ class _Machine:
         self.spads = Scratchpads(cfg, dram)
         self.gemm = GemmUnit(cfg, self.spads)
         # ALU steps per instruction, valid until a LOAD UOP changes the micro-ops (as GEMM plans)
-        self.alu_steps: dict[isa.Alu, alu.AluStep] = {}
+        self.alu_steps: dict[int, alu.AluStep] = {}
         clear_plans = self.spads.on_uop_load
 
         def on_uop_load() -> None:
@@ -202,6 +204,9 @@ class _Machine:
 
         self.spads.on_uop_load = on_uop_load
         self.stats = Stats()
+        # LOAD and STORE steps and their byte counts, per instruction object (`_decode_all` and
+        # `isa.decoder` share one per word), shared by the machines of this config and DRAM size
+        self.moves = _shared_moves(cfg)
         self.record = record
         self.steps: list[Step] = []
         self.uops: list[tuple[isa.Load, bytes]] = []
@@ -243,24 +248,37 @@ class _Machine:
             self.stats.gemm_uops += gemm.uops
             return gemm
         if isinstance(insn, isa.Alu):
-            step = self.alu_steps.get(insn)
+            step = self.alu_steps.get(id(insn))  # (the insns outlive the machine's run)
             if step is None:  # (a step is stateless: the trace may hold it more than once)
-                step = self.alu_steps[insn] = shared_step(
+                step = self.alu_steps[id(insn)] = shared_step(
                     self.cfg, self.spads, insn, insn, lambda: alu.prepare_alu(self.cfg, self.spads, insn))
             self.stats.alu_uops += step.uops
             return step
         return None
 
     def _load(self, insn: isa.Load) -> Step | None:
-        if insn.x_size == 0:
-            return None
-        if insn.memory_type == isa.MemType.OUT:
-            raise SimulationError("LOAD into the OUT buffer is not an instruction (STORE reads it)")
-        step = self.spads.prepare_load(insn)
-        key = _LOAD_BYTES[insn.memory_type]
-        nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
+        known = self.moves.get((id(insn), self.spads.dram.size))
+        if known is not None and known[0] is insn:
+            _, step, key, nbytes = known
+        else:
+            if insn.x_size == 0:
+                return None
+            if insn.memory_type == isa.MemType.OUT:
+                raise SimulationError("LOAD into the OUT buffer is not an instruction (STORE reads it)")
+            step = self.spads.prepare_load(insn)
+            key = _LOAD_BYTES[insn.memory_type]
+            nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
+            self._keep((id(insn), self.spads.dram.size), (insn, step, key, nbytes))
         setattr(self.stats, key, getattr(self.stats, key) + nbytes)
         return step
+
+    def _keep(self, key: tuple[int, int], value: tuple[Any, ...]) -> None:
+        """Keep a LOAD's or STORE's step for the next machine (`self.moves`): it depends only on
+        the config, the instruction and the DRAM's size (the value holds the instruction, so
+        its id names no other while kept)."""
+        if len(self.moves) >= _MOVES_MAX:
+            self.moves.clear()
+        self.moves[key] = value
 
     def _store(self, insn: isa.Store) -> Step | None:
         if insn.x_size == 0:
@@ -271,13 +289,26 @@ class _Machine:
             raise SimulationError("STORE cannot pad: all four pad fields must be 0")
         if insn.y_size == 0:
             return None
-        step = self.spads.prepare_store(insn)
-        self.stats.out_store_bytes += insn.y_size * insn.x_size * self.cfg.out_elem_bytes
+        known = self.moves.get((id(insn), self.spads.dram.size))
+        if known is not None and known[0] is insn:
+            _, step, _, nbytes = known
+        else:
+            step = self.spads.prepare_store(insn)
+            nbytes = insn.y_size * insn.x_size * self.cfg.out_elem_bytes
+            self._keep((id(insn), self.spads.dram.size), (insn, step, None, nbytes))
+        self.stats.out_store_bytes += nbytes
         return step
 
     def count(self, module: isa.Module) -> None:
         key = _INSNS[module]
         setattr(self.stats, key, getattr(self.stats, key) + 1)
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_moves(cfg: AcceleratorConfig) -> dict[tuple[int, int], tuple[Any, ...]]:
+    """(instruction id, DRAM size) -> (instruction, step, Stats key, bytes) of LOADs and STOREs
+    (see `_Machine._keep`)."""
+    return {}
 
 
 # The Stats counters of each module's instructions and of each LOAD's bytes (ACC_8BIT counts as acc)

@@ -314,3 +314,24 @@ def test_a_run_stopped_by_an_error_leaves_the_dram_of_a_step_by_step_run(monkeyp
         drams.append(dram)
     assert np.array_equal(drams[0], drams[1])
     assert not np.array_equal(drams[0], rp.program.initial_dram(rp.inputs))  # steps ran before it
+
+
+def test_load_and_store_steps_are_shared_for_one_instruction_and_dram_size():
+    """`sim.fsim._Machine._keep`: a second simulator running the Program reuses the LOAD and
+    STORE steps the first one prepared (their checks depend on the DRAM's size: a larger DRAM
+    gets steps of its own); every run gives the step-by-step DRAM."""
+    from sim.scratchpads import _LoadMove, _StoreMove
+
+    rp = random_program(TINY, 9, tasks=4)
+    moves = (_LoadMove, _StoreMove)
+    runs = []
+    for extra in (0, 0, 64):
+        sim = FunctionalSimulator(TINY)
+        dram = np.concatenate([rp.program.initial_dram(rp.inputs), np.zeros(extra, np.uint8)])
+        want = dram.copy()
+        stats = sim.run_in(rp.program, dram)
+        assert stats == FunctionalSimulator(TINY, replay=False).run_in(rp.program, want)
+        assert np.array_equal(dram, want)
+        runs.append([s for s in sim._traces[rp.program].steps if isinstance(s, moves)])
+    assert runs[0] and all(a is b for a, b in zip(runs[0], runs[1], strict=True))
+    assert not any(a is c for a, c in zip(runs[0], runs[2], strict=True))
