@@ -25,7 +25,7 @@ from hw import isa
 from hw.config import AcceleratorConfig
 from sim.backend import SimulationError
 from sim.product import ProductGroup, product_groups
-from sim.scratchpads import Lattice, Scratchpads, lattice
+from sim.scratchpads import Lattice, Scratchpads, distinct_elements, lattice
 
 _CHUNK = 1 << 14  # iterations per einsum chunk on the general path
 _SHARED_MAX = 1 << 12  # steps a config's shared table keeps (a model has a few hundred)
@@ -269,7 +269,7 @@ def _structured(insn: isa.Gemm, u: dict) -> tuple[_Product, ...] | None:
     if any(part is None for part in parts):
         return None
     written = np.concatenate([p.written for part in parts for p in part])  # type: ignore[union-attr]
-    if np.unique(written).size != written.size:
+    if not distinct_elements(written):
         return None
     return tuple(p for part in parts for p in part)  # type: ignore[union-attr]
 
@@ -283,7 +283,7 @@ def _products(row_d: np.ndarray, row_s: np.ndarray, dsts: np.ndarray, src: np.nd
     col_d, col_w = _offsets(cols, 1), _offsets(cols, 3)
     red_s, red_w = _offsets(reduction, 2), _offsets(reduction, 3)
     written = row_d[:, None, None] + dsts[None, :, None] + col_d[None, None, :]  # (T, G, C)
-    if np.unique(written).size != written.size:
+    if not distinct_elements(written):
         return None
     s_idx = (src[None, None, :] + row_s[:, None, None] + red_s[None, :, None]).reshape(row_s.size, -1)
     w_idx = wgt[:, None, None, :] + col_w[None, :, None, None] + red_w[None, None, :, None]

@@ -239,9 +239,16 @@ def _checked(first: int, shape: tuple[int, ...], steps: tuple[int, ...], distinc
         return None
     if distinct and not _mixed_radix(shape, steps):
         grid = _grid(first, shape, steps) if index is None else index
-        if np.unique(grid).size != grid.size:
+        if not distinct_elements(grid):
             return None
     return Lattice(first, shape, steps)
+
+
+def distinct_elements(index: np.ndarray) -> bool:
+    """Whether no element of `index` repeats (a sort: `np.unique` costs more on small arrays,
+    and its first call imports `numpy.ma`, a twentieth of a second)."""
+    flat = np.sort(index, axis=None)
+    return not bool((flat[1:] == flat[:-1]).any())
 
 
 def _grid(first: int, shape: tuple[int, ...], steps: tuple[int, ...]) -> np.ndarray:
