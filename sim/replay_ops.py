@@ -158,6 +158,11 @@ class LoadOp(_MoveRun):
         lo = self.insn.sram_base
         return [(self.m, lo, lo + self.count * self.sram_elems)]
 
+    @property
+    def acc_range(self) -> tuple[int, int] | None:  # (`writes` in one range: no list to build)
+        lo = self.insn.sram_base
+        return (lo, lo + self.count * self.sram_elems) if self.m == ACC else (0, 0)
+
     def acc_touched(self) -> np.ndarray | None:
         if self.m != ACC:
             return np.zeros(0, np.int64)
