@@ -28,7 +28,7 @@ from sim.product import ProductGroup, product_groups
 from sim.scratchpads import Lattice, Scratchpads, distinct_elements, lattice
 
 _CHUNK = 1 << 14  # iterations per einsum chunk on the general path
-_SHARED_MAX = 1 << 12  # steps a config's shared table keeps (a model has a few hundred)
+_SHARED_MAX = 1 << 10  # steps a config's shared table keeps (a model has a few hundred)
 Loop = tuple[int, int, int, int]  # extent, dst factor, src factor, wgt factor
 
 
