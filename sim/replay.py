@@ -52,13 +52,14 @@ class Replay:
         ops = fuse_resets(fuse_moves([op_of(cfg, step) for step in steps]), cfg.acc_depth)
         self.ops = hoist_operands(fuse_clips(ops), cfg.acc_depth)
         self._bound: _Bound | None = None
+        self._zero = False  # the bound SRAM is all zero (bound, not yet run): nothing to clear
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_bound", "_lock")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_bound", "_zero", "_lock")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _bound=None, _lock=threading.Lock())
+        self.__dict__.update(state, _bound=None, _zero=False, _lock=threading.Lock())
 
     def adopt(self, spads: Scratchpads) -> None:
         """Bind the ops to `spads` instead of SRAM of their own, where none is bound yet: the
@@ -67,27 +68,32 @@ class Replay:
         with self._lock:
             if self._bound is None:
                 spads.dram, spads.on_uop_load = _EMPTY, _ignore
-                self._bound = self._bind(spads)
+                spads.sram[isa.MemType.UOP].fill(0)  # all zero, as fresh SRAM (a small buffer)
+                self._bound, self._zero = self._bind(spads), True
 
     def run(self, dram: np.ndarray) -> None:
         """Execute the ops against `dram`, updated in place."""
         if not self._lock.acquire(blocking=False):  # running in another thread: SRAM of its own
-            self._run(self._bind(), dram)
+            self._run(self._bind(), dram, True)
             return
         try:
             if self._bound is None:
-                self._bound = self._bind()
-            self._run(self._bound, dram)
+                self._bound, self._zero = self._bind(), True
+            zero, self._zero = self._zero, False
+            self._run(self._bound, dram, zero)
         finally:
             self._lock.release()
 
     @staticmethod
-    def _run(bound: _Bound, dram: np.ndarray) -> None:
+    def _run(bound: _Bound, dram: np.ndarray, zero_already: bool) -> None:
+        """Clear what the ops write (unless the SRAM is all zero already, freshly bound), then
+        run them."""
         spads, zero, calls = bound
         spads.dram = dram  # for steps that run as recorded (`replay_ops.StepOp`)
         try:
-            for view in zero:
-                view.fill(0)
+            if not zero_already:
+                for view in zero:
+                    view.fill(0)
             for call in calls:
                 call(dram)
         finally:
