@@ -110,9 +110,9 @@ class FunctionalSimulator:
             return machine.stats
         self._traces[program] = trace = machine.trace()
         trace.validated = self.limits  # replayable: checked first
-        trace.compile()  # before it is kept: a later process replays without compiling
+        replay = trace.compile()  # before it is kept: a later process replays without compiling
         save_record(program, self.config, trace)
-        trace.compile().adopt(machine.spads)  # nothing but the micro-ops written: SRAM as fresh
+        replay.adopt(machine.spads)  # nothing but the micro-ops written: SRAM as fresh SRAM
         trace.replay(dram)
         return machine.stats
 
