@@ -15,8 +15,9 @@ decided in advance, and fuses what can be fused:
 - ALU steps as in `sim.replay_alu` (a MAX and MIN pair as one op, broadcast operands reused).
 
 The ops run on one `Scratchpads` per Replay, bound once (views onto its SRAM are made once, not
-per run), and zeroed where the ops write before each run, so a replay starts from the state a
-fresh run starts from.  Only acc and the float mirrors of inp and wgt are kept: a GEMM reads the
+per run; fsim's recording machine hands over its own, `Replay.adopt`), and zeroed where the ops
+write before each run but the first (bound SRAM is all zero), so a replay starts from the state
+a fresh run starts from.  Only acc and the float mirrors of inp and wgt are kept: a GEMM reads the
 mirrors, nothing in a replay reads inp or wgt themselves.  A Replay pickles without its bound
 state and without any reference to a DRAM array; a run that finds it running in another thread
 binds SRAM of its own.
