@@ -26,6 +26,7 @@ time what it can (a deadlock of its own queues, a run past its cycle limit).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 
@@ -251,6 +252,7 @@ def _uop_problems(cols: Columns, cfg: AcceleratorConfig, program: Program, stop:
     fields = isa.decode_uops(buffer, cfg)  # the buffer's micro-ops, decoded as LOADs change them
     table = _table_words(program, cfg)
     seen: dict[tuple[int, int], str | None] = {}  # verdicts since the last LOAD UOP
+    verdicts = _loop_verdicts(cfg)
     decode = isa.decoder(cfg)
     words = c.words[work].tolist()
     for i, (lo, hi) in zip(work.tolist(), words, strict=True):
@@ -265,10 +267,28 @@ def _uop_problems(cols: Columns, cfg: AcceleratorConfig, program: Program, stop:
                     fields[name][window] = values
                 seen.clear()
                 continue
-            text = seen[key] = loop_problem(cfg, insn, fields)  # type: ignore[arg-type]
+            assert isinstance(insn, isa.Gemm | isa.Alu)  # (the walk holds those and LOAD UOPs)
+            known = (lo, hi, buffer[insn.uop_bgn : insn.uop_end].tobytes())  # what it reads
+            if known in verdicts:
+                text = seen[key] = verdicts[known]
+            else:
+                text = seen[key] = loop_problem(cfg, insn, fields)
+                if len(verdicts) >= _VERDICTS_MAX:
+                    verdicts.clear()
+                verdicts[known] = text
         if text:
             return [(i, text)]
     return []
+
+
+_VERDICTS_MAX = 1 << 12
+
+
+@functools.lru_cache(maxsize=16)
+def _loop_verdicts(cfg: AcceleratorConfig) -> dict[tuple[int, int, bytes], str | None]:
+    """`loop_problem`'s verdicts in this process, by instruction word and the micro-op words it
+    reads (a model's Programs repeat micro-op tables and the GEMM and ALU words over them)."""
+    return {}
 
 
 def _table_words(program: Program, cfg: AcceleratorConfig) -> tuple[int, np.ndarray]:

@@ -230,6 +230,26 @@ def test_token_protocols_are_verified_once_per_kinds_of_instructions(monkeypatch
     assert hw_program.tokens_verified(program, (1 << TINY.token_counter_bits) - 1)
 
 
+def test_micro_op_verdicts_are_shared_by_programs_that_read_the_same_micro_ops(monkeypatch):
+    """`loop_problem` runs once per instruction word and micro-op words it reads, in a process:
+    a Program moved elsewhere in DRAM is not walked again; other micro-ops are, and refused."""
+    from sim import validate
+    from sim.validate import check_program
+
+    calls = []
+    real = validate.loop_problem
+    monkeypatch.setattr(validate, "loop_problem", lambda *a: (calls.append(1), real(*a))[1])
+    validate._loop_verdicts.cache_clear()
+    check_program(_gemm_program(), TINY)
+    check_program(_gemm_program(store_elem_offset=1), TINY)
+    assert len(calls) == 1
+    src = TINY.inp_depth - 2  # moved by 2 iterations of factor 1: reaches inp_depth
+    bad = _with(_gemm_program(uop=isa.Uop(0, src, 0), iters=(1, 3)), 3, "src_factor_in", 1, "gemm")
+    with pytest.raises(InvalidProgramError, match=r"^instruction #3 \(GEMM .*\): GEMM src index reaches INP"):
+        check_program(bad, TINY)
+    assert len(calls) == 2
+
+
 def _flags_flipped(program: Program, flips: list[tuple[int, str]]) -> Program:
     words = program.insns.copy()
     for insn, flag in flips:
