@@ -42,6 +42,7 @@ from sim.scratchpads import Scratchpads, dram_window, sram_of
 from sim.validate import check_program, mark_passed
 
 _ORDER = (isa.Module.LOAD, isa.Module.COMPUTE, isa.Module.STORE)
+_RANK = {m: k for k, m in enumerate(_ORDER)}
 _MOVES_MAX = 1 << 14  # LOAD and STORE steps kept for later machines (a model has a few thousand)
 # GEMM products are small: BLAS threads only add contention (50x slower on a loaded 2-core host).
 _BLAS = ThreadpoolController()
@@ -299,9 +300,9 @@ class _Machine:
         self.stats.out_store_bytes += nbytes
         return step
 
-    def count(self, module: isa.Module) -> None:
+    def count(self, module: isa.Module, count: int = 1) -> None:
         key = _INSNS[module]
-        setattr(self.stats, key, getattr(self.stats, key) + 1)
+        setattr(self.stats, key, getattr(self.stats, key) + count)
 
 
 @functools.lru_cache(maxsize=16)
@@ -332,11 +333,19 @@ class _Scheduler:
             module, pops, pushes = kind
             self.queues[module].append(_Entry(index, insn, pops, pushes))
         self.tokens = [0] * len(isa.Queue)
+        self.counts = [0] * len(_ORDER)
         self.token_max = (1 << machine.cfg.token_counter_bits) - 1
         self.rng = random.Random(seed) if seed is not None else None
         self.finished = False
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:  # the instructions run, by module (counted here: a Stats field per step is slow)
+            for module, count in zip(_ORDER, self.counts, strict=True):
+                self.machine.count(module, count)
+
+    def _run(self) -> None:
         while not self.finished:
             ready = [m for m in _ORDER if self._ready(m)]
             if not ready:
@@ -367,7 +376,7 @@ class _Scheduler:
             self.machine.execute(insn)
         except SimulationError as exc:
             raise SimulationError(f"instruction #{index} ({isa.format_insn(insn)}): {exc}") from None
-        self.machine.count(module)
+        self.counts[_RANK[module]] += 1
         for q in pushes:
             self.tokens[q] += 1
         if isinstance(insn, isa.Finish):
