@@ -420,13 +420,27 @@ def decode_insn(word: int, cfg: AcceleratorConfig) -> Insn:
     return decoder(cfg)(word)
 
 
+_DECODED_MAX = 1 << 16  # words a decoder remembers (a model's Programs hold a few thousand)
+
+
 @functools.lru_cache(maxsize=64)
 def decoder(cfg: AcceleratorConfig) -> Callable[[int], Insn]:
     """`decode_insn` for one config: the per-opcode tables are looked up once, not per word (a
-    model's first run decodes 10^4 words)."""
+    model's first run decodes 10^4 words), and each word is decoded once per process (an
+    instruction record is immutable: every caller shares it; a model's Programs repeat words)."""
     tables = {op: (cls, reserved_mask(cfg, op), _decoder(cfg, cls)) for op, cls in _BY_OPCODE.items()}
+    decoded: dict[int, Insn] = {}
 
-    def decode(word: int) -> Insn:
+    def remembered(word: int) -> Insn:
+        insn = decoded.get(word)
+        if insn is None:
+            insn = fresh(word)  # (an EncodingError is raised again on every call)
+            if len(decoded) >= _DECODED_MAX:
+                decoded.clear()
+            decoded[word] = insn
+        return insn
+
+    def fresh(word: int) -> Insn:
         opcode = word & 0b111
         table = tables.get(opcode)
         if table is None:
@@ -451,7 +465,7 @@ def decoder(cfg: AcceleratorConfig) -> Callable[[int], Insn]:
         insn.__dict__.update(values)
         return insn
 
-    return decode
+    return remembered
 
 
 @functools.lru_cache(maxsize=256)

@@ -7,15 +7,19 @@ random ready module, so a missing token shows up as a wrong answer or a deadlock
 
 Execution is vectorized with numpy: a GEMM instruction never loops in Python over its micro-op
 iterations (see `sim.gemm`).  A model runs each Program once per input: the deterministic run of a
-validated Program is recorded as its data steps (`_Trace`) and the next run on the same simulator
-replays them, so decoding, token scheduling, checks and micro-op plans happen once per Program;
-the replay compiles the steps once more (`sim.replay`: fused, bound to SRAM kept between runs).
-`sim.run_cache` keeps the records on disk for later processes, where a folder is in use.
+validated Program is recorded as its data steps (`_Trace`), compiled (`sim.replay`: fused, bound
+to SRAM kept between runs) and replayed, so decoding, token scheduling, checks and micro-op plans
+happen once per Program.  The schedule of a validated Program does not depend on its data, so
+its first run records the steps without executing them (but the LOAD UOPs the plans read) and
+then replays them too: the first input costs one replay, not a step-by-step run beside it.
+`replay=False` runs every input step by step instead, the ISA's definition the replay is tested
+against.  `sim.run_cache` keeps the records on disk for later processes, where a folder is in use.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import weakref
 from collections import deque
@@ -30,14 +34,16 @@ from hw.config import AcceleratorConfig
 from hw.program import Program, Signature, token_signature
 from sim import alu
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
-from sim.gemm import GemmUnit
+from sim.gemm import GemmUnit, shared_step
 from sim.limits import DEFAULT_LIMITS, Limits
 from sim.replay import Replay
-from sim.run_cache import load_record, records_kept, save_record
+from sim.run_cache import load_record, save_record
 from sim.scratchpads import Scratchpads, dram_window, sram_of
 from sim.validate import check_program, mark_passed
 
 _ORDER = (isa.Module.LOAD, isa.Module.COMPUTE, isa.Module.STORE)
+_RANK = {m: k for k, m in enumerate(_ORDER)}
+_MOVES_MAX = 1 << 14  # LOAD and STORE steps kept for later machines (a model has a few thousand)
 # GEMM products are small: BLAS threads only add contention (50x slower on a loaded 2-core host).
 _BLAS = ThreadpoolController()
 
@@ -49,14 +55,17 @@ class FunctionalSimulator:
     capabilities = Capabilities(values=True, cycles=False, seeded=True)
 
     def __init__(self, config: AcceleratorConfig, *, seed: int | None = None,
-                 limits: Limits = DEFAULT_LIMITS, validate: bool = True) -> None:
+                 limits: Limits = DEFAULT_LIMITS, validate: bool = True, replay: bool = True) -> None:
         """`limits` bound the work `sim.validate` lets through; `validate=False` skips those
-        checks (tests of the run-time detectors: deadlock, FINISH too early)."""
+        checks (tests of the run-time detectors: deadlock, FINISH too early); `replay=False`
+        runs every input step by step and records nothing (the reference the replay is tested
+        against; a seeded or unvalidated simulator never replays)."""
         self.config = config
         self.seed = seed
         self.limits = limits
         self.validate = validate
-        # per Program: its deterministic run as a `_Trace`, replayed on the next run
+        self.replays = replay and seed is None and validate
+        # per Program: its deterministic run as a `_Trace`, replayed on every run (the first too)
         self._traces: weakref.WeakKeyDictionary[Program, _Trace] = weakref.WeakKeyDictionary()
 
     def run(self, program: Program, inputs: Mapping[str, np.ndarray]) -> RunResult:
@@ -78,28 +87,34 @@ class FunctionalSimulator:
         Program passed for these limits stands for the check (its key covers what it reads)."""
         if not self.validate:
             return None
-        trace = self._trace_of(program) if self.seed is None else None
+        trace = self._trace_of(program) if self.replays else None
         if trace is not None and trace.validated == self.limits:
             mark_passed(program, self.config, self.limits)
         check_program(program, self.config, self.limits)
         return trace
 
     def _execute(self, program: Program, dram: np.ndarray, trace: _Trace | None) -> Stats:
-        """Replay `trace` (`self._check`'s lookup) where it matches `dram`; else run step by
-        step, and record the run where it replays."""
-        replayable = self.seed is None and self.validate
+        """Replay `trace` (`self._check`'s lookup) where it matches `dram`; else, where this
+        simulator replays, record the run without its data work and replay the record; else run
+        step by step."""
         if trace is not None and trace.matches(dram, self.config.elem_bytes(isa.MemType.UOP)):
             return trace.replay(dram)
         insns = _decode_all(program, self.config)
-        machine = _Machine(self.config, dram, record=replayable)
+        machine = _Machine(self.config, dram, record=self.replays)
         with _BLAS.limit(limits=1, user_api="blas"):
-            _Scheduler(insns, machine, self.seed).run()
-        if replayable:
-            self._traces[program] = trace = machine.trace()
-            trace.validated = self.limits  # replayable: checked first
-            if records_kept():  # compiled first: a later process replays without compiling
-                trace.compile()
-                save_record(program, self.config, trace)
+            try:
+                _Scheduler(insns, machine, self.seed).run()
+            except SimulationError:
+                machine.catch_up()  # the DRAM a step-by-step run leaves where it stops
+                raise
+        if not self.replays:
+            return machine.stats
+        self._traces[program] = trace = machine.trace()
+        trace.validated = self.limits  # replayable: checked first
+        replay = trace.compile()  # before it is kept: a later process replays without compiling
+        save_record(program, self.config, trace)
+        replay.adopt(machine.spads)  # nothing but the micro-ops written: SRAM as fresh SRAM
+        trace.replay(dram)
         return machine.stats
 
     def _trace_of(self, program: Program) -> _Trace | None:
@@ -136,7 +151,7 @@ class _Trace:
     micro-op plans, counters) depends only on the Program, the config, the DRAM's size and the
     micro-ops that LOAD UOP reads, which `sim.validate` confines to the Program's own micro-op
     table (no STORE writes it): a later run whose DRAM holds the same table replays the steps
-    (compiled by `sim.replay` on the first replay) and gives the same DRAM, bit for bit.
+    (compiled by `sim.replay` when recorded) and gives the same DRAM, bit for bit.
     Picklable: plain attributes, and no reference to a DRAM array."""
 
     def __init__(self, cfg: AcceleratorConfig, dram_size: int, uops: list[tuple[isa.Load, bytes]],
@@ -152,8 +167,8 @@ class _Trace:
         )
 
     def compile(self) -> Replay:
-        """The steps compiled for replay (`sim.replay`), once: the first replay does it; a trace
-        compiled before it is pickled keeps the compiled ops (they share the steps' arrays)."""
+        """The steps compiled for replay (`sim.replay`), once (the recording run does it); a
+        compiled trace pickles as its compiled ops (they share the steps' arrays)."""
         if self.compiled is None:
             self.compiled = Replay(self.cfg, self.steps)
         return self.compiled
@@ -172,14 +187,16 @@ class _Trace:
 
 class _Machine:
     """Architectural state (scratchpads, DRAM) and the execution of one instruction; with
-    `record`, the steps it ran (see `_Trace`)."""
+    `record`, the steps of the run, recorded but not run: only the LOAD UOPs execute, for the
+    plans of the GEMM and ALU instructions after them (see `_Trace`; `catch_up` runs the
+    steps recorded so far)."""
 
     def __init__(self, cfg: AcceleratorConfig, dram: np.ndarray, record: bool = False) -> None:
         self.cfg = cfg
         self.spads = Scratchpads(cfg, dram)
         self.gemm = GemmUnit(cfg, self.spads)
         # ALU steps per instruction, valid until a LOAD UOP changes the micro-ops (as GEMM plans)
-        self.alu_steps: dict[isa.Alu, alu.AluStep] = {}
+        self.alu_steps: dict[int, alu.AluStep] = {}
         clear_plans = self.spads.on_uop_load
 
         def on_uop_load() -> None:
@@ -188,6 +205,9 @@ class _Machine:
 
         self.spads.on_uop_load = on_uop_load
         self.stats = Stats()
+        # LOAD and STORE steps and their byte counts, per instruction object (`_decode_all` and
+        # `isa.decoder` share one per word), shared by the machines of this config and DRAM size
+        self.moves = _shared_moves(cfg)
         self.record = record
         self.steps: list[Step] = []
         self.uops: list[tuple[isa.Load, bytes]] = []
@@ -196,15 +216,23 @@ class _Machine:
         step = self._prepare(insn)
         if step is None:
             return
-        step(self.spads)
         if not self.record:
-            return
-        if isinstance(insn, isa.Load) and insn.memory_type == isa.MemType.UOP:
+            step(self.spads)
+        elif isinstance(insn, isa.Load) and insn.memory_type == isa.MemType.UOP:
             # the micro-ops are planned in: a replay checks the table instead of loading it
+            step(self.spads)
             window = dram_window(self.spads.dram, insn, self.cfg.elem_bytes(isa.MemType.UOP))
             self.uops.append((insn, window.tobytes()))
         else:
             self.steps.append(step)
+
+    def catch_up(self) -> None:
+        """Run the steps recorded so far: a run that stops on an error leaves the DRAM a
+        step-by-step run leaves (the data steps read no micro-op)."""
+        if self.record:
+            for step in self.steps:
+                step(self.spads)
+            self.steps.clear()
 
     def trace(self) -> _Trace:
         return _Trace(self.cfg, self.spads.dram.size, self.uops, self.steps,
@@ -221,23 +249,37 @@ class _Machine:
             self.stats.gemm_uops += gemm.uops
             return gemm
         if isinstance(insn, isa.Alu):
-            step = self.alu_steps.get(insn)
+            step = self.alu_steps.get(id(insn))  # (the insns outlive the machine's run)
             if step is None:  # (a step is stateless: the trace may hold it more than once)
-                step = self.alu_steps[insn] = alu.prepare_alu(self.cfg, self.spads, insn)
+                step = self.alu_steps[id(insn)] = shared_step(
+                    self.cfg, self.spads, insn, insn, lambda: alu.prepare_alu(self.cfg, self.spads, insn))
             self.stats.alu_uops += step.uops
             return step
         return None
 
     def _load(self, insn: isa.Load) -> Step | None:
-        if insn.x_size == 0:
-            return None
-        if insn.memory_type == isa.MemType.OUT:
-            raise SimulationError("LOAD into the OUT buffer is not an instruction (STORE reads it)")
-        step = self.spads.prepare_load(insn)
-        key = _LOAD_BYTES[insn.memory_type]
-        nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
+        known = self.moves.get((id(insn), self.spads.dram.size))
+        if known is not None and known[0] is insn:
+            _, step, key, nbytes = known
+        else:
+            if insn.x_size == 0:
+                return None
+            if insn.memory_type == isa.MemType.OUT:
+                raise SimulationError("LOAD into the OUT buffer is not an instruction (STORE reads it)")
+            step = self.spads.prepare_load(insn)
+            key = _LOAD_BYTES[insn.memory_type]
+            nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
+            self._keep((id(insn), self.spads.dram.size), (insn, step, key, nbytes))
         setattr(self.stats, key, getattr(self.stats, key) + nbytes)
         return step
+
+    def _keep(self, key: tuple[int, int], value: tuple[Any, ...]) -> None:
+        """Keep a LOAD's or STORE's step for the next machine (`self.moves`): it depends only on
+        the config, the instruction and the DRAM's size (the value holds the instruction, so
+        its id names no other while kept)."""
+        if len(self.moves) >= _MOVES_MAX:
+            self.moves.clear()
+        self.moves[key] = value
 
     def _store(self, insn: isa.Store) -> Step | None:
         if insn.x_size == 0:
@@ -248,13 +290,26 @@ class _Machine:
             raise SimulationError("STORE cannot pad: all four pad fields must be 0")
         if insn.y_size == 0:
             return None
-        step = self.spads.prepare_store(insn)
-        self.stats.out_store_bytes += insn.y_size * insn.x_size * self.cfg.out_elem_bytes
+        known = self.moves.get((id(insn), self.spads.dram.size))
+        if known is not None and known[0] is insn:
+            _, step, _, nbytes = known
+        else:
+            step = self.spads.prepare_store(insn)
+            nbytes = insn.y_size * insn.x_size * self.cfg.out_elem_bytes
+            self._keep((id(insn), self.spads.dram.size), (insn, step, None, nbytes))
+        self.stats.out_store_bytes += nbytes
         return step
 
-    def count(self, module: isa.Module) -> None:
+    def count(self, module: isa.Module, count: int = 1) -> None:
         key = _INSNS[module]
-        setattr(self.stats, key, getattr(self.stats, key) + 1)
+        setattr(self.stats, key, getattr(self.stats, key) + count)
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_moves(cfg: AcceleratorConfig) -> dict[tuple[int, int], tuple[Any, ...]]:
+    """(instruction id, DRAM size) -> (instruction, step, Stats key, bytes) of LOADs and STOREs
+    (see `_Machine._keep`)."""
+    return {}
 
 
 # The Stats counters of each module's instructions and of each LOAD's bytes (ACC_8BIT counts as acc)
@@ -278,11 +333,19 @@ class _Scheduler:
             module, pops, pushes = kind
             self.queues[module].append(_Entry(index, insn, pops, pushes))
         self.tokens = [0] * len(isa.Queue)
+        self.counts = [0] * len(_ORDER)
         self.token_max = (1 << machine.cfg.token_counter_bits) - 1
         self.rng = random.Random(seed) if seed is not None else None
         self.finished = False
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:  # the instructions run, by module (counted here: a Stats field per step is slow)
+            for module, count in zip(_ORDER, self.counts, strict=True):
+                self.machine.count(module, count)
+
+    def _run(self) -> None:
         while not self.finished:
             ready = [m for m in _ORDER if self._ready(m)]
             if not ready:
@@ -313,7 +376,7 @@ class _Scheduler:
             self.machine.execute(insn)
         except SimulationError as exc:
             raise SimulationError(f"instruction #{index} ({isa.format_insn(insn)}): {exc}") from None
-        self.machine.count(module)
+        self.counts[_RANK[module]] += 1
         for q in pushes:
             self.tokens[q] += 1
         if isinstance(insn, isa.Finish):

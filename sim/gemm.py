@@ -15,16 +15,20 @@ gives the sequential result bit for bit.  Other shapes take a chunked einsum wit
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
 from sim.backend import SimulationError
-from sim.scratchpads import Lattice, Scratchpads, lattice
+from sim.product import ProductGroup, product_groups
+from sim.scratchpads import Lattice, Scratchpads, distinct_elements, lattice
 
 _CHUNK = 1 << 14  # iterations per einsum chunk on the general path
+_SHARED_MAX = 1 << 10  # steps a config's shared table keeps (a model has a few hundred)
 Loop = tuple[int, int, int, int]  # extent, dst factor, src factor, wgt factor
 
 
@@ -63,6 +67,31 @@ def decoded_uops(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Gemm | is
     return isa.decode_uops(words, cfg)
 
 
+@functools.lru_cache(maxsize=16)
+def shared_steps(cfg: AcceleratorConfig) -> dict[Any, Any]:
+    """Prepared GEMM and ALU steps of `cfg`, shared by every machine of this process, keyed by
+    what a step depends on: the instruction's fields and the micro-op words it reads (a model's
+    Programs repeat micro-op tables; a step is stateless).  See `shared_step`."""
+    return {}
+
+
+def shared_step(cfg: AcceleratorConfig, spads: Scratchpads, key: Any, insn: isa.Gemm | isa.Alu,
+                prepare: Any) -> Any:
+    """`prepare()`, the step of `insn` (identified by `key`) on the micro-ops `spads` holds now,
+    from `shared_steps(cfg)` where another machine prepared it already: a step depends only on
+    the config, its key and those micro-op words (its checks raise before anything is kept)."""
+    words = spads.sram[isa.MemType.UOP][insn.uop_bgn : insn.uop_end].tobytes()
+    table = shared_steps(cfg)
+    full = (key, insn.uop_bgn, insn.uop_end, words)
+    step = table.get(full)
+    if step is None:
+        step = prepare()
+        if len(table) >= _SHARED_MAX:
+            table.clear()
+        table[full] = step
+    return step
+
+
 def check_affine(spads: Scratchpads, m: isa.MemType, what: str, insn: isa.Gemm | isa.Alu,
                  base: np.ndarray, field: str) -> None:
     """Bounds of base[k] + i*factor_out + j*factor_in, from the extremes (factors are >= 0)."""
@@ -94,7 +123,8 @@ class GemmUnit:
                insn.src_factor_in, insn.wgt_factor_out, insn.wgt_factor_in)
         step = self.plans.get(key)
         if step is None:
-            step = self.plans[key] = GemmStep(self.cfg, self._plan(insn))
+            step = self.plans[key] = shared_step(self.cfg, self.spads, key, insn,
+                                                 lambda: GemmStep(self.cfg, self._plan(insn)))
         return step
 
     def _plan(self, insn: isa.Gemm) -> GemmPlan:
@@ -124,6 +154,14 @@ class GemmStep:
 
     def __init__(self, cfg: AcceleratorConfig, plan: GemmPlan) -> None:
         self.cfg, self.plan, self.uops = cfg, plan, plan.uops
+        self._groups: list[ProductGroup] | None = None
+
+    def product_groups(self) -> list[ProductGroup]:
+        """The plan's products stacked by shape (`sim.product`), once per step: a replay of
+        every Program that runs this step shares them."""
+        if self._groups is None:
+            self._groups = product_groups(self.plan.products)
+        return self._groups
 
     def __call__(self, spads: Scratchpads) -> None:
         plan = self.plan
@@ -231,7 +269,7 @@ def _structured(insn: isa.Gemm, u: dict) -> tuple[_Product, ...] | None:
     if any(part is None for part in parts):
         return None
     written = np.concatenate([p.written for part in parts for p in part])  # type: ignore[union-attr]
-    if np.unique(written).size != written.size:
+    if not distinct_elements(written):
         return None
     return tuple(p for part in parts for p in part)  # type: ignore[union-attr]
 
@@ -245,7 +283,7 @@ def _products(row_d: np.ndarray, row_s: np.ndarray, dsts: np.ndarray, src: np.nd
     col_d, col_w = _offsets(cols, 1), _offsets(cols, 3)
     red_s, red_w = _offsets(reduction, 2), _offsets(reduction, 3)
     written = row_d[:, None, None] + dsts[None, :, None] + col_d[None, None, :]  # (T, G, C)
-    if np.unique(written).size != written.size:
+    if not distinct_elements(written):
         return None
     s_idx = (src[None, None, :] + row_s[:, None, None] + red_s[None, :, None]).reshape(row_s.size, -1)
     w_idx = wgt[:, None, None, :] + col_w[None, :, None, None] + red_w[None, None, :, None]

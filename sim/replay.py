@@ -15,8 +15,9 @@ decided in advance, and fuses what can be fused:
 - ALU steps as in `sim.replay_alu` (a MAX and MIN pair as one op, broadcast operands reused).
 
 The ops run on one `Scratchpads` per Replay, bound once (views onto its SRAM are made once, not
-per run), and zeroed where the ops write before each run, so a replay starts from the state a
-fresh run starts from.  Only acc and the float mirrors of inp and wgt are kept: a GEMM reads the
+per run; fsim's recording machine hands over its own, `Replay.adopt`), and zeroed where the ops
+write before each run but the first (bound SRAM is all zero), so a replay starts from the state
+a fresh run starts from.  Only acc and the float mirrors of inp and wgt are kept: a GEMM reads the
 mirrors, nothing in a replay reads inp or wgt themselves.  A Replay pickles without its bound
 state and without any reference to a DRAM array; a run that finds it running in another thread
 binds SRAM of its own.
@@ -34,7 +35,6 @@ from hw import isa
 from hw.config import AcceleratorConfig
 from sim.alu import AluStep
 from sim.gemm import GemmStep
-from sim.product import ProductGroup, product_groups
 from sim.replay_alu import AluOp, fuse_clips, hoist_operands
 from sim.replay_ops import LoadOp, Op, ProductOp, ResetOp, StepOp, StoreOp
 from sim.scratchpads import Scratchpads, _LoadMove, _StoreMove
@@ -50,44 +50,59 @@ class Replay:
 
     def __init__(self, cfg: AcceleratorConfig, steps: Sequence[Any]) -> None:
         self.cfg = cfg
-        groups: dict[int, list[ProductGroup]] = {}
-        ops = fuse_resets(fuse_moves([op_of(cfg, step, groups) for step in steps]), cfg.acc_depth)
+        ops = fuse_resets(fuse_moves([op_of(cfg, step) for step in steps]), cfg.acc_depth)
         self.ops = hoist_operands(fuse_clips(ops), cfg.acc_depth)
         self._bound: _Bound | None = None
+        self._zero = False  # the bound SRAM is all zero (bound, not yet run): nothing to clear
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_bound", "_lock")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_bound", "_zero", "_lock")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _bound=None, _lock=threading.Lock())
+        self.__dict__.update(state, _bound=None, _zero=False, _lock=threading.Lock())
+
+    def adopt(self, spads: Scratchpads) -> None:
+        """Bind the ops to `spads` instead of SRAM of their own, where none is bound yet: the
+        Scratchpads of a machine that recorded without running anything but LOAD UOPs, whose
+        other SRAM is zero as fresh SRAM is (the micro-ops, no op reads)."""
+        with self._lock:
+            if self._bound is None:
+                spads.dram, spads.on_uop_load = _EMPTY, _ignore
+                spads.sram[isa.MemType.UOP].fill(0)  # all zero, as fresh SRAM (a small buffer)
+                self._bound, self._zero = self._bind(spads), True
 
     def run(self, dram: np.ndarray) -> None:
         """Execute the ops against `dram`, updated in place."""
         if not self._lock.acquire(blocking=False):  # running in another thread: SRAM of its own
-            self._run(self._bind(), dram)
+            self._run(self._bind(), dram, True)
             return
         try:
             if self._bound is None:
-                self._bound = self._bind()
-            self._run(self._bound, dram)
+                self._bound, self._zero = self._bind(), True
+            zero, self._zero = self._zero, False
+            self._run(self._bound, dram, zero)
         finally:
             self._lock.release()
 
     @staticmethod
-    def _run(bound: _Bound, dram: np.ndarray) -> None:
+    def _run(bound: _Bound, dram: np.ndarray, zero_already: bool) -> None:
+        """Clear what the ops write (unless the SRAM is all zero already, freshly bound), then
+        run them."""
         spads, zero, calls = bound
         spads.dram = dram  # for steps that run as recorded (`replay_ops.StepOp`)
         try:
-            for view in zero:
-                view.fill(0)
+            if not zero_already:
+                for view in zero:
+                    view.fill(0)
             for call in calls:
                 call(dram)
         finally:
             spads.dram = _EMPTY
 
-    def _bind(self) -> _Bound:
-        spads = Scratchpads(self.cfg, _EMPTY)  # zero pages: what the ops never touch takes no memory
+    def _bind(self, spads: Scratchpads | None = None) -> _Bound:
+        if spads is None:  # zero pages: what the ops never touch takes no memory
+            spads = Scratchpads(self.cfg, _EMPTY)
         buffers = {isa.MemType.ACC: spads.acc, **spads.mirror}
         zero: list[np.ndarray] = []
         for m, (lo, hi) in envelopes(self.ops).items():
@@ -99,9 +114,13 @@ class Replay:
         return spads, zero, [op.bind(spads, memo) for op in self.ops]
 
 
-def op_of(cfg: AcceleratorConfig, step: Any, groups: dict[int, list[ProductGroup]]) -> Op:
-    """The op of one recorded step; `groups` holds the product groups of the GEMM steps seen so
-    far (a step is recorded once per instruction shape and micro-op table, and run often)."""
+def _ignore() -> None:
+    """A bound Scratchpads' `on_uop_load` (no op loads micro-ops)."""
+
+
+def op_of(cfg: AcceleratorConfig, step: Any) -> Op:
+    """The op of one recorded step (a GEMM step's product groups are the step's own: a step is
+    recorded once per instruction shape and micro-op table, and run often)."""
     if isinstance(step, _LoadMove):
         return LoadOp(cfg, step.insn)
     if isinstance(step, _StoreMove):
@@ -114,9 +133,7 @@ def op_of(cfg: AcceleratorConfig, step: Any, groups: dict[int, list[ProductGroup
         if plan.reset_dst is not None:
             return ResetOp(plan.reset_dst, plan.reset_lattice)
         if plan.general is None:
-            if id(step) not in groups:
-                groups[id(step)] = product_groups(plan.products)
-            return ProductOp(cfg, groups[id(step)])
+            return ProductOp(cfg, step.product_groups())
     return StepOp(step)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from hw import isa
 from hw.config import AcceleratorConfig
 from sim.product import ProductGroup, ProductKernel, Scratch
-from sim.scratchpads import Scratchpads, _StoreMove, elem_layout, sram_of
+from sim.scratchpads import Scratchpads, _StoreMove, distinct_elements, elem_layout, sram_of
 
 ACC = isa.MemType.ACC
 Write = tuple[isa.MemType | None, int, int]
@@ -158,6 +158,11 @@ class LoadOp(_MoveRun):
         lo = self.insn.sram_base
         return [(self.m, lo, lo + self.count * self.sram_elems)]
 
+    @property
+    def acc_range(self) -> tuple[int, int] | None:  # (`writes` in one range: no list to build)
+        lo = self.insn.sram_base
+        return (lo, lo + self.count * self.sram_elems) if self.m == ACC else (0, 0)
+
     def acc_touched(self) -> np.ndarray | None:
         if self.m != ACC:
             return np.zeros(0, np.int64)
@@ -207,7 +212,7 @@ class StoreOp(_MoveRun):
         if insn.x_stride >= insn.x_size and (self.count == 1 or abs(self.delta) >= span):
             return [self]  # rows and stores disjoint
         elements = self.dram_elements()
-        if np.unique(elements).size == elements.size:
+        if distinct_elements(elements):
             return [self]
         return [StepOp(_StoreMove(self.cfg, insn), writes=[], touched=np.arange(
                     insn.sram_base, insn.sram_base + self.sram_elems))

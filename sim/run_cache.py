@@ -1,14 +1,14 @@
 """fsim's recorded runs kept on disk, so a later process replays a Program from its first input.
 
-fsim records the deterministic run of a validated Program as its data steps and replays them on
-the next input (`sim.fsim`).  Recording costs several replays; a model's Programs are the same in
-every `codesign run` of it, so the record is kept in `$CODESIGN_CACHE/fsim/`, one sealed file per
-Program (`hw.cache.SealedFolder`), keyed by everything the record depends on: the simulator's
-own code (the sources of `sim/` and the ISA, numpy's and Python's versions), the config, the
-DRAM's size, the instruction words, the regions and the micro-op table the Program brings.  The
-key covers all that `sim.validate` reads, so a record also stands for the checks it passed (for
-the limits it names).  The micro-op table a record assumes is checked against the DRAM on every
-replay, as for a record made in-process.
+fsim records the deterministic run of a validated Program as its data steps, compiled, and
+replays them on every input (`sim.fsim`).  Recording and compiling cost several replays; a
+model's Programs are the same in every `codesign run` of it, so the record is kept in
+`$CODESIGN_CACHE/fsim/`, one sealed file per Program (`hw.cache.SealedFolder`), keyed by
+everything the record depends on: the simulator's own code (the sources of `sim/` and the ISA,
+numpy's and Python's versions), the config, the DRAM's size, the instruction words, the regions
+and the micro-op table the Program brings.  The key covers all that `sim.validate` reads, so a
+record also stands for the checks it passed (for the limits it names).  The micro-op table a
+record assumes is checked against the DRAM on every replay, as for a record made in-process.
 
 A file is a pickle, trusted as the kernel objects beside it are (a folder of the user's own);
 one that is damaged, or written for another key, reads as missing and the Program is recorded

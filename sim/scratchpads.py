@@ -186,11 +186,15 @@ class Lattice:
 
     def __init__(self, first: int, shape: tuple[int, ...], steps: tuple[int, ...]) -> None:
         self.first, self.shape, self.steps = first, shape, steps
+        self._span: tuple[int, int] | None = None
 
     def span(self) -> tuple[int, int]:
-        """[lo, hi) around the elements (the steps are >= 0)."""
-        reach = sum((n - 1) * k for n, k in zip(self.shape, self.steps, strict=True))
-        return self.first, self.first + reach + 1
+        """[lo, hi) around the elements (the steps are >= 0); computed once (a Lattice is not
+        changed, and a step shared by many Programs is compiled once for each)."""
+        if self._span is None:
+            reach = sum((n - 1) * k for n, k in zip(self.shape, self.steps, strict=True))
+            self._span = (self.first, self.first + reach + 1)
+        return self._span
 
     def view(self, sram: np.ndarray) -> np.ndarray:
         """The elements of `sram` (elements on axis 0) at these indices, as a writeable view."""
@@ -239,9 +243,16 @@ def _checked(first: int, shape: tuple[int, ...], steps: tuple[int, ...], distinc
         return None
     if distinct and not _mixed_radix(shape, steps):
         grid = _grid(first, shape, steps) if index is None else index
-        if np.unique(grid).size != grid.size:
+        if not distinct_elements(grid):
             return None
     return Lattice(first, shape, steps)
+
+
+def distinct_elements(index: np.ndarray) -> bool:
+    """Whether no element of `index` repeats (a sort: `np.unique` costs more on small arrays,
+    and its first call imports `numpy.ma`, a twentieth of a second)."""
+    flat = np.sort(index, axis=None)
+    return not bool((flat[1:] == flat[:-1]).any())
 
 
 def _grid(first: int, shape: tuple[int, ...], steps: tuple[int, ...]) -> np.ndarray:

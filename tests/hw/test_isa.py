@@ -98,6 +98,19 @@ def test_decode_rejects_unknown_opcodes_and_enums():
         isa.decode_insn(bad_alu, VTA)
 
 
+def test_a_decoder_decodes_each_word_once_and_refuses_a_bad_one_every_time():
+    """`isa.decoder` shares one immutable record per word (a model's Programs repeat words)."""
+    decode = isa.decoder(VTA)
+    word = isa.encode_insn(isa.Gemm(iter_out=3, uop_end=2), VTA)
+    assert decode(word) is decode(word) == isa.Gemm(iter_out=3, uop_end=2)
+    assert decode(word) is isa.decode_insn(word, VTA)
+    assert isa.decoder(PRESETS["tiny"])(isa.encode_insn(isa.Gemm(iter_out=3, uop_end=2), PRESETS["tiny"])) \
+        is not decode(word)  # one table per config
+    for _ in range(2):
+        with pytest.raises(isa.EncodingError, match="unknown opcode 7"):
+            decode(7)
+
+
 def test_routing_and_tokens():
     assert isa.module_of(isa.Load(memory_type=isa.MemType.INP)) == isa.Module.LOAD
     assert isa.module_of(isa.Load(memory_type=isa.MemType.WGT)) == isa.Module.LOAD

@@ -225,7 +225,8 @@ def test_a_replayed_run_equals_a_fresh_simulators_run(seed):
     sim.run(rp.program, rp.inputs)
     rng = np.random.default_rng(seed)
     other = {k: rng.integers(-128, 128, v.shape).astype(v.dtype) for k, v in rp.inputs.items()}
-    replayed, fresh = sim.run(rp.program, other), FunctionalSimulator(TINY).run(rp.program, other)
+    replayed = sim.run(rp.program, other)
+    fresh = FunctionalSimulator(TINY, replay=False).run(rp.program, other)
     assert rp.program in sim._traces
     assert np.array_equal(replayed.dram, fresh.dram) and replayed.stats == fresh.stats
 
@@ -241,9 +242,9 @@ def test_a_changed_micro_op_table_is_not_replayed():
     dram[table.offset : table.offset + table.nbytes] = 0  # every micro-op reads index 0
     fresh = dram.copy()
     stats = sim.run_in(rp.program, dram)
-    want = FunctionalSimulator(TINY).run_in(rp.program, fresh)
+    want = FunctionalSimulator(TINY, replay=False).run_in(rp.program, fresh)
     assert np.array_equal(dram, fresh) and stats == want
-    unchanged = FunctionalSimulator(TINY).run(rp.program, rp.inputs).dram
+    unchanged = FunctionalSimulator(TINY, replay=False).run(rp.program, rp.inputs).dram
     assert not np.array_equal(dram, unchanged)  # the table mattered: a stale replay would show
 
 
@@ -273,3 +274,64 @@ def test_an_alu_instruction_is_prepared_again_after_a_micro_op_load():
         np.testing.assert_array_equal(result.outputs["out"], want.astype(np.int8))
         assert result.stats.alu_uops == 4 and result.stats.compute_insns == 8
     assert program in sim._traces
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_first_run_is_a_replay_of_its_unexecuted_record_and_equals_a_step_by_step_run(preset_cfg, seed):
+    """The first run records the steps without their data work, then replays the record: the
+    DRAM and counters of the ISA's step-by-step run (`replay=False`), which records nothing."""
+    rp = random_program(preset_cfg, seed, tasks=seed % 4 + 1)
+    sim, reference = FunctionalSimulator(preset_cfg), FunctionalSimulator(preset_cfg, replay=False)
+    got, want = sim.run(rp.program, rp.inputs), reference.run(rp.program, rp.inputs)
+    assert sim._traces[rp.program].compiled is not None and rp.program not in reference._traces
+    assert np.array_equal(got.dram, want.dram) and got.stats == want.stats
+    assert first_difference(rp.program, preset_cfg, want, got) is None
+
+
+def test_a_run_stopped_by_an_error_leaves_the_dram_of_a_step_by_step_run(monkeypatch):
+    """A SimulationError in the middle of a recording run (none reaches a validated Program
+    today: planted here on the third STORE) leaves the DRAM as the step-by-step run leaves it:
+    every step before the error ran, none after."""
+    from sim import fsim
+
+    rp = random_program(TINY, 5, tasks=4)
+    real = fsim._Machine._store
+    calls: list[int] = []
+
+    def failing(self, insn):
+        calls.append(1)
+        if len(calls) % 100 == 3:
+            raise SimulationError("planted")
+        return real(self, insn)
+
+    monkeypatch.setattr(fsim._Machine, "_store", failing)
+    drams = []
+    for sim in (FunctionalSimulator(TINY), FunctionalSimulator(TINY, replay=False)):
+        calls.clear()
+        dram = rp.program.initial_dram(rp.inputs)
+        with pytest.raises(SimulationError, match=r"^instruction #\d+ \(STORE .*\): planted$"):
+            sim.run_in(rp.program, dram)
+        drams.append(dram)
+    assert np.array_equal(drams[0], drams[1])
+    assert not np.array_equal(drams[0], rp.program.initial_dram(rp.inputs))  # steps ran before it
+
+
+def test_load_and_store_steps_are_shared_for_one_instruction_and_dram_size():
+    """`sim.fsim._Machine._keep`: a second simulator running the Program reuses the LOAD and
+    STORE steps the first one prepared (their checks depend on the DRAM's size: a larger DRAM
+    gets steps of its own); every run gives the step-by-step DRAM."""
+    from sim.scratchpads import _LoadMove, _StoreMove
+
+    rp = random_program(TINY, 9, tasks=4)
+    moves = (_LoadMove, _StoreMove)
+    runs = []
+    for extra in (0, 0, 64):
+        sim = FunctionalSimulator(TINY)
+        dram = np.concatenate([rp.program.initial_dram(rp.inputs), np.zeros(extra, np.uint8)])
+        want = dram.copy()
+        stats = sim.run_in(rp.program, dram)
+        assert stats == FunctionalSimulator(TINY, replay=False).run_in(rp.program, want)
+        assert np.array_equal(dram, want)
+        runs.append([s for s in sim._traces[rp.program].steps if isinstance(s, moves)])
+    assert runs[0] and all(a is b for a, b in zip(runs[0], runs[1], strict=True))
+    assert not any(a is c for a, c in zip(runs[0], runs[2], strict=True))

@@ -106,3 +106,35 @@ def test_compiler_shapes_take_the_matrix_product_path(loops, uops):
     step(spads)
     assert np.array_equal(spads.acc, want)
     assert step.plan.general is None and len(step.plan.products) == 1
+
+
+def test_machines_share_a_step_where_the_micro_ops_and_loops_are_the_same():
+    """`sim.gemm.shared_step`: a second simulator running the Program (another object, as a
+    model's Programs repeat tables) reuses the first one's GEMM and ALU steps; another micro-op
+    table gets steps of its own; both give the step-by-step run's DRAM."""
+    import dataclasses
+
+    from sim.fsim import FunctionalSimulator
+    from sim.gemm import GemmStep
+    from sim.random_programs import random_program
+
+    rp = random_program(TINY, 3, tasks=4)
+    first, second = FunctionalSimulator(TINY), FunctionalSimulator(TINY)
+    copy = dataclasses.replace(rp.program, insns=rp.program.insns.copy())
+    first.run(rp.program, rp.inputs)
+    got = second.run(copy, rp.inputs)
+    a, b = first._traces[rp.program].steps, second._traces[copy].steps
+    gemms = [k for k, step in enumerate(a) if isinstance(step, GemmStep)]
+    assert gemms and all(a[k] is b[k] for k in gemms)
+    want = FunctionalSimulator(TINY, replay=False).run(copy, rp.inputs)
+    assert np.array_equal(got.dram, want.dram) and got.stats == want.stats
+    table = rp.program.regions_with_role("uops")[0]
+    words = rp.program.constants[table.name].copy()
+    words.reshape(-1)[0] ^= 1  # the first micro-op's dst moves by one
+    other = dataclasses.replace(rp.program, constants={**rp.program.constants, table.name: words})
+    third = FunctionalSimulator(TINY)
+    got = third.run(other, rp.inputs)
+    c = third._traces[other].steps
+    assert len(c) == len(a) and sum(c[k] is not a[k] for k in gemms) == 1
+    want = FunctionalSimulator(TINY, replay=False).run(other, rp.inputs)
+    assert np.array_equal(got.dram, want.dram) and got.stats == want.stats

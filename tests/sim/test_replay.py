@@ -24,11 +24,11 @@ TINY, VTA = PRESETS["tiny"], PRESETS["vta"]
 
 
 def _replays_like_fresh_runs(cfg, program: Program, inputs: list[dict]) -> Replay:
-    """Record on inputs[0], replay each later one: DRAM and Stats equal a fresh simulator's."""
+    """Record on inputs[0], replay each later one: DRAM and Stats equal a step-by-step run's."""
     sim = FunctionalSimulator(cfg)
     sim.run(program, inputs[0])
     for feeds in inputs[1:]:
-        got, want = sim.run(program, feeds), FunctionalSimulator(cfg).run(program, feeds)
+        got, want = sim.run(program, feeds), FunctionalSimulator(cfg, replay=False).run(program, feeds)
         assert np.array_equal(got.dram, want.dram)
         assert got.stats == want.stats
     compiled = sim._traces[program].compiled
@@ -210,7 +210,7 @@ def test_replays_in_threads_at_once_each_give_their_own_result():
     sim = FunctionalSimulator(VTA)
     sim.run(work.program, work.inputs)
     feeds = [random_operands(VTA, tiling, seed) for seed in range(4)]
-    want = [FunctionalSimulator(VTA).run(work.program, f).dram for f in feeds]
+    want = [FunctionalSimulator(VTA, replay=False).run(work.program, f).dram for f in feeds]
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda k: sim.run(work.program, feeds[k % 4]).dram, range(80)))
     assert all(np.array_equal(g, want[k % 4]) for k, g in enumerate(got))
@@ -227,3 +227,29 @@ def test_replays_on_wider_operands_and_narrower_accumulators(bits):
     for seed in range(4):
         rp = random_program(cfg, seed)
         _replays_like_fresh_runs(cfg, rp.program, [rp.inputs, _other_inputs(rp.inputs, seed)])
+
+
+def test_a_first_run_binds_its_replay_to_the_recording_machines_sram(monkeypatch):
+    """The recording ran nothing but LOAD UOPs, so its Scratchpads are as fresh ones are: the
+    replay adopts them (`Replay.adopt`) instead of allocating its own; the next inputs replay on
+    them and give the step-by-step DRAM."""
+    from sim import replay, scratchpads
+
+    made = []
+
+    class Counted(scratchpads.Scratchpads):
+        def __init__(self, *args):
+            made.append(self)
+            super().__init__(*args)
+
+    monkeypatch.setattr("sim.fsim.Scratchpads", Counted)
+    monkeypatch.setattr(replay, "Scratchpads", Counted)
+    work = blocked_gemm(VTA, GemmTiling(4, 4, 4, 2, 2, 2))
+    sim = FunctionalSimulator(VTA)
+    feeds = [work.inputs, random_operands(VTA, GemmTiling(4, 4, 4, 2, 2, 2), 5)]
+    got = [sim.run(work.program, f) for f in feeds]
+    bound = sim._traces[work.program].compiled._bound  # type: ignore[union-attr]
+    assert len(made) == 1 and bound is not None and bound[0] is made[0] and bound[0].dram.size == 0
+    for f, g in zip(feeds, got, strict=True):
+        want = FunctionalSimulator(VTA, replay=False).run(work.program, f)
+        assert np.array_equal(g.dram, want.dram) and g.stats == want.stats

@@ -32,7 +32,7 @@ def _copy(program: Program, **changes) -> Program:
 def _fresh(program, inputs):
     """A step-by-step run with no folder in use."""
     run_cache.RECORDS.use(None)
-    return FunctionalSimulator(TINY).run(program, inputs)
+    return FunctionalSimulator(TINY, replay=False).run(program, inputs)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -100,7 +100,7 @@ def test_a_record_for_another_micro_op_table_is_not_replayed(folder):
     fresh = dram.copy()
     stats = FunctionalSimulator(TINY).run_in(_copy(rp.program), dram)
     run_cache.RECORDS.use(None)
-    want = FunctionalSimulator(TINY).run_in(rp.program, fresh)
+    want = FunctionalSimulator(TINY, replay=False).run_in(rp.program, fresh)
     assert np.array_equal(dram, fresh) and stats == want
 
 

@@ -129,3 +129,38 @@ def test_distinct_lattices_the_digits_argument_does_not_show():
     assert lattice(np.arange(4)[:, None] * 2 + np.arange(3)[None, :] * 3) is None  # 6 twice
     assert loop_lattice(np.array([0, 3]), 3, 1, 2, 0).steps == (2, 0, 3)
     assert loop_lattice(np.array([0, 3, 6]), 4, 1, 2, 0) is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_distinct_elements_agrees_with_unique(seed):
+    """`distinct_elements` (a sort) says what `np.unique` says, on any shape."""
+    from sim.scratchpads import distinct_elements
+
+    rng = np.random.default_rng(seed)
+    for shape in [(0,), (1,), (7,), (3, 4), (2, 3, 5)]:
+        for high in (4, 1 << 20):
+            index = rng.integers(0, high, shape)
+            assert distinct_elements(index) == (np.unique(index).size == index.size)
+    assert distinct_elements(np.arange(12).reshape(3, 4)[:, ::-1])
+    assert not distinct_elements(np.array([[5, 1], [2, 5]]))
+
+
+def test_a_first_fsim_run_does_not_import_numpy_ma():
+    """`np.unique`'s first call imports numpy.ma (~0.05 s): fsim's first run of a model must not
+    pay it (checked in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom hw.config import PRESETS\nfrom sim.fsim import FunctionalSimulator\n"
+            "from sim.workloads import GemmTiling, blocked_gemm\n"
+            "work = blocked_gemm(PRESETS['vta'], GemmTiling(4, 6, 4, 2, 3, 2, 2))\n"
+            "FunctionalSimulator(PRESETS['vta']).run(work.program, work.inputs)\n"
+            "print('numpy.ma' in sys.modules)\n")
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env, cwd=root)
+    assert out.stdout.strip() == "False"

@@ -199,6 +199,57 @@ def test_a_built_programs_tokens_are_verified_once_a_copy_is_verified_again():
     _refused(truncated, r"^token protocol: program does not end with FINISH$")
 
 
+def test_token_protocols_are_verified_once_per_kinds_of_instructions(monkeypatch):
+    """A Program whose instructions have the token kinds of one verified before (a model's
+    Programs of one layer shape differ in addresses only) is not verified again; other kinds
+    are, and a broken protocol is still refused."""
+    from hw import program as hw_program
+    from sim import validate
+    from sim.validate import check_program
+
+    verified = []
+    real = validate.verify_signatures
+    monkeypatch.setattr(validate, "verify_signatures", lambda *a: (verified.append(1), real(*a)))
+    monkeypatch.setattr(validate, "_TOKENS_PASSED", set())
+    program = _gemm_program()
+    moved = _gemm_program(store_elem_offset=1)  # the same instructions, another DRAM address
+
+    def copy(p: Program) -> Program:  # unmarked by the builder
+        return Program(p.fingerprint, p.insns.copy(), p.regions, p.constants, p.dram_bytes,
+                       p.config_name)
+
+    assert not np.array_equal(program.insns, moved.insns)
+    check_program(copy(program), TINY)
+    check_program(copy(moved), TINY)
+    assert len(verified) == 1
+    bad = _flags_flipped(program, [(3, "pop_next"), (5, "pop_next")])
+    for _ in range(2):
+        with pytest.raises(InvalidProgramError, match=r"^token protocol: token dependencies form"):
+            check_program(bad, TINY)
+    assert len(verified) == 3
+    assert hw_program.tokens_verified(program, (1 << TINY.token_counter_bits) - 1)
+
+
+def test_micro_op_verdicts_are_shared_by_programs_that_read_the_same_micro_ops(monkeypatch):
+    """`loop_problem` runs once per instruction word and micro-op words it reads, in a process:
+    a Program moved elsewhere in DRAM is not walked again; other micro-ops are, and refused."""
+    from sim import validate
+    from sim.validate import check_program
+
+    calls = []
+    real = validate.loop_problem
+    monkeypatch.setattr(validate, "loop_problem", lambda *a: (calls.append(1), real(*a))[1])
+    validate._loop_verdicts.cache_clear()
+    check_program(_gemm_program(), TINY)
+    check_program(_gemm_program(store_elem_offset=1), TINY)
+    assert len(calls) == 1
+    src = TINY.inp_depth - 2  # moved by 2 iterations of factor 1: reaches inp_depth
+    bad = _with(_gemm_program(uop=isa.Uop(0, src, 0), iters=(1, 3)), 3, "src_factor_in", 1, "gemm")
+    with pytest.raises(InvalidProgramError, match=r"^instruction #3 \(GEMM .*\): GEMM src index reaches INP"):
+        check_program(bad, TINY)
+    assert len(calls) == 2
+
+
 def _flags_flipped(program: Program, flips: list[tuple[int, str]]) -> Program:
     words = program.insns.copy()
     for insn, flag in flips:
