@@ -259,6 +259,11 @@ class SealedFolder:
     def _sealed(self, key: str, data: bytes) -> bytes:
         return self.seal + hashlib.sha256(key.encode() + data).digest()
 
+    def has(self, key: str) -> bool:
+        """Whether a file for `key` is there (`read` may still find it damaged)."""
+        folder = self.directory()
+        return folder is not None and (folder / f"{key}{self.suffix}").is_file()
+
     def read(self, key: str) -> bytes | None:
         """The data written for `key`, or None (no folder, missing, or damaged: deleted)."""
         folder = self.directory()

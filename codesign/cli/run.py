@@ -177,10 +177,11 @@ def user_data(args: argparse.Namespace) -> UserData:
 
 def _load(args: argparse.Namespace) -> tuple[AcceleratorConfig, Loaded]:
     from codesign.run.model import load_model
-    from compiler.codegen.cpu import use_default_disk_cache
+    from compiler.codegen.cpu import use_default_disk_cache, use_default_jit_helper
     from sim.run_cache import RECORDS
 
     use_default_disk_cache()
+    use_default_jit_helper()
     RECORDS.use_default()
     quant = _quant_options(args)
     cfg = resolve(args.config or "vta", args.set)

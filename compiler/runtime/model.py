@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from compiler.codegen.cpu import compiling_ahead
 from compiler.errors import ScheduleError
 from compiler.graph.interp import evaluate_node, run_graph
 from compiler.graph.ir import Graph, Node
@@ -119,7 +120,8 @@ class CompiledModel:
         """`knobs_for(op)`: the schedule point of an accelerator operator (a tuning log's best),
         or None for its default schedule; `offload_shallow`: shallow convolutions too (see the
         module doc)."""
-        steps = [_plan(graph, node, target, offload, offload_shallow, knobs_for) for node in graph.nodes]
+        with compiling_ahead():  # host kernels JIT-compiled in a helper while the steps are planned
+            steps = [_plan(graph, node, target, offload, offload_shallow, knobs_for) for node in graph.nodes]
         return cls(graph, target, steps, offload_shallow)
 
     @property

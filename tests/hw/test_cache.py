@@ -213,6 +213,7 @@ def test_a_sealed_file_reads_back_only_intact_and_for_its_key(tmp_path, how):
     folder.write("a", b"data of a")
     folder.write("b", b"data of b")
     assert folder.read("a") == b"data of a" and folder.read("missing") is None
+    assert folder.has("a") and not folder.has("missing")
     path = tmp_path / "a.bin"
     damaged = {"truncated": path.read_bytes()[:-1], "empty": b"", "unsealed": b"data of a",
                "another key's": (tmp_path / "b.bin").read_bytes()}
@@ -229,6 +230,7 @@ def test_where_a_sealed_folder_is(tmp_path, monkeypatch):
         folder.use_default()
         assert folder.directory() is None
         folder.write("a", b"x")
+        assert not folder.has("a")
     monkeypatch.setenv(folder.env, str(tmp_path / "chosen"))
     assert folder.directory() == tmp_path / "chosen"
     monkeypatch.delenv(folder.env)

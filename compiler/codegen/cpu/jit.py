@@ -77,13 +77,17 @@ def use_default_disk_cache() -> None:
     OBJECTS.use_default()
 
 
-def compile_ir(ir_text: str, name: str, opt_level: int = 3) -> JitFunction:
-    """Optimise and JIT-compile `ir_text`; the address of its function `name`."""
+def compile_ir(ir_text: str, name: str, opt_level: int = 3, made: Made | None = None) -> JitFunction:
+    """Optimise and JIT-compile `ir_text`; the address of its function `name`. `made`: the object
+    code and optimised IR that `object_code` made of the same text elsewhere (a helper process,
+    compiler.codegen.cpu.ahead): loaded as from the disk cache, and kept there."""
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {opt_level!r}")
     key = cache_key(ir_text, opt_level)
     disk = _disk_dir()
-    cached = OBJECTS.read(key)
+    cached = OBJECTS.read(key) if made is None else made.obj
+    if made is not None:
+        OBJECTS.write(key, made.obj)
     with _LOCK:
         start = time.perf_counter()
         target = host_target()
@@ -91,17 +95,44 @@ def compile_ir(ir_text: str, name: str, opt_level: int = 3) -> JitFunction:
         mod.verify()
         if cached is None:
             _optimise(mod, target, opt_level)
-        optimized = str(mod) if cached is None else ""
+        optimized = str(mod) if cached is None else "" if made is None else made.optimized_ir
         engine = llvm.create_mcjit_compiler(mod, target.machine(opt_level))
-        if disk is not None:
-            engine.set_object_cache(lambda _m, obj: OBJECTS.write(key, obj),
-                                    lambda _m: cached)
+        if disk is not None or cached is not None:
+            engine.set_object_cache(lambda _m, obj: OBJECTS.write(key, obj), lambda _m: cached)
         engine.finalize_object()
         address = engine.get_function_address(name)
         seconds = time.perf_counter() - start
     if not address:
         raise RuntimeError(f"JIT compilation gave no address for {name}")
-    return JitFunction(name, address, key, optimized, seconds, cached is not None, engine)
+    from_disk = cached is not None and made is None
+    return JitFunction(name, address, key, optimized, seconds, from_disk, engine)
+
+
+@dataclass(frozen=True)
+class Made:
+    """Object code compiled from a kernel's IR in another process, and its optimised IR."""
+
+    obj: bytes
+    optimized_ir: str
+
+
+def object_code(ir_text: str, opt_level: int) -> Made:
+    """What `compile_ir` makes of `ir_text`, as object code for another process to load (a
+    helper's work: compiler.codegen.cpu.ahead). The same passes and target machine, so the
+    object is the one `compile_ir` would make here."""
+    made: list[bytes] = []
+    with _LOCK:
+        target = host_target()
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+        _optimise(mod, target, opt_level)
+        optimized = str(mod)
+        engine = llvm.create_mcjit_compiler(mod, target.machine(opt_level))
+        engine.set_object_cache(lambda _m, obj: made.append(bytes(obj)), lambda _m: None)
+        engine.finalize_object()
+    if len(made) != 1:
+        raise RuntimeError(f"MCJIT handed over {len(made)} objects for one module")
+    return Made(made[0], optimized)
 
 
 def _optimise(mod: llvm.ModuleRef, target: CpuTarget, opt_level: int) -> None:

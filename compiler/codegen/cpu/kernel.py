@@ -4,7 +4,9 @@
 unless a kernel with the same key was compiled before in this process: the key hashes the LLVM IR
 text (which spells out every shape, dtype, constant and loop of the kernel), the optimisation
 level, the CPU and the tool versions (jit.cache_key).  Compiled functions are never evicted: a
-model has a few dozen host kernels at most.
+model has a few dozen host kernels at most.  Inside `ahead.compiling_ahead()` a kernel that must be
+compiled is handed to a helper process and its code attached when the block ends (or when it is
+first called, if that is sooner).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.codegen.cpu.jit import JitFunction, cache_key, compile_ir
+from compiler.codegen.cpu import ahead
+from compiler.codegen.cpu.jit import OBJECTS, JitFunction, cache_key, compile_ir
 from compiler.codegen.llvm.emit import emit_module
 from compiler.lower.lower import LoweredFunc
 from compiler.target.cpu import host_target
@@ -47,13 +50,29 @@ class HostKernel:
     several), freshly allocated, or fills the arrays given as `out`.  Arrays must have exactly the
     declared dtype and shape and be C-contiguous; outputs must not overlap inputs."""
 
-    def __init__(self, func: LoweredFunc, jit: JitFunction, llvm_ir: str) -> None:
+    def __init__(self, func: LoweredFunc, jit: JitFunction | ahead.Job, llvm_ir: str) -> None:
         self.name = func.name
         self.inputs = [ArgSpec.of(t) for t in func.inputs]
         self.outputs = [ArgSpec.of(t) for t in func.outputs]
-        self.func, self.jit, self.llvm_ir = func, jit, llvm_ir
-        argtypes = [ctypes.c_void_p] * (len(self.inputs) + len(self.outputs))
-        self._cfunc = ctypes.CFUNCTYPE(None, *argtypes)(jit.address)
+        self.func, self.llvm_ir = func, llvm_ir
+        self._job = jit if isinstance(jit, ahead.Job) else None
+        self._jit = jit if isinstance(jit, JitFunction) else None
+        self._cfunc_: Callable[..., None] | None = None
+
+    @property
+    def jit(self) -> JitFunction:
+        """The compiled function (a helper's kernel is resolved now if it was not yet)."""
+        if self._jit is None:
+            assert self._job is not None
+            self._jit = _keep(self._job.result())
+        return self._jit
+
+    @property
+    def _cfunc(self) -> Callable[..., None]:
+        if self._cfunc_ is None:
+            argtypes = [ctypes.c_void_p] * (len(self.inputs) + len(self.outputs))
+            self._cfunc_ = ctypes.CFUNCTYPE(None, *argtypes)(self.jit.address)
+        return self._cfunc_
 
     @property
     def optimized_ir(self) -> str:
@@ -154,15 +173,25 @@ def compile_func(func: LoweredFunc, opt_level: int = 3, contract: bool = False) 
     `contract`: products and sums may fuse into FMAs (compiler.codegen.llvm.emit_module)."""
     llvm_ir = str(emit_module(func, host_target().triple, contract))
     key = cache_key(llvm_ir, opt_level)
+    batch = ahead.current()
     with _CACHE_LOCK:
         jit = _CACHE.get(key)
-        _STATS["hits" if jit is not None else "misses"] += 1
-    if jit is None:
-        jit = compile_ir(llvm_ir, func.name, opt_level)
-        with _CACHE_LOCK:
+        found = jit is not None or (batch is not None and key in batch.jobs)
+        _STATS["hits" if found else "misses"] += 1
+    if jit is not None:
+        return HostKernel(func, jit, llvm_ir)
+    if batch is not None and not OBJECTS.has(key):  # a disk cache's object loads faster here
+        return HostKernel(func, batch.submit(key, llvm_ir, func.name, opt_level), llvm_ir)
+    return HostKernel(func, _keep(compile_ir(llvm_ir, func.name, opt_level)), llvm_ir)
+
+
+def _keep(jit: JitFunction) -> JitFunction:
+    """The process's function for `jit`'s key: `jit`, or one compiled for the key before."""
+    with _CACHE_LOCK:
+        if jit.key not in _CACHE:
             _STATS["from_disk"] += jit.from_disk
-            jit = _CACHE.setdefault(key, jit)
-    return HostKernel(func, jit, llvm_ir)
+            _CACHE[jit.key] = jit
+        return _CACHE[jit.key]
 
 
 def cache_info() -> CacheInfo:

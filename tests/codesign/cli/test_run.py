@@ -273,6 +273,29 @@ def test_a_second_compile_loads_its_host_kernels_from_the_disk_cache(tmp_path: P
     assert reports[1]["kernels_from_disk_cache"] == written
 
 
+def test_the_jit_helper_changes_no_compiled_model(tmp_path: Path) -> None:
+    """`codesign compile` with its JIT helper process (the command line's default) and without:
+    the same .cmodel byte for byte, the same kernel objects in the disk cache, and the helper's
+    kernels run the model exactly."""
+    model = tmp_path / "mlp.onnx"
+    onnx.save(zoo.build("mlp"), model)
+    made = {}
+    for helper in ("on", "off"):
+        kernels = tmp_path / f"kernels-{helper}"
+        env = {**os.environ, "CODESIGN_JIT_HELPER": helper, "CODESIGN_KERNEL_CACHE": str(kernels)}
+        out = tmp_path / f"{helper}.cmodel"
+        subprocess.run([sys.executable, "-m", "codesign", "compile", str(model), "-o", str(out), "--json"],
+                       capture_output=True, text=True, env=env, check=True)
+        objects = {p.name: p.read_bytes() for p in kernels.glob("*.o")}
+        made[helper] = (out.read_bytes(), objects)
+    assert made["on"][0] == made["off"][0]
+    assert made["on"][1] == made["off"][1] and len(made["on"][1]) > 3
+    env = {**os.environ, "CODESIGN_JIT_HELPER": "on"}
+    proc = subprocess.run([sys.executable, "-m", "codesign", "run", str(tmp_path / "on.cmodel"), "--backend",
+                           "fsim", "--inputs", "2", "--json"], capture_output=True, text=True, env=env, check=True)
+    assert json.loads(proc.stdout)["correct_int8"] is True
+
+
 def test_a_second_fsim_run_replays_its_programs_from_the_disk_cache(tmp_path: Path) -> None:
     """Two processes: the first records each accelerator Program's run, the second replays every
     one of them from its first input, with the same figures."""
