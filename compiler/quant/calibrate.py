@@ -308,10 +308,10 @@ def collect(
     def fold(name: str, summary: InputSummary) -> None:
         stats.setdefault(name, TensorStats()).fold(summary)
 
-    if split == len(feeds):
+    ends = _shared(len(feeds), moment_count if moments_for else 0) if split < len(feeds) else None
+    if ends is None:
         _summarize_inputs(graph, feeds, fold, sums, moment_count)
         return Calibration(stats, len(feeds), sums.means())
-    ends = Ends(len(feeds), moment_count if moments_for else 0)
     with Forked(lambda: _summaries(graph, feeds, ends.back())) as child:
         _summarize_inputs(graph, feeds, fold, sums, moment_count, ends.front())
         later = child.join()
@@ -319,6 +319,15 @@ def collect(
         for name, summary in summaries:
             fold(name, summary)
     return Calibration(stats, len(feeds), sums.means())
+
+
+def _shared(count: int, reserved: int) -> Ends | None:
+    """The inputs shared out between this process and a worker, or None where no lock can be
+    shared across a fork here (no POSIX semaphores, e.g. without /dev/shm): one process then."""
+    try:
+        return Ends(count, reserved)
+    except OSError:
+        return None
 
 
 # Forking pays from this many activation elements over all the inputs (EfficientNet-Lite1 on 48
