@@ -32,6 +32,7 @@ from compiler.graph.ir import Graph, Node
 from compiler.quant.errors import QuantizationError
 from compiler.quant.forked import Ends, Forked, can_fork
 from compiler.quant.rounding import ROW_SEED, layer_rows
+from compiler.quant.summaries import InputSummary, Packed, pack, unpack
 
 BINS = 2048
 LEVELS = 128  # int8 magnitudes 0..127
@@ -98,24 +99,6 @@ class TensorStats:
     def axis_mean(self, axis: int) -> np.ndarray:
         """The mean of x per index of `axis` (1 or the last) over everything seen."""
         return self.axis_sum[axis] / self.axis_count[axis]
-
-
-@dataclass(frozen=True)
-class InputSummary:
-    """What one input's tensor adds to its TensorStats (`summarize`), for `TensorStats.fold`:
-    its largest |x|, zeros, the power of two `top` at or above that (0 for an all-zero tensor),
-    the nonzero |x| below `top` in BINS bins over [0, top) (None: all zero) and how many equal
-    `top` (`at_top`: a largest |x| that is a power of two, binned where the running top puts
-    it), and per channel axis its maxima of |x|, its sums and the rows summed."""
-
-    absmax: float
-    zeros: int
-    top: float
-    counts: np.ndarray | None
-    at_top: int
-    maxima: dict[int, np.ndarray]
-    sums: dict[int, np.ndarray]
-    rows: dict[int, int]
 
 
 def summarize(x: np.ndarray) -> InputSummary:
@@ -315,8 +298,8 @@ def collect(
     with Forked(lambda: _summaries(graph, feeds, ends.back())) as child:
         _summarize_inputs(graph, feeds, fold, sums, moment_count, ends.front())
         later = child.join()
-    for _, summaries in sorted(later, key=lambda item: item[0]):  # taken from the last down
-        for name, summary in summaries:
+    for _, packed in sorted(later, key=lambda item: item[0]):  # taken from the last down
+        for name, summary in unpack(packed):
             fold(name, summary)
     return Calibration(stats, len(feeds), sums.means())
 
@@ -382,18 +365,19 @@ def _summarize_inputs(graph: Graph, feeds: list[Mapping[str, np.ndarray]], sink:
 
 
 def _summaries(graph: Graph, feeds: list[Mapping[str, np.ndarray]],
-               order: Iterable[int]) -> list[tuple[int, list[tuple[str, InputSummary]]]]:
-    """The activation summaries of the inputs of `order`, each with its index (what a forked
-    worker sends back)."""
-    out: list[tuple[int, list[tuple[str, InputSummary]]]] = []
-
-    def sink(name: str, summary: InputSummary) -> None:
-        out[-1][1].append((name, summary))
-
+               order: Iterable[int]) -> list[tuple[int, Packed]]:
+    """The activation summaries of the inputs of `order`, each input's packed for the pipe
+    (compiler.quant.summaries) with its index: what a forked worker sends back."""
+    out: list[tuple[int, Packed]] = []
     for index in order:
-        out.append((index, []))
-        _summarize_inputs(graph, feeds, sink, order=(index,))
+        summaries: list[tuple[str, InputSummary]] = []
+        _summarize_inputs(graph, feeds, _appender(summaries), order=(index,))
+        out.append((index, pack(summaries)))
     return out
+
+
+def _appender(to: list[tuple[str, InputSummary]]) -> Sink:
+    return lambda name, summary: to.append((name, summary))
 
 
 @dataclass
