@@ -7,7 +7,6 @@ import argparse
 from codesign.cli.args import add_config_args
 from codesign.cli.operators import add_operator_parsers, eltwise
 from codesign.cli.output import emit
-from codesign.run.op import compile_and_run
 from compiler.target import AcceleratorTarget
 from hw.config import resolve
 from hw.errors import InputError
@@ -56,6 +55,8 @@ def _vthreads(text: str) -> int | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from codesign.run.op import compile_and_run
+
     cfg = resolve(args.config, args.set)
     op = args.make(args, AcceleratorTarget(cfg))
     backend = make_backend(args.backend, cfg)

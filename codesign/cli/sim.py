@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,8 +14,9 @@ from hw.config import resolve
 from hw.npz import read_npz
 from hw.program import Program, ProgramError
 from sim.backends import NAMES, capabilities, having, make_backend, make_tracing_backend
-from sim.conformance import run_suite
-from sim.trace import Activity
+
+if TYPE_CHECKING:  # the suite and the traces are imported when a command runs, not when the CLI starts
+    from sim.trace import Activity
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,7 +59,9 @@ def _selftest(args: argparse.Namespace) -> int:
 
         report = run_timing_suite(backend)
     else:
-        report = run_suite(backend)
+        from sim import conformance
+
+        report = conformance.run_suite(backend)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

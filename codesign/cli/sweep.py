@@ -6,19 +6,16 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codesign.cli.output import emit
-from codesign.exec.progress import Bar
-from codesign.sweep import pipeline
-from codesign.sweep.engine import SweepSummary, check_options, run_sweep
-from codesign.sweep.executor import check_reachable, check_workers, parse_executor
-from codesign.sweep.finalists import confirm_best
-from codesign.sweep.space import load_space, packaged_spaces, resolve_space_path
-from codesign.sweep.store import SweepStore
+from codesign.sweep.space import packaged_spaces
 from codesign.sweep.strategy import DEFAULT_STRATEGY, STRATEGIES, Known
 from hw.config import AcceleratorConfig
 from hw.errors import InputError
+
+if TYPE_CHECKING:  # the sweep's machinery is imported when it runs, not when the CLI starts
+    from codesign.sweep.engine import SweepSummary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from codesign.exec.progress import Bar
+    from codesign.sweep import pipeline
+    from codesign.sweep.engine import check_options, run_sweep
+    from codesign.sweep.executor import check_reachable, check_workers, parse_executor
+    from codesign.sweep.finalists import confirm_best
+    from codesign.sweep.space import load_space, resolve_space_path
+    from codesign.sweep.store import SweepStore
+
     check_options(args.budget, args.workers, args.timeout, None)
     if args.confirm < 0:
         raise InputError(f"--confirm must be 0 or more, not {args.confirm}")

@@ -14,23 +14,19 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codesign.cli.args import add_config_args
 from codesign.cli.operators import add_operator_parsers
 from codesign.cli.output import emit
-from codesign.exec.progress import Bar
-from codesign.exec.store import Store
-from codesign.tune import log
 from codesign.tune.explore import METHODS
-from codesign.tune.measure import Measurer, task_for
-from codesign.tune.records import Measurement
-from codesign.tune.report import OperatorTuneRow, model_tune_report, tune_report
-from codesign.tune.tuner import tune
-from compiler.target import AcceleratorTarget
-from compiler.tune.space import MAX_INSNS, build_space
+from compiler.tune.space import MAX_INSNS
 from hw.config import resolve
 from hw.errors import InputError
+
+if TYPE_CHECKING:  # the tuner is imported when it runs, not when the CLI starts
+    from codesign.tune.measure import Measurer
+    from codesign.tune.records import Measurement
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -86,6 +82,15 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from codesign.exec.progress import Bar
+    from codesign.exec.store import Store
+    from codesign.tune import log
+    from codesign.tune.measure import Measurer
+    from codesign.tune.report import tune_report
+    from codesign.tune.tuner import tune
+    from compiler.target import AcceleratorTarget
+    from compiler.tune.space import build_space
+
     _check(args)
     resume = log.read(args.log) if args.log and _exists(args.log) else []
     cfg = resolve(args.config, args.set)
@@ -111,7 +116,14 @@ def _run_model(args: argparse.Namespace) -> int:
     """Tune each distinct accelerator operator of the model (as `codesign run` compiles it) and
     log every trial; `codesign run --tuning-log` then uses the best schedules."""
     from codesign.cli.args import input_shapes
+    from codesign.exec.progress import Bar
+    from codesign.exec.store import Store
     from codesign.run.model import load_model
+    from codesign.tune import log
+    from codesign.tune.measure import Measurer
+    from codesign.tune.report import OperatorTuneRow, model_tune_report
+    from codesign.tune.tuner import tune
+    from compiler.tune.space import build_space
 
     if args.target == "cpu":
         return _run_cpu_model(args)
@@ -161,6 +173,9 @@ def _measure_default(space: Any, cfg: Any, op: Any, measurer: Measurer,
                      args: argparse.Namespace) -> Measurement:
     """The default schedule, measured as a reference and logged (method 'default'), so the log's
     best is never slower than the default."""
+    from codesign.tune import log
+    from codesign.tune.measure import task_for
+
     task = task_for(space.workload, cfg, op.default_knobs(), args.backend)
     (_, default, cached), = list(measurer.run([task]))
     if args.log:
@@ -181,6 +196,7 @@ def _run_cpu_model(args: argparse.Namespace) -> int:
     import time
 
     from codesign.cli.args import input_shapes
+    from codesign.exec.progress import Bar
     from codesign.run.host import load_cpu
     from compiler.codegen.cpu import use_default_disk_cache
     from compiler.tune.cpu import conv_macs, spec_key, tune_model, write_log

@@ -18,14 +18,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 from compiler.graph.interp import run_graph
 from compiler.graph.ir import Graph
+
+if TYPE_CHECKING:  # onnxruntime is imported by the first session: a compile never starts one
+    import onnxruntime as ort
 
 Inputs = Mapping[str, np.ndarray]
 
@@ -128,6 +130,8 @@ def ort_session(model: onnx.ModelProto | bytes | str, threads: int = 1) -> ort.I
     on x86 CPUs without VNNI those sum u8 x s8 products in pairs with int16 saturation, so their
     results depend on the CPU (a QDQ ResNet's cosine to fp32 fell from 0.9999 to 0.90 on an
     AVX2-only EPYC). Float models are unaffected."""
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.add_session_config_entry("session.disable_quant_qdq", "1")

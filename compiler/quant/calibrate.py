@@ -30,8 +30,9 @@ import numpy as np
 from compiler.graph.interp import evaluate_node, last_uses
 from compiler.graph.ir import Graph, Node
 from compiler.quant.errors import QuantizationError
-from compiler.quant.forked import Forked, can_fork
+from compiler.quant.forked import Ends, Forked, can_fork
 from compiler.quant.rounding import ROW_SEED, layer_rows
+from compiler.quant.summaries import InputSummary, Packed, pack, unpack
 
 BINS = 2048
 LEVELS = 128  # int8 magnitudes 0..127
@@ -98,24 +99,6 @@ class TensorStats:
     def axis_mean(self, axis: int) -> np.ndarray:
         """The mean of x per index of `axis` (1 or the last) over everything seen."""
         return self.axis_sum[axis] / self.axis_count[axis]
-
-
-@dataclass(frozen=True)
-class InputSummary:
-    """What one input's tensor adds to its TensorStats (`summarize`), for `TensorStats.fold`:
-    its largest |x|, zeros, the power of two `top` at or above that (0 for an all-zero tensor),
-    the nonzero |x| below `top` in BINS bins over [0, top) (None: all zero) and how many equal
-    `top` (`at_top`: a largest |x| that is a power of two, binned where the running top puts
-    it), and per channel axis its maxima of |x|, its sums and the rows summed."""
-
-    absmax: float
-    zeros: int
-    top: float
-    counts: np.ndarray | None
-    at_top: int
-    maxima: dict[int, np.ndarray]
-    sums: dict[int, np.ndarray]
-    rows: dict[int, int]
 
 
 def summarize(x: np.ndarray) -> InputSummary:
@@ -292,8 +275,10 @@ def collect(
     most the given number of rows of each of the first `moment_inputs` inputs (None: all).
 
     With `workers` 2 (None: 2 where `parallel_worth` says so and compiler.quant.forked.can_fork),
-    a forked process summarises the later half of the inputs meanwhile; their summaries are
-    folded in input order after the first half's, so the statistics are those of one process,
+    a forked process summarises inputs meanwhile, taking them from the last down while this one
+    takes them from the first up (compiler.quant.forked.Ends: the inputs whose moments are
+    wanted cost more and are this process's alone), until they meet; the worker's summaries are
+    folded in input order after this process's, so the statistics are those of one process,
     bit for bit."""
     feeds = list(inputs)
     if not feeds:
@@ -306,16 +291,26 @@ def collect(
     def fold(name: str, summary: InputSummary) -> None:
         stats.setdefault(name, TensorStats()).fold(summary)
 
-    if split == len(feeds):
+    ends = _shared(len(feeds), moment_count if moments_for else 0) if split < len(feeds) else None
+    if ends is None:
         _summarize_inputs(graph, feeds, fold, sums, moment_count)
         return Calibration(stats, len(feeds), sums.means())
-    with Forked(lambda: _summaries(graph, feeds[split:])) as child:
-        _summarize_inputs(graph, feeds[:split], fold, sums, moment_count)
+    with Forked(lambda: _summaries(graph, feeds, ends.back())) as child:
+        _summarize_inputs(graph, feeds, fold, sums, moment_count, ends.front())
         later = child.join()
-    for summaries in later:
-        for name, summary in summaries:
+    for _, packed in sorted(later, key=lambda item: item[0]):  # taken from the last down
+        for name, summary in unpack(packed):
             fold(name, summary)
     return Calibration(stats, len(feeds), sums.means())
+
+
+def _shared(count: int, reserved: int) -> Ends | None:
+    """The inputs shared out between this process and a worker, or None where no lock can be
+    shared across a fork here (no POSIX semaphores, e.g. without /dev/shm): one process then."""
+    try:
+        return Ends(count, reserved)
+    except OSError:
+        return None
 
 
 # Forking pays from this many activation elements over all the inputs (EfficientNet-Lite1 on 48
@@ -331,8 +326,10 @@ def parallel_worth(graph: Graph, count: int) -> bool:
 
 
 def split_point(graph: Graph, count: int, moment_count: int, workers: int | None) -> int:
-    """How many inputs (the first) this process calibrates: all, or half where a forked worker
-    takes the rest (never inputs whose moments are wanted: their row samples are drawn in order)."""
+    """How many inputs (the first) this process takes: all, or half where a forked worker takes
+    the rest (never inputs whose moments are wanted: their row samples are drawn in order).
+    Bias correction splits there; calibration forks where this is below `count` and then shares
+    the inputs out as each process gets to them (`collect`)."""
     if workers is None:
         workers = 2 if parallel_worth(graph, count) and can_fork() else 1
     if workers < 2 or count < 2:
@@ -345,12 +342,14 @@ Sink = Callable[[str, InputSummary], None]
 
 
 def _summarize_inputs(graph: Graph, feeds: list[Mapping[str, np.ndarray]], sink: Sink,
-                      sums: _MomentSums | None = None, moment_count: int = 0) -> None:
-    """Run `graph` on each of `feeds`, passing every float32 activation's summary to `sink` in
-    order; the moment sums of the first `moment_count` inputs go to `sums`."""
+                      sums: _MomentSums | None = None, moment_count: int = 0,
+                      order: Iterable[int] | None = None) -> None:
+    """Run `graph` on each of `feeds` (those of `order`, indices in the order given), passing
+    every float32 activation's summary to `sink` in order; the moment sums of the first
+    `moment_count` inputs go to `sums`."""
     last = last_uses(graph)
-    for index, given in enumerate(feeds):
-        env = _feeds(graph, given)
+    for index in range(len(feeds)) if order is None else order:
+        env = _feeds(graph, feeds[index])
         moments = sums is not None and index < moment_count
         for name in graph.inputs:
             _observe(sink, name, env[name])
@@ -365,17 +364,20 @@ def _summarize_inputs(graph: Graph, feeds: list[Mapping[str, np.ndarray]], sink:
                 env.pop(name, None)
 
 
-def _summaries(graph: Graph, feeds: list[Mapping[str, np.ndarray]]) -> list[list[tuple[str, InputSummary]]]:
-    """Each input's activation summaries, in order (what a forked worker sends back)."""
-    out: list[list[tuple[str, InputSummary]]] = []
-
-    def sink(name: str, summary: InputSummary) -> None:
-        out[-1].append((name, summary))
-
-    for given in feeds:
-        out.append([])
-        _summarize_inputs(graph, [given], sink)
+def _summaries(graph: Graph, feeds: list[Mapping[str, np.ndarray]],
+               order: Iterable[int]) -> list[tuple[int, Packed]]:
+    """The activation summaries of the inputs of `order`, each input's packed for the pipe
+    (compiler.quant.summaries) with its index: what a forked worker sends back."""
+    out: list[tuple[int, Packed]] = []
+    for index in order:
+        summaries: list[tuple[str, InputSummary]] = []
+        _summarize_inputs(graph, feeds, _appender(summaries), order=(index,))
+        out.append((index, pack(summaries)))
     return out
+
+
+def _appender(to: list[tuple[str, InputSummary]]) -> Sink:
+    return lambda name, summary: to.append((name, summary))
 
 
 @dataclass

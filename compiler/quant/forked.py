@@ -8,17 +8,24 @@ with os._exit and so runs no exit handlers and flushes none of the caller's buff
         ...                     # the caller's own share of the work
         value = child.join()    # fn's result, or fn's exception raised here
     # leaving the block early (an exception) kills the child
+
+Work of many items shared between the two: `Ends(count)` made before the fork hands the caller
+items from the front (`front()`, in order) and the child items from the back (`back()`), each
+taking the next when it is ready for it, until they meet; so both finish together whatever
+each item costs and whatever else runs on the machine.
 """
 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import multiprocessing
 import os
 import pickle
 import signal
+import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Generic, TypeVar
 
@@ -83,6 +90,40 @@ class Forked(Generic[T]):
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.kill()
+
+
+class Ends:
+    """Items 0..count-1 shared out from both ends (see the module doc): the caller's `front()`
+    yields 0, 1, ... and the child's `back()` count-1, count-2, ... (never an item below
+    `reserved`: those are the front's alone), each item once. The two counters live in memory
+    shared across the fork, under a lock made before it."""
+
+    def __init__(self, count: int, reserved: int = 0) -> None:
+        self._lock = multiprocessing.Lock()
+        self._ends = mmap.mmap(-1, 16)  # anonymous and shared: [next front item, one past the back]
+        struct.pack_into("qq", self._ends, 0, 0, count)
+        self.reserved = reserved
+
+    def front(self) -> Iterator[int]:
+        while (item := self._take(back=False)) is not None:
+            yield item
+
+    def back(self) -> Iterator[int]:
+        while (item := self._take(back=True)) is not None:
+            yield item
+
+    def _take(self, back: bool) -> int | None:
+        with self._lock:
+            front, end = struct.unpack_from("qq", self._ends)
+            if back:
+                if end - 1 < max(front, self.reserved):
+                    return None
+                struct.pack_into("q", self._ends, 8, end - 1)
+                return end - 1
+            if front >= end:
+                return None
+            struct.pack_into("q", self._ends, 0, front + 1)
+            return front
 
 
 def _child(fn: Callable[[], T], fd: int) -> None:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from codesign.cli import main
-from codesign.cli import sim as cmd_sim
 from hw.config import PRESETS
+from sim import conformance
 from sim.conformance import CaseResult, SuiteReport
 from sim.workloads import GemmTiling, blocked_gemm
 
@@ -87,7 +87,7 @@ def test_selftest_json(capsys):
 
 def test_selftest_exit_status_is_nonzero_on_failure(capsys, monkeypatch):
     failing = SuiteReport("fsim", "tiny", [CaseResult("a", True), CaseResult("b", False, "boom")])
-    monkeypatch.setattr(cmd_sim, "run_suite", lambda backend: failing)
+    monkeypatch.setattr(conformance, "run_suite", lambda backend: failing)
     code, out, _ = run(capsys, "sim", "selftest", "--config", "tiny")
     assert code == 1 and "FAIL  b  boom" in out and "1 passed, 1 failed" in out
 
@@ -187,7 +187,7 @@ def _failing_selftest(monkeypatch, exc):
     def fail(backend):
         raise exc
 
-    monkeypatch.setattr(cmd_sim, "run_suite", fail)
+    monkeypatch.setattr(conformance, "run_suite", fail)
 
 
 def test_a_user_error_is_one_line_with_status_2(capsys, monkeypatch):
@@ -233,3 +233,16 @@ def test_every_error_class_of_the_workbench_is_a_user_error():
     for cls in (ConfigError, EncodingError, ProgramError, SimulationError, ScheduleError, TensorExprError,
                 ModelImportError, GraphError, QuantizationError, ModelFileError, ZooError):
         assert issubclass(cls, USER_ERRORS) and issubclass(cls, ValueError), cls
+
+
+def test_the_parser_leaves_each_commands_machinery_unimported():
+    """Building the parser (as every command does) imports no command's pipeline: a compile
+    pays for neither the sweep's, the tuner's, the conformance suite's nor onnxruntime's."""
+    probe = ("import sys; from codesign.cli.main import build_parser; build_parser(); "
+             "import compiler.quant.accuracy; print(' '.join(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    assert "codesign.cli.sweep" in loaded and "codesign.cli.tune" in loaded  # the parser was built
+    for heavy in ("codesign.sweep.engine", "codesign.sweep.store", "codesign.tune.tuner",
+                  "codesign.tune.measure", "codesign.run.op", "sim.conformance", "onnxruntime"):
+        assert heavy not in loaded, heavy

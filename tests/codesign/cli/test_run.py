@@ -387,3 +387,26 @@ def test_synthetic_calibration_warns_in_one_line(tmp_path: Path, capsys: pytest.
     err = capsys.readouterr().err
     assert "codesign compile: warning: g is calibrated on synthetic inputs, which are not " \
         "representative" in err
+
+
+def test_a_compile_collects_young_objects_less_often_and_restores_the_collector(
+        mlp: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from codesign.cli.run import COMPILE_GC_YOUNG
+    from codesign.run import model
+
+    seen = []
+    real = model.load_model
+
+    def load_model(*args: object, **kw: object) -> object:
+        seen.append(gc.get_threshold())
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(model, "load_model", load_model)
+    before = gc.get_threshold()
+    out = tmp_path / "m.cmodel"
+    report = _json(capsys, ["compile", str(mlp), "--config", "tiny", "-o", str(out), "--json"])
+    assert report["steps"] >= 1 and out.is_file()
+    assert seen == [(COMPILE_GC_YOUNG, *before[1:])] and gc.get_threshold() == before

@@ -263,3 +263,22 @@ def test_only_long_calibrations_are_split() -> None:
     elements = sum(int(np.prod(v.shape)) for v in g.values.values() if v.data is None)
     many = -(-PARALLEL_ELEMENTS // elements)
     assert parallel_worth(g, many) and not parallel_worth(g, many - 1)
+
+
+def test_without_a_shared_lock_calibration_stays_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+    import sys
+
+    g = small_cnn()
+    feeds = inputs(g, 5, seed=3)
+    one = collect(g, feeds, moments_for={"w1": 8}, moment_inputs=2, workers=1)
+
+    def no_semaphores() -> None:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(multiprocessing, "Lock", no_semaphores)
+    monkeypatch.setattr(sys.modules["compiler.quant.calibrate"], "Forked", None)  # a fork would fail here
+    two = collect(g, feeds, moments_for={"w1": 8}, moment_inputs=2, workers=2)
+    for name in one.stats:
+        _same_stats(one.stats[name], two.stats[name])
+    np.testing.assert_array_equal(one.moments["w1"], two.moments["w1"])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from compiler.quant.errors import QuantizationError
-from compiler.quant.forked import WORKERS_ENV, Forked, can_fork
+from compiler.quant.forked import WORKERS_ENV, Ends, Forked, can_fork
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
@@ -87,3 +87,21 @@ def test_no_fork_beside_other_threads() -> None:
     finally:
         stop.set()
         thread.join()
+
+
+def test_ends_share_every_item_once_the_front_in_order_the_back_from_the_last() -> None:
+    ends = Ends(40, reserved=5)
+    with Forked(lambda: [(item, time.sleep(0.002))[0] for item in ends.back()]) as child:
+        mine = [(item, time.sleep(0.001))[0] for item in ends.front()]
+        theirs = child.join()
+    assert mine == list(range(len(mine))) and len(mine) >= 5  # the reserved ones are the front's
+    assert theirs == list(range(39, 39 - len(theirs), -1)) and theirs  # the child took some
+    assert sorted(mine + theirs) == list(range(40))
+
+
+def test_the_back_never_takes_a_reserved_item_nor_one_the_front_took() -> None:
+    ends = Ends(6, reserved=4)
+    assert list(ends.back()) == [5, 4] and list(ends.front()) == [0, 1, 2, 3] and not list(ends.back())
+    ends = Ends(3)
+    front = ends.front()
+    assert next(front) == 0 and list(ends.back()) == [2, 1] and list(front) == []

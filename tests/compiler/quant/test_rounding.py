@@ -47,6 +47,40 @@ def test_gptq_levels_are_the_textbook_algorithms(n: int) -> None:
     np.testing.assert_array_equal(levels[0], _textbook_gptq(w, x.T @ x / len(x), scales))
 
 
+def _plain_round_columns(w: np.ndarray, v: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """rounding._round_columns as first written (on strided columns): the reference that the
+    buffered loop must match bit for bit."""
+    v = v / np.einsum("gjj->gj", v)[:, None, :]
+    target = w.copy()
+    levels = np.empty_like(w)
+    n = w.shape[2]
+    for start in range(0, n, rounding.BLOCK):
+        stop = min(start + rounding.BLOCK, n)
+        for j in range(start, stop):
+            levels[:, :, j] = np.clip(np.rint(target[:, :, j] / scales[:, :, 0]), -127, 127)
+            error = w[:, :, j] - levels[:, :, j] * scales[:, :, 0]
+            target[:, :, j + 1 : stop] += error[:, :, None] * v[:, None, j, j + 1 : stop]
+        errors = w[:, :, start:stop] - levels[:, :, start:stop] * scales
+        target[:, :, stop:] += errors @ v[:, start:stop, stop:]
+    return levels
+
+
+@pytest.mark.parametrize(("groups", "k", "n"),
+                         [(1, 7, 300), (3, 5, 129), (40, 1, 25), (2, 16, 128), (1, 3, 1)])
+def test_the_buffered_column_loop_is_the_plain_loop_bit_for_bit(groups: int, k: int, n: int) -> None:
+    rng = np.random.default_rng(groups * 1000 + n)
+    x = _correlated_inputs(rng, 2 * n + 8, n)
+    h = np.stack([x.T @ x / len(x) + 0.01 * np.eye(n) * (g + 1) for g in range(groups)])
+    v = rounding._upper_factor(h)
+    w = rng.standard_normal((groups, k, n))
+    scales = np.abs(w).max(axis=2, keepdims=True) / 127
+    scales[0, 0] *= 0.25  # a row whose levels saturate at +-127
+    got = rounding._round_columns(w, v, scales)
+    assert got.flags.c_contiguous and got.shape == w.shape
+    np.testing.assert_array_equal(got, _plain_round_columns(w, v, scales))
+    assert np.abs(got[0, 0]).max() == 127
+
+
 def test_uncorrelated_inputs_make_gptq_round_to_nearest() -> None:
     rng = np.random.default_rng(0)
     w = rng.standard_normal((2, 4, 20))
