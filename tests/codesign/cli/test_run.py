@@ -280,19 +280,21 @@ def test_the_jit_helper_changes_no_compiled_model(tmp_path: Path) -> None:
     model = tmp_path / "mlp.onnx"
     onnx.save(zoo.build("mlp"), model)
     made = {}
-    for helper in ("on", "off"):
-        kernels = tmp_path / f"kernels-{helper}"
-        env = {**os.environ, "CODESIGN_JIT_HELPER": helper, "CODESIGN_KERNEL_CACHE": str(kernels)}
-        out = tmp_path / f"{helper}.cmodel"
+    for mode in ("on", "off"):
+        kernels = tmp_path / f"kernels-{mode}"
+        env = {**os.environ, "CODESIGN_JIT_HELPER": mode,
+               "CODESIGN_KERNEL_CACHE": str(kernels)}
+        out = tmp_path / f"{mode}.cmodel"
         subprocess.run([sys.executable, "-m", "codesign", "compile", str(model), "-o", str(out), "--json"],
                        capture_output=True, text=True, env=env, check=True)
         objects = {p.name: p.read_bytes() for p in kernels.glob("*.o")}
-        made[helper] = (out.read_bytes(), objects)
+        made[mode] = (out.read_bytes(), objects)
     assert made["on"][0] == made["off"][0]
     assert made["on"][1] == made["off"][1] and len(made["on"][1]) > 3
     env = {**os.environ, "CODESIGN_JIT_HELPER": "on"}
-    proc = subprocess.run([sys.executable, "-m", "codesign", "run", str(tmp_path / "on.cmodel"), "--backend",
-                           "fsim", "--inputs", "2", "--json"], capture_output=True, text=True, env=env, check=True)
+    command = ["run", str(tmp_path / "on.cmodel"), "--backend", "fsim", "--inputs", "2", "--json"]
+    proc = subprocess.run([sys.executable, "-m", "codesign", *command], capture_output=True, text=True,
+                          env=env, check=True)
     assert json.loads(proc.stdout)["correct_int8"] is True
 
 
