@@ -31,6 +31,7 @@ from threadpoolctl import ThreadpoolController
 
 from hw import isa
 from hw.config import AcceleratorConfig
+from hw.errors import WorkbenchError
 from hw.program import Program, Signature, token_signature
 from sim import alu
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
@@ -99,6 +100,14 @@ class FunctionalSimulator:
         step by step."""
         if trace is not None and trace.matches(dram, self.config.elem_bytes(isa.MemType.UOP)):
             return trace.replay(dram)
+        trace, stats = self._record(program, dram)
+        if trace is not None:
+            trace.replay(dram)
+        return stats
+
+    def _record(self, program: Program, dram: np.ndarray) -> tuple[_Trace | None, Stats]:
+        """Run `program`'s schedule against `dram`: where this simulator replays, recorded (not
+        run), compiled, kept and bound (`_Trace`); else step by step (no record)."""
         insns = _decode_all(program, self.config)
         machine = _Machine(self.config, dram, record=self.replays)
         with _BLAS.limit(limits=1, user_api="blas"):
@@ -108,14 +117,35 @@ class FunctionalSimulator:
                 machine.catch_up()  # the DRAM a step-by-step run leaves where it stops
                 raise
         if not self.replays:
-            return machine.stats
+            return None, machine.stats
         self._traces[program] = trace = machine.trace()
         trace.validated = self.limits  # replayable: checked first
         replay = trace.compile()  # before it is kept: a later process replays without compiling
         save_record(program, self.config, trace)
         replay.adopt(machine.spads)  # nothing but the micro-ops written: SRAM as fresh SRAM
-        trace.replay(dram)
-        return machine.stats
+        return trace, machine.stats
+
+    def prepare(self, program: Program, dram: np.ndarray) -> bool:
+        """Do now, before any input, what `run_in(program, dram)` would do first only once: check
+        the Program, then load its record (or record its schedule, which needs no data: `dram`
+        provides the micro-op tables; a scratch image, which a failing recording may write) and
+        bind its replay. Whether the Program is ready to replay; False where this simulator
+        does not replay or the check or the recording fails: the run then meets the error
+        where it would."""
+        if not self.replays:
+            return False
+        try:
+            program.check_config(self.config)
+            check_dram(program, dram)
+            trace = self._check(program)
+            if trace is None or not trace.matches(dram, self.config.elem_bytes(isa.MemType.UOP)):
+                trace, _ = self._record(program, dram)
+        except WorkbenchError:
+            self._traces.pop(program, None)
+            return False
+        assert trace is not None
+        trace.compile().bind()
+        return True
 
     def _trace_of(self, program: Program) -> _Trace | None:
         """This simulator's record of `program`, else one kept on disk (`sim.run_cache`)."""

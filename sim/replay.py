@@ -72,6 +72,13 @@ class Replay:
                 spads.sram[isa.MemType.UOP].fill(0)  # all zero, as fresh SRAM (a small buffer)
                 self._bound, self._zero = self._bind(spads), True
 
+    def bind(self) -> None:
+        """Bind the ops to SRAM of their own now, where none is bound yet (else the first run
+        does it)."""
+        with self._lock:
+            if self._bound is None:
+                self._bound, self._zero = self._bind(), True
+
     def run(self, dram: np.ndarray) -> None:
         """Execute the ops against `dram`, updated in place."""
         if not self._lock.acquire(blocking=False):  # running in another thread: SRAM of its own

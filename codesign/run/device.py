@@ -49,6 +49,10 @@ class AcceleratorDevice:
         self.model, self.backend = model, backend
         self.name = f"accelerator {model.target.cfg.name} on {backend.name}"
 
+    def prepare(self) -> int:
+        """The backend's once-per-model work done before the first input (`CompiledModel.prepare`)."""
+        return self.model.prepare(self.backend)
+
     def infer(self, inputs: Inputs) -> Inference:
         result = self.model.run(inputs, self.backend)
         latency = None

@@ -132,6 +132,10 @@ class ModelReport:
     int8_accuracy: dict[str, Any] | None = None
     # fsim's Programs replayed from records kept on disk by an earlier process (sim.run_cache)
     fsim_records_from_disk: int = 0
+    # the backend's once-per-model work before the first input, not in run_s (fsim: each Program's
+    # record loaded or made, its replay bound: CompiledModel.prepare), and the steps it readied
+    setup_s: float = 0.0
+    prepared_steps: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "operators"}
@@ -148,6 +152,9 @@ def run(loaded: Loaded, inputs: list[Inputs], backend: Backend,
     results: list[ModelResult] = []
     exact, refs, gots = True, [], []
     loaded_before = run_cache.counts()["loaded"]
+    start = time.perf_counter()
+    prepared = device.prepare()
+    setup_s = time.perf_counter() - start
     start = time.perf_counter()
     for i, feeds in enumerate(inputs):
         check_inputs(graph, feeds)
@@ -166,7 +173,8 @@ def run(loaded: Loaded, inputs: list[Inputs], backend: Backend,
     report = dataclasses.replace(
         _report(loaded, results, backend, run_s, exact, agreement(refs, gots) if refs else None,
                 _is_classifier(refs)),
-        fsim_records_from_disk=run_cache.counts()["loaded"] - loaded_before)
+        fsim_records_from_disk=run_cache.counts()["loaded"] - loaded_before, setup_s=setup_s,
+        prepared_steps=prepared)
     if labels is None or not gots:
         return report
     return dataclasses.replace(
@@ -269,7 +277,8 @@ def print_table(report: ModelReport, out: TextIO | None = None) -> None:
         print(f"{r.name[:28]:28} {r.op:15} {r.where:10} {cycles:>10} {util:>6} {r.host_ms:8.3f}", file=out)
     keys = ("correct_int8", "top1_agreement", "top1_ci95", "cosine", "rms_err", "max_abs_err", "cycles",
             "latency_ms", "offloaded_macs_fraction", "device_dram_bytes", "compile_s",
-            "kernels_from_disk_cache", "fsim_records_from_disk", "run_s", "fp32_accuracy", "int8_accuracy")
+            "kernels_from_disk_cache", "fsim_records_from_disk", "setup_s", "run_s", "fp32_accuracy",
+            "int8_accuracy")
     for k in keys:
         print(f"{k}: {getattr(report, k)}", file=out)
 

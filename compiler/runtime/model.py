@@ -133,6 +133,18 @@ class CompiledModel:
         accel = sum(node_macs(self.graph, s.node) for s in self.steps if s.where == "accel")
         return accel / total if total else 0.0
 
+    def prepare(self, backend: Backend) -> int:
+        """Get every accelerator step ready on `backend` before the first input, where the
+        backend has such a step (`prepare(program, dram)`: fsim loads or records each Program's
+        run and binds its replay, work the first input would do otherwise); the number of steps
+        made ready."""
+        prepare = getattr(backend, "prepare", None)
+        if prepare is None:
+            return 0
+        dram = self.device.new_dram()  # a scratch image: its micro-op tables are the runs'
+        return sum(bool(prepare(self.device.at(index).program, dram))
+                   for index, step in enumerate(self.steps) if step.accel is not None)
+
     def run(self, inputs: Mapping[str, np.ndarray], backend: Backend) -> ModelResult:
         """Execute the steps in order.  Accelerator steps run against one device DRAM image
         (`self.device`, compiler/runtime/arena.py) that holds every program and constant from the

@@ -335,3 +335,43 @@ def test_load_and_store_steps_are_shared_for_one_instruction_and_dram_size():
         runs.append([s for s in sim._traces[rp.program].steps if isinstance(s, moves)])
     assert runs[0] and all(a is b for a, b in zip(runs[0], runs[1], strict=True))
     assert not any(a is c for a, c in zip(runs[0], runs[2], strict=True))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_prepared_program_replays_from_its_first_run(preset_cfg, seed):
+    """`prepare` checks, records and binds before any input, from the micro-op tables alone (a
+    DRAM image with other inputs, left unwritten): the first run then replays, with the DRAM and
+    counters of the step-by-step run."""
+    rp = random_program(preset_cfg, seed, tasks=seed % 3 + 1)
+    rng = np.random.default_rng(seed)
+    other = {k: rng.integers(-128, 128, v.shape).astype(v.dtype) for k, v in rp.inputs.items()}
+    scratch = rp.program.initial_dram(other)
+    before = scratch.copy()
+    sim = FunctionalSimulator(preset_cfg)
+    assert sim.prepare(rp.program, scratch) is True
+    assert np.array_equal(scratch, before)
+    trace = sim._traces[rp.program]
+    assert trace.compiled is not None and trace.compiled._bound is not None
+    recorded = []
+    real = sim._record
+    sim._record = lambda *a: recorded.append(1) or real(*a)  # type: ignore[method-assign]
+    got = sim.run(rp.program, rp.inputs)
+    want = FunctionalSimulator(preset_cfg, replay=False).run(rp.program, rp.inputs)
+    assert recorded == [] and np.array_equal(got.dram, want.dram) and got.stats == want.stats
+
+
+def test_prepare_readies_nothing_where_the_run_would_fail_or_not_replay():
+    """Nothing to prepare for a simulator that does not replay; a Program the check refuses is
+    left to the run, which raises as it would have."""
+    rp = random_program(TINY, 2)
+    dram = rp.program.initial_dram(rp.inputs)
+    for sim in (FunctionalSimulator(TINY, replay=False), FunctionalSimulator(TINY, seed=3),
+                FunctionalSimulator(TINY, validate=False)):
+        assert sim.prepare(rp.program, dram) is False and rp.program not in sim._traces
+    b = ProgramBuilder(TINY)
+    b.nop(isa.Module.STORE)  # no FINISH: the check refuses it
+    broken = b.build(check_tokens=False)
+    sim = FunctionalSimulator(TINY)
+    assert sim.prepare(broken, broken.initial_dram({})) is False and broken not in sim._traces
+    with pytest.raises(SimulationError, match="^token protocol: program does not end with FINISH$"):
+        sim.run(broken, {})

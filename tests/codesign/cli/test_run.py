@@ -314,6 +314,9 @@ def test_a_second_fsim_run_replays_its_programs_from_the_disk_cache(tmp_path: Pa
     accel = sum(r["where"] == "accel" for r in reports[0]["operators"])
     assert kept == accel > 0
     assert reports[0]["fsim_records_from_disk"] == 0 and reports[1]["fsim_records_from_disk"] == kept
+    # every Program readied before the first input (recorded, then loaded), outside run_s
+    assert [r["prepared_steps"] for r in reports] == [accel, accel]
+    assert all(r["setup_s"] > 0 for r in reports)
     for key in ("correct_int8", "cosine", "max_abs_err", "top1_agreement"):
         assert reports[1][key] == reports[0][key]
     assert reports[0]["correct_int8"] is True

@@ -249,6 +249,28 @@ def test_the_arena_run_equals_the_per_step_run(name, backend):
             _assert_same_as_per_step(model, {"x": x}, sim)
 
 
+def test_a_prepared_model_replays_every_accelerator_step_from_its_first_input():
+    """`prepare` readies every accelerator step on fsim before any input (none on a backend
+    without the step, timing): the first input records nothing and equals the step-by-step run
+    bit for bit, counters too."""
+    cfg = PRESETS["tiny"]
+    model = CompiledModel.compile(_quantized_graph(np.random.default_rng(7)), AcceleratorTarget(cfg),
+                                  offload_shallow=True)
+    accel = sum(s.accel is not None for s in model.steps)
+    fsim = make_backend("fsim", cfg)
+    assert accel > 1 and model.prepare(fsim) == accel and model.prepare(make_backend("timing", cfg)) == 0
+    recorded: list[int] = []
+    real = fsim._record
+    fsim._record = lambda *a: recorded.append(1) or real(*a)
+    x = np.random.default_rng(3).standard_normal((1, 5, 8, 8)).astype(np.float32)
+    got = model.run({"x": x}, fsim)
+    want = model.run({"x": x}, make_backend("fsim", cfg, replay=False))
+    assert recorded == []
+    for name, value in want.outputs.items():
+        np.testing.assert_array_equal(got.outputs[name], value)
+    assert [r.stats for r in got.steps] == [r.stats for r in want.steps]
+
+
 @pytest.mark.parametrize("zoo_name", ["mlp", "digits"])
 def test_a_zoo_model_in_the_arena_equals_the_per_step_run(zoo_name, tmp_path):
     model, samples = _zoo_model(zoo_name, "tiny", tmp_path)
