@@ -49,6 +49,7 @@ def _check(kernel, factor: float, salt: float, n: int) -> None:  # type: ignore[
 
 def test_helper_compiles_the_callers_object_code(helper: None) -> None:
     funcs = [(_kernel(1.5 + k, 4 + k), 1.5 + k, 4 + k) for k in range(6)]
+    threads = len(threading.enumerate())
     with ahead.compiling_ahead():
         batch = ahead.current()
         assert batch is not None
@@ -56,6 +57,7 @@ def test_helper_compiles_the_callers_object_code(helper: None) -> None:
         jobs = list(batch.jobs.values())
         jobs[0].future.result(timeout=120)  # the helper has made the first one at least
     assert len(jobs) == 6 and ahead.current() is None and batch.pool is None
+    assert len(threading.enumerate()) == threads  # the pool's threads joined: a later fork is safe
     helped = [j for j in jobs if not j.future.cancelled()]
     assert helped, "the helper compiled none of the kernels"
     for (( _, salt), factor, n), kernel in zip(funcs, kernels, strict=True):
