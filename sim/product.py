@@ -98,7 +98,7 @@ class ProductKernel:
         n, rows, k = group.src.shape
         b, bi, g = cfg.batch, cfg.block_in, group.wgt.shape[1]
         self.fills: list[Any] = []
-        xs, ws = group.src_split, group.wgt_split
+        xs, ws = _aligned(group.src_split, group.wgt_split)
         # products in a grid whose inputs or weights repeat along an axis: a broadcast product
         share = xs is not None and ws is not None and xs.p_parts == ws.p_parts
         x = _arranged(mi, group.src, xs, [(0, 1, 3, 2, 4)], (rows * b, k * bi), share, self.fills,
@@ -159,6 +159,16 @@ class ProductKernel:
 def _squeeze(a: np.ndarray) -> np.ndarray:
     """A stack of one as a plain matrix (2-D BLAS calls are cheaper than batched ones)."""
     return a[(0,) * (a.ndim - 2)] if a.size == a.shape[-1] * a.shape[-2] else a
+
+
+def _aligned(xs: Split | None, ws: Split | None) -> tuple[Split | None, Split | None]:
+    """The operands' splits where their stacks line up: P split alike in both, or whole in both
+    (a split whose P parts the other's do not match is dropped: that operand's tiles are
+    gathered by index instead, a slower way to the same values)."""
+    if xs is not None and ws is not None and xs.p_parts == ws.p_parts:
+        return xs, ws
+    return (None if xs is not None and len(xs.p_parts) > 1 else xs,
+            None if ws is not None and len(ws.p_parts) > 1 else ws)
 
 
 def _arranged(mirror: np.ndarray, index: np.ndarray, split: Split | None,
