@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,28 +85,20 @@ def compile_ir(ir_text: str, name: str, opt_level: int = 3, made: Made | None = 
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, not {opt_level!r}")
     key = cache_key(ir_text, opt_level)
-    disk = _disk_dir()
     cached = OBJECTS.read(key) if made is None else made.obj
     if made is not None:
         OBJECTS.write(key, made.obj)
+    start = time.perf_counter()
+    keep = None if _disk_dir() is None else lambda obj: OBJECTS.write(key, obj)
+    engine, optimized = _finalized(ir_text, opt_level, cached, keep)
     with _LOCK:
-        start = time.perf_counter()
-        target = host_target()
-        mod = llvm.parse_assembly(ir_text)
-        mod.verify()
-        if cached is None:
-            _optimise(mod, target, opt_level)
-        optimized = str(mod) if cached is None else "" if made is None else made.optimized_ir
-        engine = llvm.create_mcjit_compiler(mod, target.machine(opt_level))
-        if disk is not None or cached is not None:
-            engine.set_object_cache(lambda _m, obj: OBJECTS.write(key, obj), lambda _m: cached)
-        engine.finalize_object()
         address = engine.get_function_address(name)
-        seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - start
     if not address:
         raise RuntimeError(f"JIT compilation gave no address for {name}")
-    from_disk = cached is not None and made is None
-    return JitFunction(name, address, key, optimized, seconds, from_disk, engine)
+    if made is not None:
+        optimized = made.optimized_ir
+    return JitFunction(name, address, key, optimized, seconds, cached is not None and made is None, engine)
 
 
 @dataclass(frozen=True)
@@ -121,18 +114,30 @@ def object_code(ir_text: str, opt_level: int) -> Made:
     helper's work: compiler.codegen.cpu.ahead). The same passes and target machine, so the
     object is the one `compile_ir` would make here."""
     made: list[bytes] = []
+    _, optimized = _finalized(ir_text, opt_level, None, lambda obj: made.append(bytes(obj)))
+    if len(made) != 1:
+        raise RuntimeError(f"MCJIT handed over {len(made)} objects for one module")
+    return Made(made[0], optimized)
+
+
+def _finalized(ir_text: str, opt_level: int, cached: bytes | None,
+               keep: Callable[[bytes], None] | None) -> tuple[llvm.ExecutionEngine, str]:
+    """`ir_text` parsed and verified, optimised (unless `cached`, its object code, is given) and
+    turned into native code by MCJIT: the engine and the optimised IR ('' from `cached`). `keep`
+    receives the object code MCJIT makes (none is made from `cached`)."""
     with _LOCK:
         target = host_target()
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
-        _optimise(mod, target, opt_level)
-        optimized = str(mod)
+        if cached is None:
+            _optimise(mod, target, opt_level)
+        optimized = str(mod) if cached is None else ""
         engine = llvm.create_mcjit_compiler(mod, target.machine(opt_level))
-        engine.set_object_cache(lambda _m, obj: made.append(bytes(obj)), lambda _m: None)
+        if keep is not None or cached is not None:
+            engine.set_object_cache(lambda _m, obj: keep(obj) if keep is not None else None,
+                                    lambda _m: cached)
         engine.finalize_object()
-    if len(made) != 1:
-        raise RuntimeError(f"MCJIT handed over {len(made)} objects for one module")
-    return Made(made[0], optimized)
+    return engine, optimized
 
 
 def _optimise(mod: llvm.ModuleRef, target: CpuTarget, opt_level: int) -> None:
