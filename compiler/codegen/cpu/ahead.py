@@ -25,7 +25,7 @@ import contextlib
 import multiprocessing
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -66,17 +66,18 @@ class Job:
     name: str
     opt_level: int
     future: Future[Made]
+    keep: Callable[[JitFunction], JitFunction]  # the caller's process-wide kernel cache
     jit: JitFunction | None = field(default=None, repr=False)
 
     def result(self) -> JitFunction:
         """The compiled function: the helper's object loaded here, or compiled here when the helper
-        had not started it (or failed)."""
+        had not started it (or failed); kept in the caller's cache as soon as it is made."""
         if self.jit is None:
             made = None
             if not self.future.cancel():
                 with contextlib.suppress(Exception):  # the helper's failure: compiled here instead
                     made = self.future.result()
-            self.jit = compile_ir(self.ir_text, self.name, self.opt_level, made)
+            self.jit = self.keep(compile_ir(self.ir_text, self.name, self.opt_level, made))
         return self.jit
 
 
@@ -87,13 +88,15 @@ class Batch:
         self.jobs: dict[str, Job] = {}
         self.pool: ProcessPoolExecutor | None = None
 
-    def submit(self, key: str, ir_text: str, name: str, opt_level: int) -> Job:
-        """The job compiling this kernel (one per key): handed to the helper when it is new."""
+    def submit(self, key: str, ir_text: str, name: str, opt_level: int,
+               keep: Callable[[JitFunction], JitFunction]) -> Job:
+        """The job compiling this kernel (one per key): handed to the helper when it is new; `keep`
+        files its compiled function where the caller looks kernels up."""
         job = self.jobs.get(key)
         if job is None:
             if self.pool is None:
                 self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
-            job = Job(ir_text, name, opt_level, self.pool.submit(object_code, ir_text, opt_level))
+            job = Job(ir_text, name, opt_level, self.pool.submit(object_code, ir_text, opt_level), keep)
             self.jobs[key] = job
         return job
 

@@ -64,7 +64,7 @@ class HostKernel:
         """The compiled function (a helper's kernel is resolved now if it was not yet)."""
         if self._jit is None:
             assert self._job is not None
-            self._jit = _keep(self._job.result())
+            self._jit = self._job.result()
         return self._jit
 
     @property
@@ -181,7 +181,7 @@ def compile_func(func: LoweredFunc, opt_level: int = 3, contract: bool = False) 
     if jit is not None:
         return HostKernel(func, jit, llvm_ir)
     if batch is not None and not OBJECTS.has(key):  # a disk cache's object loads faster here
-        return HostKernel(func, batch.submit(key, llvm_ir, func.name, opt_level), llvm_ir)
+        return HostKernel(func, batch.submit(key, llvm_ir, func.name, opt_level, _keep), llvm_ir)
     return HostKernel(func, _keep(compile_ir(llvm_ir, func.name, opt_level)), llvm_ir)
 
 

@@ -58,6 +58,11 @@ def test_helper_compiles_the_callers_object_code(helper: None) -> None:
         jobs[0].future.result(timeout=120)  # the helper has made the first one at least
     assert len(jobs) == 6 and ahead.current() is None and batch.pool is None
     assert len(threading.enumerate()) == threads  # the pool's threads joined: a later fork is safe
+    before = kernel_module.cache_info()  # every kernel is in the process cache once the block ends
+    again = [compile_func(f) for (f, _), _, _ in funcs]
+    after = kernel_module.cache_info()
+    assert (after.hits - before.hits, after.misses - before.misses) == (6, 0)
+    assert [a.jit for a in again] == [job.jit for job in jobs]
     helped = [j for j in jobs if not j.future.cancelled()]
     assert helped, "the helper compiled none of the kernels"
     for (( _, salt), factor, n), kernel in zip(funcs, kernels, strict=True):
