@@ -24,10 +24,11 @@ import os
 import pickle
 import signal
 import struct
-import threading
 from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Generic, TypeVar
+
+from compiler.processes import fork_may_help
 
 T = TypeVar("T")
 
@@ -35,16 +36,9 @@ WORKERS_ENV = "CODESIGN_CALIBRATION_WORKERS"  # "1" keeps calibration in one pro
 
 
 def can_fork() -> bool:
-    """Whether a second process may help: fork exists, the environment does not say 1 worker,
-    this process is no pool's worker (a sweep's workers have the cores already) and runs no
-    other thread (a fork copies only this one: another's locks would stay held in the child),
-    and it may run on at least two CPUs."""
-    if not hasattr(os, "fork") or os.environ.get(WORKERS_ENV, "").strip() == "1":
-        return False
-    if multiprocessing.current_process().daemon or threading.active_count() > 1:
-        return False
-    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
-    return len(cpus) >= 2
+    """Whether a second process may help: the environment does not say 1 worker, and
+    `compiler.processes.fork_may_help` (fork exists, no pool worker, no other thread, two CPUs)."""
+    return os.environ.get(WORKERS_ENV, "").strip() != "1" and fork_may_help()
 
 
 class Forked(Generic[T]):

@@ -24,12 +24,12 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from compiler.codegen.cpu.jit import JitFunction, Made, compile_ir, object_code
+from compiler.processes import fork_may_help
 
 ENV = "CODESIGN_JIT_HELPER"
 _OFF = ("0", "off", "no", "false")
@@ -47,15 +47,9 @@ def use_default() -> None:
 
 
 def can_help() -> bool:
-    """Whether a forked helper may run now: turned on, fork exists, at least two CPUs, this
-    process is no pool's worker (a sweep's workers have the cores already) and runs no other
-    thread (a fork copies only this one: another's locks would stay held in the child)."""
-    if not _SETTING["on"] or not hasattr(os, "fork"):
-        return False
-    if multiprocessing.current_process().daemon or threading.active_count() > 1:
-        return False
-    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
-    return len(cpus) >= 2
+    """Whether a forked helper may run now: turned on, and `compiler.processes.fork_may_help`
+    (fork exists, no pool worker, no other thread, at least two CPUs)."""
+    return _SETTING["on"] and fork_may_help()
 
 
 @dataclass(eq=False)
