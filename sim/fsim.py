@@ -288,28 +288,13 @@ class _Machine:
         return None
 
     def _load(self, insn: isa.Load) -> Step | None:
-        known = self.moves.get((id(insn), self.spads.dram.size))
-        if known is not None and known[0] is insn:
-            _, step, key, nbytes = known
-        else:
-            if insn.x_size == 0:
-                return None
-            if insn.memory_type == isa.MemType.OUT:
-                raise SimulationError("LOAD into the OUT buffer is not an instruction (STORE reads it)")
-            step = self.spads.prepare_load(insn)
-            key = _LOAD_BYTES[insn.memory_type]
-            nbytes = insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)
-            self._keep((id(insn), self.spads.dram.size), (insn, step, key, nbytes))
-        setattr(self.stats, key, getattr(self.stats, key) + nbytes)
-        return step
-
-    def _keep(self, key: tuple[int, int], value: tuple[Any, ...]) -> None:
-        """Keep a LOAD's or STORE's step for the next machine (`self.moves`): it depends only on
-        the config, the instruction and the DRAM's size (the value holds the instruction, so
-        its id names no other while kept)."""
-        if len(self.moves) >= _MOVES_MAX:
-            self.moves.clear()
-        self.moves[key] = value
+        if insn.x_size == 0:
+            return None
+        if insn.memory_type == isa.MemType.OUT:
+            raise SimulationError("LOAD into the OUT buffer is not an instruction (STORE reads it)")
+        return self._move(insn, lambda: (
+            self.spads.prepare_load(insn), _LOAD_BYTES[insn.memory_type],
+            insn.y_size * insn.x_size * self.cfg.elem_bytes(insn.memory_type)))
 
     def _store(self, insn: isa.Store) -> Step | None:
         if insn.x_size == 0:
@@ -320,14 +305,24 @@ class _Machine:
             raise SimulationError("STORE cannot pad: all four pad fields must be 0")
         if insn.y_size == 0:
             return None
-        known = self.moves.get((id(insn), self.spads.dram.size))
+        return self._move(insn, lambda: (self.spads.prepare_store(insn), "out_store_bytes",
+                                         insn.y_size * insn.x_size * self.cfg.out_elem_bytes))
+
+    def _move(self, insn: isa.Load | isa.Store, prepare: Callable[[], tuple[Step, str, int]]) -> Step:
+        """The step of a LOAD or STORE, its bytes counted: `prepare()`'s (step, Stats key, bytes),
+        kept in `self.moves` for the next machine (it depends only on the config, the
+        instruction and the DRAM's size; the entry holds the instruction, so its id names no
+        other while kept)."""
+        index = (id(insn), self.spads.dram.size)
+        known = self.moves.get(index)
         if known is not None and known[0] is insn:
-            _, step, _, nbytes = known
+            _, step, key, nbytes = known
         else:
-            step = self.spads.prepare_store(insn)
-            nbytes = insn.y_size * insn.x_size * self.cfg.out_elem_bytes
-            self._keep((id(insn), self.spads.dram.size), (insn, step, None, nbytes))
-        self.stats.out_store_bytes += nbytes
+            step, key, nbytes = prepare()
+            if len(self.moves) >= _MOVES_MAX:
+                self.moves.clear()
+            self.moves[index] = (insn, step, key, nbytes)
+        setattr(self.stats, key, getattr(self.stats, key) + nbytes)
         return step
 
     def count(self, module: isa.Module, count: int = 1) -> None:
@@ -338,7 +333,7 @@ class _Machine:
 @functools.lru_cache(maxsize=16)
 def _shared_moves(cfg: AcceleratorConfig) -> dict[tuple[int, int], tuple[Any, ...]]:
     """(instruction id, DRAM size) -> (instruction, step, Stats key, bytes) of LOADs and STOREs
-    (see `_Machine._keep`)."""
+    (see `_Machine._move`)."""
     return {}
 
 

@@ -317,7 +317,7 @@ def test_a_run_stopped_by_an_error_leaves_the_dram_of_a_step_by_step_run(monkeyp
 
 
 def test_load_and_store_steps_are_shared_for_one_instruction_and_dram_size():
-    """`sim.fsim._Machine._keep`: a second simulator running the Program reuses the LOAD and
+    """`sim.fsim._Machine._move`: a second simulator running the Program reuses the LOAD and
     STORE steps the first one prepared (their checks depend on the DRAM's size: a larger DRAM
     gets steps of its own); every run gives the step-by-step DRAM."""
     from sim.scratchpads import _LoadMove, _StoreMove
