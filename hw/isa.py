@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union
 import numpy as np
 
 from hw.errors import WorkbenchError
+from hw.memo import Memo
 
 if TYPE_CHECKING:
     from hw.config import AcceleratorConfig
@@ -429,15 +430,12 @@ def decoder(cfg: AcceleratorConfig) -> Callable[[int], Insn]:
     model's first run decodes 10^4 words), and each word is decoded once per process (an
     instruction record is immutable: every caller shares it; a model's Programs repeat words)."""
     tables = {op: (cls, reserved_mask(cfg, op), _decoder(cfg, cls)) for op, cls in _BY_OPCODE.items()}
-    decoded: dict[int, Insn] = {}
+    decoded: Memo[int, Insn] = Memo(_DECODED_MAX)
 
     def remembered(word: int) -> Insn:
         insn = decoded.get(word)
-        if insn is None:
-            insn = fresh(word)  # (an EncodingError is raised again on every call)
-            if len(decoded) >= _DECODED_MAX:
-                decoded.clear()
-            decoded[word] = insn
+        if insn is None:  # (an EncodingError is raised again on every call)
+            insn = decoded.keep(word, fresh(word))
         return insn
 
     def fresh(word: int) -> Insn:

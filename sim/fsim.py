@@ -32,6 +32,7 @@ from threadpoolctl import ThreadpoolController
 from hw import isa
 from hw.config import AcceleratorConfig
 from hw.errors import WorkbenchError
+from hw.memo import Memo
 from hw.program import Program, Signature, token_signature
 from sim import alu
 from sim.backend import Capabilities, RunResult, SimulationError, Stats, check_dram
@@ -319,9 +320,7 @@ class _Machine:
             _, step, key, nbytes = known
         else:
             step, key, nbytes = prepare()
-            if len(self.moves) >= _MOVES_MAX:
-                self.moves.clear()
-            self.moves[index] = (insn, step, key, nbytes)
+            self.moves.keep(index, (insn, step, key, nbytes))
         setattr(self.stats, key, getattr(self.stats, key) + nbytes)
         return step
 
@@ -331,10 +330,10 @@ class _Machine:
 
 
 @functools.lru_cache(maxsize=16)
-def _shared_moves(cfg: AcceleratorConfig) -> dict[tuple[int, int], tuple[Any, ...]]:
+def _shared_moves(cfg: AcceleratorConfig) -> Memo[tuple[int, int], tuple[Any, ...]]:
     """(instruction id, DRAM size) -> (instruction, step, Stats key, bytes) of LOADs and STOREs
     (see `_Machine._move`)."""
-    return {}
+    return Memo(_MOVES_MAX)
 
 
 # The Stats counters of each module's instructions and of each LOAD's bytes (ACC_8BIT counts as acc)

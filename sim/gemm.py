@@ -23,6 +23,7 @@ import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
+from hw.memo import Memo
 from sim.backend import SimulationError
 from sim.product import ProductGroup, product_groups
 from sim.scratchpads import Lattice, Scratchpads, distinct_elements, lattice
@@ -68,11 +69,11 @@ def decoded_uops(cfg: AcceleratorConfig, spads: Scratchpads, insn: isa.Gemm | is
 
 
 @functools.lru_cache(maxsize=16)
-def shared_steps(cfg: AcceleratorConfig) -> dict[Any, Any]:
+def shared_steps(cfg: AcceleratorConfig) -> Memo[Any, Any]:
     """Prepared GEMM and ALU steps of `cfg`, shared by every machine of this process, keyed by
     what a step depends on: the instruction's fields and the micro-op words it reads (a model's
     Programs repeat micro-op tables; a step is stateless).  See `shared_step`."""
-    return {}
+    return Memo(_SHARED_MAX)
 
 
 def shared_step(cfg: AcceleratorConfig, spads: Scratchpads, key: Any, insn: isa.Gemm | isa.Alu,
@@ -85,10 +86,7 @@ def shared_step(cfg: AcceleratorConfig, spads: Scratchpads, key: Any, insn: isa.
     full = (key, insn.uop_bgn, insn.uop_end, words)
     step = table.get(full)
     if step is None:
-        step = prepare()
-        if len(table) >= _SHARED_MAX:
-            table.clear()
-        table[full] = step
+        step = table.keep(full, prepare())
     return step
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from hw import isa
 from hw.config import AcceleratorConfig
+from hw.memo import Memo
 from hw.program import (
     Program,
     ProgramError,
@@ -118,15 +119,12 @@ def _check_tokens(program: Program, cfg: AcceleratorConfig, cols: Columns) -> No
         verify_signatures(_signatures(kind, insn), capacity, lambda i: isa.format_insn(insn(i)))
     except ProgramError as exc:
         raise InvalidProgramError(f"token protocol: {exc}") from None
-    if len(_TOKENS_PASSED) >= _TOKENS_MAX:
-        _TOKENS_PASSED.clear()
-    _TOKENS_PASSED.add(key)
+    _TOKENS_PASSED.keep(key, True)
 
 
 # Token protocols verified in this process, by counter capacity and kinds (`_kinds`): a model's
 # Programs of one layer shape differ in their addresses, not in their tokens.
-_TOKENS_PASSED: set[tuple[int, bytes]] = set()
-_TOKENS_MAX = 1024
+_TOKENS_PASSED: Memo[tuple[int, bytes], bool] = Memo(1024)
 
 
 def _kinds(cols: Columns) -> np.ndarray:
@@ -272,10 +270,7 @@ def _uop_problems(cols: Columns, cfg: AcceleratorConfig, program: Program, stop:
             if known in verdicts:
                 text = seen[key] = verdicts[known]
             else:
-                text = seen[key] = loop_problem(cfg, insn, fields)
-                if len(verdicts) >= _VERDICTS_MAX:
-                    verdicts.clear()
-                verdicts[known] = text
+                text = seen[key] = verdicts.keep(known, loop_problem(cfg, insn, fields))
         if text:
             return [(i, text)]
     return []
@@ -285,10 +280,10 @@ _VERDICTS_MAX = 1 << 12
 
 
 @functools.lru_cache(maxsize=16)
-def _loop_verdicts(cfg: AcceleratorConfig) -> dict[tuple[int, int, bytes], str | None]:
+def _loop_verdicts(cfg: AcceleratorConfig) -> Memo[tuple[int, int, bytes], str | None]:
     """`loop_problem`'s verdicts in this process, by instruction word and the micro-op words it
     reads (a model's Programs repeat micro-op tables and the GEMM and ALU words over them)."""
-    return {}
+    return Memo(_VERDICTS_MAX)
 
 
 def _table_words(program: Program, cfg: AcceleratorConfig) -> tuple[int, np.ndarray]:

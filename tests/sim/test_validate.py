@@ -14,6 +14,7 @@ import pytest
 from hw import isa
 from hw.config import PRESETS
 from hw.errors import InputError
+from hw.memo import Memo
 from hw.program import Program, ProgramBuilder
 from sim.backend import InvalidProgramError, SimulationError
 from sim.backends import make_backend
@@ -210,7 +211,7 @@ def test_token_protocols_are_verified_once_per_kinds_of_instructions(monkeypatch
     verified = []
     real = validate.verify_signatures
     monkeypatch.setattr(validate, "verify_signatures", lambda *a: (verified.append(1), real(*a)))
-    monkeypatch.setattr(validate, "_TOKENS_PASSED", set())
+    monkeypatch.setattr(validate, "_TOKENS_PASSED", Memo(1024))  # a fresh table
     program = _gemm_program()
     moved = _gemm_program(store_elem_offset=1)  # the same instructions, another DRAM address
 
